@@ -1,0 +1,8 @@
+//! promoter: a stateless, one-pass implementation of Sveltos `ClusterPromotion`.
+//!
+//! Each pass observes the cluster, decides purely, acts idempotently, and exits.
+
+pub mod api;
+pub mod crd;
+pub mod labels;
+pub mod manifest;

@@ -1,0 +1,4 @@
+fn main() -> anyhow::Result<()> {
+    print!("{}", promoter::crd::cluster_promotion_crd_yaml()?);
+    Ok(())
+}
