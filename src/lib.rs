@@ -6,3 +6,4 @@ pub mod api;
 pub mod crd;
 pub mod labels;
 pub mod manifest;
+pub mod validation;
