@@ -4,6 +4,8 @@
 
 pub mod api;
 pub mod crd;
+pub mod fake;
 pub mod labels;
+pub mod logging;
 pub mod manifest;
 pub mod validation;

@@ -1,0 +1,603 @@
+//! HTTP front of the fake API server: URL routing, verbs, content types, discovery and `Status`
+//! bodies, as kube's client expects them from a real API server.
+
+use super::Shared;
+use super::control::{Attributes, FaultAction, RequestRecord};
+use super::store::{ApiError, DeleteOptions, ListOptions, PatchType, Propagation, ResourceType};
+use crate::labels::parse_selector;
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+type Reply = (u16, Value);
+
+pub(crate) async fn handle<B>(
+    shared: Arc<Shared>,
+    req: Request<B>,
+) -> Result<Response<Full<Bytes>>, std::convert::Infallible>
+where
+    B: hyper::body::Body,
+    B::Error: std::fmt::Display,
+{
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return Ok(respond(status_body(&ApiError::bad_request(format!(
+                "reading body: {e}"
+            )))));
+        }
+    };
+    let path = parts.uri.path().to_string();
+    let query = parse_query(parts.uri.query().unwrap_or_default());
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    };
+    let user = header("authorization")
+        .and_then(|h| h.strip_prefix("Bearer ").map(String::from))
+        .unwrap_or_else(|| "system:anonymous".into());
+    let content_type =
+        header("content-type").map(|c| c.split(';').next().unwrap_or_default().trim().to_string());
+    let target = route(&path);
+    let verb = verb_of(&parts.method, &target, &query);
+    let mut record = RequestRecord {
+        method: parts.method.to_string(),
+        path: path.clone(),
+        verb: verb.clone(),
+        group: target.as_ref().map(|t| t.group.clone()).unwrap_or_default(),
+        resource: target
+            .as_ref()
+            .map(|t| t.plural.clone())
+            .unwrap_or_default(),
+        subresource: target.as_ref().and_then(|t| t.subresource.clone()),
+        namespace: target.as_ref().and_then(|t| t.namespace.clone()),
+        name: target.as_ref().and_then(|t| t.name.clone()),
+        user: user.clone(),
+        code: 0,
+        content_type: content_type.clone(),
+    };
+
+    let fault = {
+        let mut faults = shared.faults.lock().unwrap_or_else(|p| p.into_inner());
+        faults
+            .iter_mut()
+            .find_map(|f| f.fires(&record).then(|| f.action.clone()))
+    };
+    let (code, value) = match fault {
+        Some(FaultAction::Status(code)) => status_body(&injected(code)),
+        Some(FaultAction::Hang(d)) => {
+            tokio::time::sleep(d).await;
+            dispatch(
+                &shared,
+                &parts.method,
+                &path,
+                target.as_ref(),
+                &verb,
+                &user,
+                &query,
+                content_type.as_deref(),
+                &body,
+            )
+        }
+        None => dispatch(
+            &shared,
+            &parts.method,
+            &path,
+            target.as_ref(),
+            &verb,
+            &user,
+            &query,
+            content_type.as_deref(),
+            &body,
+        ),
+    };
+    record.code = code;
+    shared
+        .log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(record);
+    Ok(respond((code, value)))
+}
+
+fn injected(code: u16) -> ApiError {
+    let reason = match code {
+        409 => "Conflict",
+        404 => "NotFound",
+        403 => "Forbidden",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    };
+    ApiError::new(code, reason, format!("injected fault: {reason}"))
+}
+
+fn respond((code, value): Reply) -> Response<Full<Bytes>> {
+    let body = serde_json::to_vec(&value).unwrap_or_default();
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+pub(crate) fn status_body(e: &ApiError) -> Reply {
+    let mut status = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": e.message, "reason": e.reason, "code": e.code,
+    });
+    if let Some(name) = &e.name {
+        status["details"] = json!({"name": name});
+    }
+    (e.code, status)
+}
+
+fn parse_query(q: &str) -> BTreeMap<String, String> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .filter_map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            Some((percent_decode(k)?, percent_decode(v)?))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub group: String,
+    pub version: String,
+    pub plural: String,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// `/api/v1/...` and `/apis/{group}/{version}/...`; `None` for discovery paths.
+fn route(path: &str) -> Option<Target> {
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some(ns.to_string()), rest),
+        _ => (None, rest),
+    };
+    let (plural, name, subresource) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(s.to_string())),
+        _ => return None,
+    };
+    Some(Target {
+        group: group.into(),
+        version: version.into(),
+        plural: plural.into(),
+        namespace,
+        name,
+        subresource,
+    })
+}
+
+fn verb_of(method: &Method, target: &Option<Target>, query: &BTreeMap<String, String>) -> String {
+    let Some(t) = target else {
+        return "discovery".into();
+    };
+    let v = match (method.as_str(), t.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => "watch",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "unknown",
+    };
+    v.into()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn dispatch(
+    shared: &Shared,
+    method: &Method,
+    path: &str,
+    target: Option<&Target>,
+    verb: &str,
+    user: &str,
+    query: &BTreeMap<String, String>,
+    content_type: Option<&str>,
+    body: &Bytes,
+) -> Reply {
+    let Some(t) = target else {
+        return discovery(shared, path);
+    };
+    let rt = {
+        let store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
+        store.resource(&t.group, &t.version, &t.plural).cloned()
+    };
+    let Some(rt) = rt else {
+        return status_body(&ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    };
+    let attrs = Attributes {
+        user: user.into(),
+        verb: verb.into(),
+        group: t.group.clone(),
+        resource: t.plural.clone(),
+        subresource: t.subresource.clone(),
+        namespace: t.namespace.clone(),
+        name: t.name.clone(),
+    };
+    let authorizer = shared
+        .authorizer
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Err(reason) = authorizer.authorize(&attrs) {
+        return status_body(&forbidden(&rt, &attrs, &reason));
+    }
+    match serve(shared, method, &rt, t, verb, query, content_type, body) {
+        Ok(reply) => reply,
+        Err(e) => status_body(&e),
+    }
+}
+
+fn forbidden(rt: &ResourceType, a: &Attributes, reason: &str) -> ApiError {
+    let what = match &a.name {
+        Some(n) => format!("{} \"{n}\"", rt.group_resource()),
+        None => rt.group_resource(),
+    };
+    let resource = match &a.subresource {
+        Some(s) => format!("{}/{s}", a.resource),
+        None => a.resource.clone(),
+    };
+    let scope = match &a.namespace {
+        Some(ns) => format!("in the namespace \"{ns}\""),
+        None => "at the cluster scope".into(),
+    };
+    let mut msg = format!(
+        "{what} is forbidden: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+        a.user, a.verb, a.group
+    );
+    if !reason.is_empty() {
+        msg.push_str(&format!(": {reason}"));
+    }
+    ApiError {
+        name: a.name.clone(),
+        ..ApiError::new(403, "Forbidden", msg)
+    }
+}
+
+fn parse_body(body: &Bytes, content_type: Option<&str>) -> Result<Value, ApiError> {
+    if content_type == Some("application/apply-patch+yaml") {
+        let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        return serde_saphyr::from_str(text)
+            .map_err(|e| ApiError::bad_request(format!("invalid YAML: {e}")));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    shared: &Shared,
+    method: &Method,
+    rt: &ResourceType,
+    t: &Target,
+    verb: &str,
+    query: &BTreeMap<String, String>,
+    content_type: Option<&str>,
+    body: &Bytes,
+) -> Result<Reply, ApiError> {
+    if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by the fake API server",
+        ));
+    }
+    if rt.namespaced != t.namespace.is_some()
+        && !(verb == "list" && rt.namespaced)
+        && verb != "create"
+    {
+        return Err(ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ));
+    }
+    let ns = t.namespace.clone().unwrap_or_default();
+    let name = t.name.clone().unwrap_or_default();
+    let status_only = match t.subresource.as_deref() {
+        None => false,
+        Some("status") if rt.status_subresource => true,
+        Some(_) => {
+            return Err(ApiError::new(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            ));
+        }
+    };
+    let mut store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
+    match verb {
+        "get" => Ok((200, store.get(rt, &ns, &name)?)),
+        "list" => {
+            let opts = ListOptions {
+                labels: match query.get("labelSelector") {
+                    Some(s) => {
+                        parse_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?
+                    }
+                    None => Vec::new(),
+                },
+                fields: query
+                    .get("fieldSelector")
+                    .map(|s| {
+                        s.split(',')
+                            .filter(|p| !p.is_empty())
+                            .map(|p| {
+                                let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                                (
+                                    k.trim_end_matches('=').to_string(),
+                                    v.trim_start_matches('=').to_string(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                limit: query.get("limit").and_then(|l| l.parse().ok()),
+                continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+            };
+            Ok((200, store.list(rt, t.namespace.as_deref(), &opts)?))
+        }
+        "create" => {
+            if t.name.is_some() {
+                return Err(ApiError::new(
+                    405,
+                    "MethodNotAllowed",
+                    "POST is not allowed on a named resource",
+                ));
+            }
+            Ok((201, store.create(rt, &ns, parse_body(body, content_type)?)?))
+        }
+        "update" => Ok((
+            200,
+            store.update(rt, &ns, &name, parse_body(body, content_type)?, status_only)?,
+        )),
+        "patch" => {
+            let kind = match content_type {
+                Some("application/merge-patch+json") => PatchType::Merge,
+                Some("application/json-patch+json") => PatchType::Json,
+                Some("application/apply-patch+yaml") => PatchType::Apply,
+                Some("application/strategic-merge-patch+json") if !rt.custom => PatchType::Merge,
+                other => {
+                    return Err(ApiError::new(
+                        415,
+                        "UnsupportedMediaType",
+                        format!(
+                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {other:?})"
+                        ),
+                    ));
+                }
+            };
+            Ok((
+                200,
+                store.patch(
+                    rt,
+                    &ns,
+                    &name,
+                    kind,
+                    &parse_body(body, content_type)?,
+                    status_only,
+                )?,
+            ))
+        }
+        "delete" => {
+            let mut opts = DeleteOptions::default();
+            let body_opts: Value = if body.is_empty() {
+                Value::Null
+            } else {
+                parse_body(body, Some("application/json"))?
+            };
+            let policy = body_opts
+                .get("propagationPolicy")
+                .and_then(Value::as_str)
+                .map(String::from)
+                .or_else(|| query.get("propagationPolicy").cloned());
+            opts.propagation = match policy.as_deref() {
+                None => None,
+                Some("Orphan") => Some(Propagation::Orphan),
+                Some("Background") => Some(Propagation::Background),
+                Some("Foreground") => Some(Propagation::Foreground),
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "unknown propagationPolicy {other:?}"
+                    )));
+                }
+            };
+            if body_opts.get("orphanDependents") == Some(&Value::Bool(true)) {
+                opts.propagation = Some(Propagation::Orphan);
+            }
+            opts.precondition_uid = body_opts
+                .pointer("/preconditions/uid")
+                .and_then(Value::as_str)
+                .map(String::from);
+            opts.precondition_resource_version = body_opts
+                .pointer("/preconditions/resourceVersion")
+                .and_then(Value::as_str)
+                .map(String::from);
+            let (obj, gone) = store.delete(rt, &ns, &name, &opts)?;
+            if gone && !rt.custom {
+                return Ok((
+                    200,
+                    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                           "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": obj.pointer("/metadata/uid")}}),
+                ));
+            }
+            Ok((200, obj))
+        }
+        _ => Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("{method} ({verb}) is not supported by the fake API server"),
+        )),
+    }
+}
+
+fn discovery(shared: &Shared, path: &str) -> Reply {
+    let store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
+    let types = store.types();
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let resources = |group: &str, version: &str| -> Vec<Value> {
+        let mut out = Vec::new();
+        for t in types
+            .iter()
+            .filter(|t| t.group == group && t.version == version)
+        {
+            out.push(json!({
+                "name": t.plural, "singularName": t.kind.to_lowercase(), "namespaced": t.namespaced, "kind": t.kind,
+                "verbs": ["create", "delete", "get", "list", "patch", "update"],
+            }));
+            if t.status_subresource {
+                out.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
+                                "kind": t.kind, "verbs": ["get", "patch", "update"]}));
+            }
+        }
+        out
+    };
+    match segs.as_slice() {
+        ["version"] => (
+            200,
+            json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-promoter-fake", "platform": "linux/amd64"}),
+        ),
+        ["api"] => (
+            200,
+            json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}),
+        ),
+        ["apis"] => {
+            let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for t in types.iter().filter(|t| !t.group.is_empty()) {
+                let versions = groups.entry(&t.group).or_default();
+                if !versions.contains(&t.version.as_str()) {
+                    versions.push(&t.version);
+                }
+            }
+            let groups: Vec<Value> = groups
+                .into_iter()
+                .map(|(g, vs)| {
+                    let versions: Vec<Value> = vs
+                        .iter()
+                        .map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+                        .collect();
+                    json!({"name": g, "versions": versions, "preferredVersion": versions[0]})
+                })
+                .collect();
+            (
+                200,
+                json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+            )
+        }
+        ["api", v] => (
+            200,
+            json!({"kind": "APIResourceList", "groupVersion": v, "resources": resources("", v)}),
+        ),
+        ["apis", g, v] if types.iter().any(|t| t.group == *g && t.version == *v) => (
+            200,
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{g}/{v}"), "resources": resources(g, v)}),
+        ),
+        _ => status_body(&ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        let t = route("/apis/config.projectsveltos.io/v1beta1/clusterpromotions/p/status").unwrap();
+        assert_eq!(
+            (
+                t.group.as_str(),
+                t.plural.as_str(),
+                t.name.as_deref(),
+                t.subresource.as_deref()
+            ),
+            (
+                "config.projectsveltos.io",
+                "clusterpromotions",
+                Some("p"),
+                Some("status")
+            )
+        );
+        let t = route("/api/v1/namespaces/dev/secrets/s").unwrap();
+        assert_eq!(
+            (t.namespace.as_deref(), t.plural.as_str(), t.name.as_deref()),
+            (Some("dev"), "secrets", Some("s"))
+        );
+        let t = route("/api/v1/namespaces/dev").unwrap();
+        assert_eq!(
+            (t.namespace.as_deref(), t.plural.as_str(), t.name.as_deref()),
+            (None, "namespaces", Some("dev"))
+        );
+        assert!(route("/apis").is_none());
+        assert!(route("/apis/g/v").is_none());
+    }
+
+    #[test]
+    fn query_decoding() {
+        let q = parse_query("labelSelector=a%3Db%2Cc%20in%20(x)&limit=5&continue=");
+        assert_eq!(q["labelSelector"], "a=b,c in (x)");
+        assert_eq!(q["limit"], "5");
+        assert_eq!(percent_decode("%zz"), None);
+    }
+}

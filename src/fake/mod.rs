@@ -1,0 +1,240 @@
+//! An in-process fake Kubernetes API server, served over HTTP on loopback so that tests (and the
+//! simulator) go through kube's real client.
+//!
+//! It implements what promoter relies on as the real API server does: resources by
+//! group/version/plural, discovery, get/list (label and field selectors, `limit`/`continue`), create,
+//! update with optimistic concurrency, merge and JSON patch, delete with finalizers and owner-reference
+//! garbage collection, the status subresource, and the same status codes and `Status` bodies.
+//! Requests are logged and counted; faults can be injected; an [`Authorizer`] decides access.
+//!
+//! Known differences from a real server: no watch, no admission or schema validation/defaulting,
+//! server-side apply is approximated by a merge patch, foreground deletion behaves as background,
+//! namespaces need not exist, and `resourceVersion` on a list is always "the latest".
+
+mod control;
+mod http;
+pub mod patch;
+pub mod store;
+
+pub use control::{
+    AllowAll, Attributes, Authorizer, FaultAction, FaultRule, RequestMatcher, RequestRecord,
+};
+pub use store::{ApiError, Clock, ResourceType, Store};
+
+use anyhow::Context;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use tokio::net::TcpListener;
+
+pub(crate) struct Shared {
+    pub(crate) store: Mutex<Store>,
+    pub(crate) log: Mutex<Vec<RequestRecord>>,
+    pub(crate) faults: Mutex<Vec<FaultRule>>,
+    pub(crate) authorizer: RwLock<Arc<dyn Authorizer>>,
+}
+
+/// A running fake API server; it stops when dropped.
+pub struct FakeApiServer {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The user the default client authenticates as (its bearer token is the user name).
+pub const ADMIN: &str = "admin";
+
+impl FakeApiServer {
+    /// Starts an empty server (no resource types) on 127.0.0.1 with a free port.
+    pub async fn start() -> anyhow::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding the fake API server to loopback")?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::new(Arc::new(chrono::Utc::now))),
+            log: Mutex::new(Vec::new()),
+            faults: Mutex::new(Vec::new()),
+            authorizer: RwLock::new(Arc::new(AllowAll)),
+        });
+        let accept_shared = shared.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let shared = accept_shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| http::handle(shared.clone(), req));
+                    // A client that goes away mid-request is not an error of the server.
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(FakeApiServer { shared, addr, task })
+    }
+
+    /// Starts a server that serves the types promoter reads and writes: ClusterPromotion,
+    /// ClusterProfile, ClusterSummary, SveltosCluster, Secret, ConfigMap, Namespace and Events.
+    pub async fn start_with_sveltos() -> anyhow::Result<Self> {
+        let server = Self::start().await?;
+        for rt in sveltos_types() {
+            server.register(rt);
+        }
+        Ok(server)
+    }
+
+    pub fn register(&self, rt: ResourceType) {
+        self.store().register(rt);
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Direct access to the objects, bypassing HTTP (fixtures and assertions).
+    pub fn store(&self) -> MutexGuard<'_, Store> {
+        self.shared.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_clock(&self, clock: Clock) {
+        self.store().set_clock(clock);
+    }
+
+    /// A kubeconfig that reaches this server, authenticating as `user`.
+    pub fn kubeconfig_yaml(&self, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: {user}\n  user:\n    token: {user}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: {user}\ncurrent-context: fake\n",
+            self.url()
+        )
+    }
+
+    /// A kube client for this server, authenticating as `user`.
+    pub async fn client_as(&self, user: &str) -> anyhow::Result<kube::Client> {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml(user))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        self.client_as(ADMIN).await
+    }
+
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn clear_requests(&self) {
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    pub fn count(&self, pred: impl Fn(&RequestRecord) -> bool) -> usize {
+        self.shared
+            .log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|r| pred(r))
+            .count()
+    }
+
+    pub fn writes(&self) -> usize {
+        self.count(RequestRecord::is_write)
+    }
+
+    pub fn inject(&self, fault: FaultRule) {
+        self.shared
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(fault);
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared
+            .faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) {
+        *self
+            .shared
+            .authorizer
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = authorizer;
+    }
+}
+
+pub fn cluster_promotion_type() -> ResourceType {
+    ResourceType::custom(
+        "config.projectsveltos.io",
+        "v1beta1",
+        "ClusterPromotion",
+        "clusterpromotions",
+        false,
+    )
+}
+pub fn cluster_profile_type() -> ResourceType {
+    ResourceType::custom(
+        "config.projectsveltos.io",
+        "v1beta1",
+        "ClusterProfile",
+        "clusterprofiles",
+        false,
+    )
+}
+pub fn cluster_summary_type() -> ResourceType {
+    ResourceType::custom(
+        "config.projectsveltos.io",
+        "v1beta1",
+        "ClusterSummary",
+        "clustersummaries",
+        true,
+    )
+}
+pub fn sveltos_cluster_type() -> ResourceType {
+    ResourceType::custom(
+        "lib.projectsveltos.io",
+        "v1beta1",
+        "SveltosCluster",
+        "sveltosclusters",
+        true,
+    )
+}
+/// Cluster API `Cluster`, served only when a test or fleet asks for it (absent CRD = no CAPI).
+pub fn capi_cluster_type() -> ResourceType {
+    ResourceType::custom("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters", true)
+}
+
+pub fn sveltos_types() -> Vec<ResourceType> {
+    vec![
+        cluster_promotion_type(),
+        cluster_profile_type(),
+        cluster_summary_type(),
+        sveltos_cluster_type(),
+        ResourceType::builtin("", "v1", "Namespace", "namespaces", false),
+        ResourceType::builtin("", "v1", "Secret", "secrets", true),
+        ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true),
+        ResourceType::builtin("", "v1", "Event", "events", true),
+        ResourceType::builtin("events.k8s.io", "v1", "Event", "events", true),
+    ]
+}

@@ -1,0 +1,714 @@
+//! The fake API server's object store: the semantics of the real API server for what promoter
+//! relies on (resourceVersion and optimistic concurrency, generation, the status subresource,
+//! finalizers, owner-reference garbage collection), independent of HTTP.
+
+use super::patch::{PatchError, json_patch, merge_patch};
+use crate::labels::{Requirement, matches_all};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// The source of "now" for creation and deletion timestamps (virtual in the simulator).
+pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
+/// A resource the server serves, as a CRD or a built-in type would register it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceType {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub namespaced: bool,
+    pub status_subresource: bool,
+    /// Custom resources answer a delete with the deleted object; built-in types with a `Status`.
+    pub custom: bool,
+}
+
+impl ResourceType {
+    pub fn custom(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        ResourceType {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            namespaced,
+            status_subresource: true,
+            custom: true,
+        }
+    }
+
+    pub fn builtin(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        ResourceType {
+            custom: false,
+            status_subresource: false,
+            ..Self::custom(group, version, kind, plural, namespaced)
+        }
+    }
+
+    pub fn without_status(mut self) -> Self {
+        self.status_subresource = false;
+        self
+    }
+
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `clusterpromotions.config.projectsveltos.io`, as the API server names it in messages.
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// An error as the API server reports it: HTTP code, `Status.reason` and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: u16,
+    pub reason: &'static str,
+    pub message: String,
+    pub name: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            name: None,
+        }
+    }
+    fn not_found(rt: &ResourceType, name: &str) -> Self {
+        ApiError {
+            name: Some(name.into()),
+            ..Self::new(
+                404,
+                "NotFound",
+                format!("{} \"{name}\" not found", rt.group_resource()),
+            )
+        }
+    }
+    fn conflict(rt: &ResourceType, name: &str) -> Self {
+        ApiError {
+            name: Some(name.into()),
+            ..Self::new(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    rt.group_resource()
+                ),
+            )
+        }
+    }
+    fn invalid(rt: &ResourceType, name: &str, detail: &str) -> Self {
+        ApiError {
+            name: Some(name.into()),
+            ..Self::new(
+                422,
+                "Invalid",
+                format!("{} \"{name}\" is invalid: {detail}", rt.group_resource()),
+            )
+        }
+    }
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Propagation {
+    Orphan,
+    Background,
+    /// Treated as background: dependents are deleted, but the owner does not wait for them.
+    Foreground,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    Merge,
+    Json,
+    /// Server-side apply, approximated: create when absent, else a merge patch (no field managers).
+    Apply,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub labels: Vec<Requirement>,
+    pub fields: Vec<(String, String)>,
+    pub limit: Option<usize>,
+    pub continue_token: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub propagation: Option<Propagation>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+}
+
+type Key = (String, String, String, String); // group, plural, namespace, name
+
+pub struct Store {
+    types: Vec<ResourceType>,
+    objects: BTreeMap<Key, Value>,
+    /// Propagation asked for by a delete that had to wait for finalizers.
+    pending_propagation: HashMap<String, Propagation>,
+    revision: u64,
+    uids: u64,
+    clock: Clock,
+}
+
+fn meta(obj: &Value, field: &str) -> Option<String> {
+    obj.pointer(&format!("/metadata/{field}"))
+        .and_then(Value::as_str)
+        .map(String::from)
+}
+
+fn set_meta(obj: &mut Value, field: &str, value: Value) {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"][field] = value;
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn labels_of(obj: &Value) -> BTreeMap<String, String> {
+    obj.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything that is not metadata (and not status, with a status subresource): what moves `generation`.
+fn spec_part(obj: &Value, rt: &ResourceType) -> Map<String, Value> {
+    let mut m = obj.as_object().cloned().unwrap_or_default();
+    for k in ["metadata", "apiVersion", "kind"] {
+        m.remove(k);
+    }
+    if rt.status_subresource {
+        m.remove("status");
+    }
+    m
+}
+
+impl Store {
+    pub fn new(clock: Clock) -> Self {
+        Store {
+            types: Vec::new(),
+            objects: BTreeMap::new(),
+            pending_propagation: HashMap::new(),
+            revision: 1,
+            uids: 0,
+            clock,
+        }
+    }
+
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    fn now(&self) -> String {
+        (self.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    pub fn register(&mut self, rt: ResourceType) {
+        self.types
+            .retain(|t| !(t.group == rt.group && t.plural == rt.plural));
+        self.types.push(rt);
+    }
+
+    pub fn types(&self) -> &[ResourceType] {
+        &self.types
+    }
+
+    pub fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+    }
+
+    pub fn resource_by_kind(&self, api_version: &str, kind: &str) -> Option<ResourceType> {
+        self.types
+            .iter()
+            .find(|t| t.api_version() == api_version && t.kind == kind)
+            .cloned()
+    }
+
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    fn next_revision(&mut self) -> String {
+        self.revision += 1;
+        self.revision.to_string()
+    }
+
+    fn key(rt: &ResourceType, ns: &str, name: &str) -> Key {
+        let ns = if rt.namespaced { ns } else { "" };
+        (
+            rt.group.clone(),
+            rt.plural.clone(),
+            ns.to_string(),
+            name.to_string(),
+        )
+    }
+
+    pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
+        self.objects
+            .get(&Self::key(rt, ns, name))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(rt, name))
+    }
+
+    /// Every object of a type, in key order (for tests and the simulator).
+    pub fn all(&self, rt: &ResourceType) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|((g, p, ..), _)| *g == rt.group && *p == rt.plural)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
+    pub fn list(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<Value, ApiError> {
+        for (field, _) in &opts.fields {
+            if field != "metadata.name" && field != "metadata.namespace" {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+        }
+        let after = opts.continue_token.clone().unwrap_or_default();
+        let mut matching = self
+            .objects
+            .iter()
+            .filter(|((g, p, n, _), _)| {
+                *g == rt.group && *p == rt.plural && ns.is_none_or(|ns| ns == n)
+            })
+            .filter(|((.., n, name), _)| after.is_empty() || format!("{n}/{name}") > after)
+            .filter(|(_, obj)| matches_all(&opts.labels, &labels_of(obj)))
+            .filter(|((.., n, name), _)| {
+                opts.fields.iter().all(|(f, v)| {
+                    if f == "metadata.name" {
+                        name == v
+                    } else {
+                        n == v
+                    }
+                })
+            });
+        let mut items = Vec::new();
+        let mut last = None;
+        while !opts.limit.is_some_and(|l| l > 0 && items.len() >= l) {
+            let Some(((.., n, name), obj)) = matching.next() else {
+                break;
+            };
+            items.push(obj.clone());
+            last = Some(format!("{n}/{name}"));
+        }
+        let remaining = matching.count();
+        let mut list_meta = json!({"resourceVersion": self.revision.to_string()});
+        if opts.limit.is_some_and(|l| l > 0) && remaining > 0 {
+            list_meta["continue"] = json!(last.unwrap_or_default());
+            list_meta["remainingItemCount"] = json!(remaining);
+        }
+        Ok(json!({
+            "apiVersion": rt.api_version(),
+            "kind": format!("{}List", rt.kind),
+            "metadata": list_meta,
+            "items": items,
+        }))
+    }
+
+    pub fn create(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Value, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request was not a JSON object",
+            ));
+        }
+        let body_ns = meta(&obj, "namespace").unwrap_or_default();
+        if rt.namespaced {
+            if !body_ns.is_empty() && !ns.is_empty() && body_ns != ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            let ns = if ns.is_empty() {
+                body_ns
+            } else {
+                ns.to_string()
+            };
+            if ns.is_empty() {
+                return Err(ApiError::bad_request(
+                    "a namespace is required for a namespaced resource",
+                ));
+            }
+            set_meta(&mut obj, "namespace", json!(ns));
+        } else if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("namespace");
+        }
+        let name = match (meta(&obj, "name"), meta(&obj, "generateName")) {
+            (Some(n), _) if !n.is_empty() => n,
+            (_, Some(prefix)) if !prefix.is_empty() => {
+                self.uids += 1;
+                format!("{prefix}{:05x}", self.uids)
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    rt,
+                    "",
+                    "metadata.name: Required value: name or generateName is required",
+                ));
+            }
+        };
+        let key = Self::key(rt, &meta(&obj, "namespace").unwrap_or_default(), &name);
+        if self.objects.contains_key(&key) {
+            return Err(ApiError {
+                name: Some(name.clone()),
+                ..ApiError::new(
+                    409,
+                    "AlreadyExists",
+                    format!("{} \"{name}\" already exists", rt.group_resource()),
+                )
+            });
+        }
+        self.uids += 1;
+        let uid = format!("00000000-0000-4000-8000-{:012x}", self.uids);
+        obj["apiVersion"] = json!(rt.api_version());
+        obj["kind"] = json!(rt.kind);
+        set_meta(&mut obj, "name", json!(name));
+        set_meta(&mut obj, "uid", json!(uid));
+        set_meta(&mut obj, "creationTimestamp", json!(self.now()));
+        set_meta(&mut obj, "generation", json!(1));
+        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("deletionTimestamp");
+        }
+        if rt.status_subresource
+            && let Some(m) = obj.as_object_mut()
+        {
+            // The API server drops status on create when status is a subresource.
+            m.remove("status");
+        }
+        let rv = self.next_revision();
+        set_meta(&mut obj, "resourceVersion", json!(rv));
+        self.objects.insert(key, obj.clone());
+        Ok(obj)
+    }
+
+    /// Inserts an object as is, status included (test fixtures; bypasses the subresource rule).
+    pub fn seed(&mut self, rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
+        let ns = meta(&obj, "namespace").unwrap_or_default();
+        let status = obj.get("status").cloned();
+        let mut created = self.create(rt, &ns, obj)?;
+        if let Some(status) = status {
+            created["status"] = status;
+            let key = Self::key(rt, &ns, &meta(&created, "name").unwrap_or_default());
+            self.objects.insert(key, created.clone());
+        }
+        Ok(created)
+    }
+
+    /// PUT: replaces the object (or only its status) with optimistic concurrency.
+    pub fn update(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        body: Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let current = self.get(rt, ns, name)?;
+        match meta(&body, "resourceVersion") {
+            None => {
+                return Err(ApiError::invalid(
+                    rt,
+                    name,
+                    "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+                ));
+            }
+            Some(rv) if Some(&rv) != meta(&current, "resourceVersion").as_ref() => {
+                return Err(ApiError::conflict(rt, name));
+            }
+            _ => {}
+        }
+        if meta(&body, "name").is_some_and(|n| n != name) {
+            return Err(ApiError::bad_request(
+                "the name of the object does not match the name on the URL",
+            ));
+        }
+        self.commit(rt, current, body, status_only)
+    }
+
+    pub fn patch(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        kind: PatchType,
+        patch: &Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        let current = match self.get(rt, ns, name) {
+            Ok(c) => c,
+            Err(e) if kind == PatchType::Apply && e.code == 404 => {
+                let mut obj = patch.clone();
+                set_meta(&mut obj, "name", json!(name));
+                return self.create(rt, ns, obj);
+            }
+            Err(e) => return Err(e),
+        };
+        let patched = match kind {
+            PatchType::Merge | PatchType::Apply => {
+                let mut doc = current.clone();
+                merge_patch(&mut doc, patch);
+                doc
+            }
+            PatchType::Json => json_patch(&current, patch).map_err(|e| match e {
+                PatchError::Malformed(m) => ApiError::bad_request(m),
+                PatchError::Failed(m) => ApiError::new(422, "Invalid", m),
+            })?,
+        };
+        if meta(&patched, "resourceVersion") != meta(&current, "resourceVersion") {
+            return Err(ApiError::conflict(rt, name));
+        }
+        self.commit(rt, current, patched, status_only)
+    }
+
+    /// Applies a write: keeps what clients cannot change, moves generation and resourceVersion only
+    /// when something changed, and completes a deletion once the last finalizer is gone.
+    fn commit(
+        &mut self,
+        rt: &ResourceType,
+        current: Value,
+        mut new: Value,
+        status_only: bool,
+    ) -> Result<Value, ApiError> {
+        if !new.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request was not a JSON object",
+            ));
+        }
+        let name = meta(&current, "name").unwrap_or_default();
+        if status_only {
+            let status = new.get("status").cloned();
+            new = current.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        } else if rt.status_subresource {
+            match current.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        new["apiVersion"] = json!(rt.api_version());
+        new["kind"] = json!(rt.kind);
+        for field in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "generation",
+            "resourceVersion",
+        ] {
+            match current.pointer(&format!("/metadata/{field}")) {
+                Some(v) => set_meta(&mut new, field, v.clone()),
+                None => {
+                    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove(field);
+                    }
+                }
+            }
+        }
+        if current.pointer("/metadata/deletionTimestamp").is_some() {
+            let (old_f, new_f) = (finalizers(&current), finalizers(&new));
+            if new_f.iter().any(|f| !old_f.contains(f)) {
+                return Err(ApiError::invalid(
+                    rt,
+                    &name,
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
+                ));
+            }
+        }
+        if new == current {
+            // A write that changes nothing is not persisted; resourceVersion stays.
+            return Ok(current);
+        }
+        if spec_part(&new, rt) != spec_part(&current, rt) {
+            let generation = current
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            set_meta(&mut new, "generation", json!(generation + 1));
+        }
+        let key = Self::key(rt, &meta(&current, "namespace").unwrap_or_default(), &name);
+        let rv = self.next_revision();
+        set_meta(&mut new, "resourceVersion", json!(rv));
+        if new.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&new).is_empty() {
+            self.objects.remove(&key);
+            let uid = meta(&new, "uid").unwrap_or_default();
+            let propagation = self
+                .pending_propagation
+                .remove(&uid)
+                .unwrap_or(Propagation::Background);
+            self.collect_dependents(&uid, propagation);
+            return Ok(new);
+        }
+        self.objects.insert(key, new.clone());
+        Ok(new)
+    }
+
+    /// DELETE: immediate without finalizers, otherwise marks the object and waits for them.
+    /// Returns the object, and whether it is gone.
+    pub fn delete(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<(Value, bool), ApiError> {
+        let current = self.get(rt, ns, name)?;
+        let uid = meta(&current, "uid").unwrap_or_default();
+        if opts.precondition_uid.as_ref().is_some_and(|u| *u != uid)
+            || opts
+                .precondition_resource_version
+                .as_ref()
+                .is_some_and(|rv| Some(rv) != meta(&current, "resourceVersion").as_ref())
+        {
+            return Err(ApiError::conflict(rt, name));
+        }
+        let propagation = opts.propagation.unwrap_or(Propagation::Background);
+        let key = Self::key(rt, ns, name);
+        if propagation == Propagation::Orphan {
+            self.orphan_dependents(&uid);
+        }
+        if !finalizers(&current).is_empty() {
+            if current.pointer("/metadata/deletionTimestamp").is_some() {
+                return Ok((current, false));
+            }
+            let mut marked = current;
+            set_meta(&mut marked, "deletionTimestamp", json!(self.now()));
+            set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
+            let rv = self.next_revision();
+            set_meta(&mut marked, "resourceVersion", json!(rv));
+            self.objects.insert(key, marked.clone());
+            self.pending_propagation.insert(uid, propagation);
+            return Ok((marked, false));
+        }
+        self.objects.remove(&key);
+        self.collect_dependents(&uid, propagation);
+        Ok((current, true))
+    }
+
+    fn dependents_of(&self, uid: &str) -> Vec<Key> {
+        self.objects
+            .iter()
+            .filter(|(_, obj)| {
+                obj.pointer("/metadata/ownerReferences")
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn remove_owner_ref(&mut self, key: &Key, uid: &str) {
+        let rv = self.next_revision();
+        if let Some(obj) = self.objects.get_mut(key) {
+            if let Some(refs) = obj
+                .pointer_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+            {
+                refs.retain(|r| r["uid"] != uid);
+            }
+            set_meta(obj, "resourceVersion", json!(rv));
+        }
+    }
+
+    fn orphan_dependents(&mut self, uid: &str) {
+        for key in self.dependents_of(uid) {
+            self.remove_owner_ref(&key, uid);
+        }
+    }
+
+    /// The garbage collector: a dependent whose owners are all gone is deleted (waiting for its own
+    /// finalizers); one with another live owner only loses the dangling reference.
+    fn collect_dependents(&mut self, uid: &str, propagation: Propagation) {
+        if propagation == Propagation::Orphan {
+            self.orphan_dependents(uid);
+            return;
+        }
+        for key in self.dependents_of(uid) {
+            let Some(obj) = self.objects.get(&key).cloned() else {
+                continue;
+            };
+            let other_owner_alive = obj
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|r| r["uid"] != uid)
+                .any(|r| {
+                    self.objects
+                        .values()
+                        .any(|o| o.pointer("/metadata/uid") == Some(&r["uid"]))
+                });
+            if other_owner_alive {
+                self.remove_owner_ref(&key, uid);
+                continue;
+            }
+            let Some(rt) = self
+                .types
+                .iter()
+                .find(|t| t.group == key.0 && t.plural == key.1)
+                .cloned()
+            else {
+                continue;
+            };
+            // Errors cannot happen here: the object exists and no precondition is set.
+            let _ = self.delete(&rt, &key.2, &key.3, &DeleteOptions::default());
+        }
+    }
+}

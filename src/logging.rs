@@ -1,0 +1,23 @@
+//! Log output through `tracing`: human-readable or JSON, level from `--log-level` or `RUST_LOG`.
+
+use clap::ValueEnum;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+/// Logs go to stderr so that stdout stays the command's output (YAML, JSON, summaries).
+pub fn init(format: LogFormat, level: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests) is harmless.
+    let _ = match format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
