@@ -5,7 +5,9 @@
 pub mod api;
 pub mod crd;
 pub mod fake;
+pub mod hash;
 pub mod labels;
 pub mod logging;
 pub mod manifest;
 pub mod validation;
+pub mod window;
