@@ -9,5 +9,6 @@ pub mod hash;
 pub mod labels;
 pub mod logging;
 pub mod manifest;
+pub mod pass;
 pub mod validation;
 pub mod window;

@@ -1,0 +1,812 @@
+//! The decision for one ClusterPromotion: a pure function of (promotion, observed world, health
+//! results, now) returning the new status, the actions, the events and a one-line summary.
+//! No I/O, no clock, no randomness.
+
+use super::deployment::{self, DeploymentCheck};
+use super::profiles::{
+    DesiredProfile, main_profile, owned_by, preverification_name, preverification_profile,
+    profile_name,
+};
+use super::stage_status::{description_text, entry, set_description, set_failure};
+use super::world::World;
+use crate::api::promotion::FINALIZER;
+use crate::api::{
+    ClusterProfile, ClusterPromotion, ClusterPromotionStatus, Stage, StageStatus, Timestamp,
+};
+use crate::hash::{profile_spec_hash, stages_hash};
+use crate::validation::{check_label_value, name_violations, schema_violations};
+use crate::window::{PromotionWindow, WindowState};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub now: DateTime<Utc>,
+    /// The zone of promotion windows without a `CRON_TZ=` prefix.
+    pub default_tz: Tz,
+}
+
+/// The result of a stage's postDelayHealthChecks on every cluster of the stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealthVerdict {
+    Passed,
+    /// Names the cluster, check and resource and the script's message.
+    Failing(String),
+    /// The checks could not be evaluated (yet); the stage waits.
+    NotEvaluated(String),
+}
+
+/// Health verdicts of one promotion, by stage name.
+pub type HealthResults = BTreeMap<String, HealthVerdict>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    Progressing,
+    Waiting,
+    AwaitingApproval,
+    Complete,
+    /// A deployment failed on some cluster; the rollout halts at this stage.
+    Failed,
+    /// The ClusterPromotion cannot be processed as written (invalid, overlapping stages, …).
+    Error,
+    Deleting,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    AddFinalizer,
+    RemoveFinalizer,
+    /// Create or update a generated ClusterProfile.
+    Apply(Box<DesiredProfile>),
+    Delete {
+        name: String,
+    },
+    /// Remove the promotion's owner reference so that garbage collection keeps the profile.
+    Disown {
+        name: String,
+    },
+    /// Remove `approved` from this stage's manual trigger (JSON patch guarded by the stage name).
+    ResetApproval {
+        index: usize,
+        stage: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventNote {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub promotion: String,
+    pub phase: Phase,
+    pub stage: Option<String>,
+    pub summary: String,
+    /// Actions applied before the status write, in order.
+    pub actions: Vec<Action>,
+    /// The new status, when it differs from the observed one.
+    pub status: Option<ClusterPromotionStatus>,
+    /// Actions applied after a successful status write (approval resets: an approval is consumed
+    /// only once the promotion it allowed is recorded).
+    pub after_status: Vec<Action>,
+    pub events: Vec<EventNote>,
+    /// When waiting on time: the moment the wait ends (soak end, window opening).
+    pub next_check: Option<DateTime<Utc>>,
+    /// The stage whose postDelayHealthChecks must be evaluated before this decision is final.
+    pub needs_health: Option<String>,
+}
+
+impl Decision {
+    fn new(promotion: &str) -> Self {
+        Decision {
+            promotion: promotion.to_string(),
+            phase: Phase::Progressing,
+            stage: None,
+            summary: String::new(),
+            actions: Vec::new(),
+            status: None,
+            after_status: Vec::new(),
+            events: Vec::new(),
+            next_check: None,
+            needs_health: None,
+        }
+    }
+
+    fn event(&mut self, message: String) {
+        self.events.push(EventNote {
+            warning: false,
+            reason: "Sveltos".into(),
+            message,
+        });
+    }
+
+    fn warn(&mut self, reason: &str, message: String) {
+        self.events.push(EventNote {
+            warning: true,
+            reason: reason.into(),
+            message,
+        });
+    }
+
+    fn outcome(&mut self, phase: Phase, summary: String) {
+        self.phase = phase;
+        self.summary = summary;
+    }
+
+    pub fn writes(&self) -> bool {
+        !self.actions.is_empty() || self.status.is_some() || !self.after_status.is_empty()
+    }
+}
+
+pub fn has_finalizer(p: &ClusterPromotion) -> bool {
+    p.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER)
+}
+
+pub fn decide(
+    p: &ClusterPromotion,
+    world: &World,
+    health: &HealthResults,
+    ctx: &Context,
+) -> Decision {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let mut d = Decision::new(&name);
+    if p.metadata.deletion_timestamp.is_some() {
+        deletion(p, &name, world, &mut d);
+        return d;
+    }
+    if !has_finalizer(p) {
+        d.actions.push(Action::AddFinalizer);
+    }
+    let old = p.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    Planner {
+        p,
+        name: &name,
+        world,
+        health,
+        ctx,
+        d: &mut d,
+    }
+    .plan(&mut status);
+    if status != old {
+        d.status = Some(status);
+    }
+    d
+}
+
+fn deletion(p: &ClusterPromotion, name: &str, world: &World, d: &mut Decision) {
+    if !has_finalizer(p) {
+        d.outcome(Phase::Deleting, "being deleted".into());
+        return;
+    }
+    let owned: Vec<&ClusterProfile> = world
+        .profiles_of(name)
+        .filter(|cp| owned_by(cp, name))
+        .collect();
+    if p.spec.preserve_cluster_profiles_on_delete.unwrap_or(false) {
+        // Owner references go first, or garbage collection would delete what we preserve.
+        for cp in &owned {
+            d.actions.push(Action::Disown {
+                name: cp.metadata.name.clone().unwrap_or_default(),
+            });
+        }
+        d.actions.push(Action::RemoveFinalizer);
+        d.outcome(
+            Phase::Deleting,
+            format!("deleted; {} ClusterProfiles preserved", owned.len()),
+        );
+        return;
+    }
+    let all: Vec<&ClusterProfile> = world.profiles_of(name).collect();
+    if all.is_empty() {
+        d.actions.push(Action::RemoveFinalizer);
+        d.outcome(
+            Phase::Deleting,
+            "deleted: all ClusterProfiles are gone".into(),
+        );
+        return;
+    }
+    for cp in &all {
+        if cp.metadata.deletion_timestamp.is_none() {
+            d.actions.push(Action::Delete {
+                name: cp.metadata.name.clone().unwrap_or_default(),
+            });
+        }
+    }
+    d.outcome(
+        Phase::Deleting,
+        format!(
+            "deleting: waiting for {} ClusterProfiles to be removed",
+            all.len()
+        ),
+    );
+}
+
+/// What is wrong with a promotion that stops it from being processed, each with its field path.
+fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<String> {
+    let mut out: Vec<String> = schema_violations(&p.spec)
+        .iter()
+        .chain(&name_violations(p))
+        .map(ToString::to_string)
+        .collect();
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    for (i, stage) in p.spec.stages.iter().enumerate() {
+        if let Err(e) = stage
+            .cluster_selector
+            .clone()
+            .unwrap_or_default()
+            .requirements()
+        {
+            out.push(format!("spec.stages[{i}].clusterSelector.{e}"));
+        }
+        if preverification_profile(p, stage).is_some()
+            && let Err(why) = check_label_value(&preverification_name(name, &stage.name))
+        {
+            out.push(format!(
+                "spec.stages[{i}].name: generated ClusterProfile name {:?} {why}",
+                preverification_name(name, &stage.name)
+            ));
+        }
+        if let Some(w) = stage
+            .trigger
+            .as_ref()
+            .and_then(|t| t.auto.as_ref())
+            .and_then(|a| a.promotion_window.as_ref())
+            && let Err(e) = PromotionWindow::parse(&w.from, &w.to, ctx.default_tz)
+        {
+            out.push(format!("spec.stages[{i}].trigger.auto.{e}"));
+        }
+    }
+    if let Some(ps) = &p.spec.profile_spec {
+        let checks = [
+            ps.helm_charts().err(),
+            ps.policy_refs().err(),
+            ps.kustomization_refs().err(),
+            ps.validate_healths().err(),
+            ps.max_update().err(),
+        ];
+        out.extend(checks.into_iter().flatten().map(|e| format!("spec.{e}")));
+    }
+    // A cluster in two stages would receive two conflicting ClusterProfiles (upstream Q11).
+    for c in &world.clusters {
+        let stages: Vec<&str> = p
+            .spec
+            .stages
+            .iter()
+            .filter(|s| {
+                s.cluster_selector
+                    .clone()
+                    .unwrap_or_default()
+                    .selects(&c.labels)
+                    .unwrap_or(false)
+            })
+            .map(|s| s.name.as_str())
+            .collect();
+        if stages.len() > 1 {
+            out.push(format!(
+                "cluster {c} ({}Cluster) is selected by more than one stage: {}",
+                if c.kind == super::world::ClusterKind::Capi {
+                    "CAPI "
+                } else {
+                    "Sveltos"
+                },
+                stages
+                    .iter()
+                    .map(|s| format!("{s:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ));
+        }
+    }
+    out
+}
+
+struct Planner<'a> {
+    p: &'a ClusterPromotion,
+    name: &'a str,
+    world: &'a World,
+    health: &'a HealthResults,
+    ctx: &'a Context,
+    d: &'a mut Decision,
+}
+
+/// A generated profile, as observed against what it should be.
+enum Observed<'a> {
+    Applied(&'a ClusterProfile),
+    /// Missing or different: an `Apply` was planned.
+    Applying,
+    /// Being deleted by someone: it can be recreated only once it is gone.
+    Deleting,
+}
+
+impl<'a> Planner<'a> {
+    fn now(&self) -> DateTime<Utc> {
+        self.ctx.now
+    }
+
+    fn ensure(&mut self, desired: DesiredProfile) -> Observed<'a> {
+        match self.world.profiles.get(&desired.name) {
+            Some(o) if o.metadata.deletion_timestamp.is_some() => Observed::Deleting,
+            Some(o) if desired.is_applied(o) => Observed::Applied(o),
+            _ => {
+                self.d.actions.push(Action::Apply(Box::new(desired)));
+                Observed::Applying
+            }
+        }
+    }
+
+    fn delete_if_present(&mut self, name: String) {
+        if self
+            .world
+            .profiles
+            .get(&name)
+            .is_some_and(|cp| cp.metadata.deletion_timestamp.is_none())
+        {
+            self.d.actions.push(Action::Delete { name });
+        }
+    }
+
+    fn plan(&mut self, status: &mut ClusterPromotionStatus) {
+        let problems = problems(self.p, self.world, self.ctx);
+        if !problems.is_empty() {
+            return self.blocked(status, problems);
+        }
+        self.remove_stale();
+        let stages = &self.p.spec.stages;
+        let ps_hash = profile_spec_hash(self.p.spec.profile_spec.as_ref());
+        let st_hash = stages_hash(stages);
+        let current = status.current_stage_name.clone().unwrap_or_default();
+        let cur_idx = stages.iter().position(|s| s.name == current);
+        let has_entry = status.stages.iter().flatten().any(|s| s.name == current);
+        let changed = status.profile_spec_hash.as_deref() != Some(&ps_hash)
+            || status.stages_hash.as_deref() != Some(&st_hash);
+        match cur_idx {
+            Some(i) if !changed && has_entry => self.progress(status, i),
+            _ => self.restart(status, ps_hash, st_hash),
+        }
+    }
+
+    fn blocked(&mut self, status: &mut ClusterPromotionStatus, problems: Vec<String>) {
+        let message = problems.join("; ");
+        let now = self.now();
+        let stage = status
+            .current_stage_name
+            .clone()
+            .filter(|s| !s.is_empty())
+            .or_else(|| self.p.spec.stages.first().map(|s| s.name.clone()));
+        if let Some(stage) = &stage {
+            status.current_stage_name = Some(stage.clone());
+            let e = entry(status, stage);
+            if e.failure_message.as_deref() != Some(&message) {
+                self.d.warn(
+                    "Blocked",
+                    format!("ClusterPromotion {} is blocked: {message}", self.name),
+                );
+            }
+            set_failure(e, Some(&message), now);
+            set_description(
+                e,
+                "Blocked: the ClusterPromotion cannot be processed (see failureMessage)",
+                now,
+            );
+        }
+        self.d.stage = stage;
+        self.d.outcome(Phase::Error, format!("blocked: {message}"));
+    }
+
+    /// Profiles of this promotion that no stage generates any more (upstream §3.9).
+    fn remove_stale(&mut self) {
+        let expected: BTreeSet<String> = self
+            .p
+            .spec
+            .stages
+            .iter()
+            .flat_map(|s| {
+                [
+                    profile_name(self.name, &s.name),
+                    preverification_name(self.name, &s.name),
+                ]
+            })
+            .collect();
+        let stale: Vec<String> = self
+            .world
+            .profiles_of(self.name)
+            .filter(|cp| owned_by(cp, self.name) && cp.metadata.deletion_timestamp.is_none())
+            .filter_map(|cp| cp.metadata.name.clone())
+            .filter(|n| !expected.contains(n))
+            .collect();
+        for name in stale {
+            self.d.actions.push(Action::Delete { name });
+        }
+    }
+
+    /// A new revision (or the first pass): stage 1 gets the profile, the run starts over. The new
+    /// hashes are recorded only together with the applied profile (upstream Q1).
+    fn restart(&mut self, status: &mut ClusterPromotionStatus, ps_hash: String, st_hash: String) {
+        let first = self.p.spec.stages[0].clone();
+        let now = self.now();
+        self.delete_if_present(preverification_name(self.name, &first.name));
+        self.d.stage = Some(first.name.clone());
+        if let Observed::Deleting = self.ensure(main_profile(self.p, &first)) {
+            self.d.outcome(
+                Phase::Waiting,
+                format!(
+                    "restart waits: ClusterProfile {} is being deleted",
+                    profile_name(self.name, &first.name)
+                ),
+            );
+            return;
+        }
+        let first_time = status.profile_spec_hash.is_none();
+        *status = ClusterPromotionStatus {
+            stages: Some(vec![StageStatus {
+                name: first.name.clone(),
+                last_update_reconciled_time: Some(Timestamp::new(now)),
+                ..Default::default()
+            }]),
+            profile_spec_hash: Some(ps_hash),
+            stages_hash: Some(st_hash),
+            current_stage_name: Some(first.name.clone()),
+            last_promotion_time: Some(Timestamp::new(now)),
+        };
+        set_description(
+            entry(status, &first.name),
+            "Clusters are being provisioned",
+            now,
+        );
+        // Upstream's description setter does not touch lastStatusCheckTime.
+        entry(status, &first.name).last_status_check_time = None;
+        self.d
+            .event(format!("Provisioning stage {} (Restart)", first.name));
+        let why = if first_time {
+            "started"
+        } else {
+            "restarted (new revision)"
+        };
+        self.d.outcome(
+            Phase::Progressing,
+            format!("{why}: provisioning stage {}", first.name),
+        );
+    }
+
+    fn progress(&mut self, status: &mut ClusterPromotionStatus, idx: usize) {
+        let stages = &self.p.spec.stages;
+        let stage = stages[idx].clone();
+        let now = self.now();
+        self.d.stage = Some(stage.name.clone());
+        self.reset_consumed_approvals(idx);
+        // Stages already reached in this run keep their profiles (repairs drift or deletion).
+        for earlier in &stages[..idx] {
+            let _ = self.ensure(main_profile(self.p, earlier));
+        }
+        let complete = idx + 1 == stages.len()
+            && status
+                .stages
+                .iter()
+                .flatten()
+                .find(|s| s.name == stage.name)
+                .and_then(|s| s.current_status_description.as_deref())
+                .is_some_and(|t| description_text(t) == "Successfully provisioned");
+        if complete {
+            let _ = self.ensure(main_profile(self.p, &stage));
+            self.d.outcome(Phase::Complete, "complete".into());
+            return;
+        }
+        let selector = stage.cluster_selector.clone().unwrap_or_default();
+        let check = match self.ensure(main_profile(self.p, &stage)) {
+            Observed::Applied(cp) => deployment::check(cp, &selector, self.world),
+            Observed::Applying => pending(format!(
+                "ClusterProfile {} was applied in this pass.",
+                profile_name(self.name, &stage.name)
+            )),
+            Observed::Deleting => pending(format!(
+                "ClusterProfile {} is being deleted; it is recreated once it is gone.",
+                profile_name(self.name, &stage.name)
+            )),
+        };
+        let e = entry(status, &stage.name);
+        let provisioned = e.last_successful_applied_time.is_some();
+        if !check.done {
+            set_failure(e, Some(&check.message), now);
+            if provisioned {
+                // Regressed after it had been provisioned: the same wait as failing checks.
+                set_description(e, "Awaiting Health Checks to Pass", now);
+            }
+            let (phase, summary) = match &check.failure {
+                Some(f) => (
+                    Phase::Failed,
+                    format!("stage {}: deployment failed: {f}", stage.name),
+                ),
+                None => (
+                    Phase::Progressing,
+                    format!("stage {}: deploying: {}", stage.name, check.message),
+                ),
+            };
+            if let Some(f) = &check.failure
+                && e.failure_message.as_deref() == Some(check.message.as_str())
+                && self
+                    .p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.stages.as_ref())
+                    .and_then(|s| s.iter().find(|x| x.name == stage.name))
+                    .and_then(|x| x.failure_message.as_deref())
+                    != Some(check.message.as_str())
+            {
+                self.d
+                    .warn("DeploymentFailed", format!("Stage {}: {f}", stage.name));
+            }
+            self.d.outcome(phase, summary);
+            return;
+        }
+        if !provisioned {
+            e.last_successful_applied_time = Some(Timestamp::new(now));
+            e.last_status_check_time = Some(Timestamp::new(now));
+            e.failure_message = None;
+            set_description(e, &provisioned_text(&check), now);
+            self.d.event(format!("Stage {} provisioned", stage.name));
+        } else {
+            set_failure(e, None, now);
+        }
+        if let Some(wait) = self.gates(status, &stage, idx) {
+            self.d.outcome(wait.0, wait.1);
+            return;
+        }
+        self.advance(status, idx);
+    }
+
+    /// The trigger's gates, in upstream's order. `Some((phase, summary))` when the stage waits.
+    fn gates(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        stage: &Stage,
+        idx: usize,
+    ) -> Option<(Phase, String)> {
+        let now = self.now();
+        let trigger = stage.trigger.as_ref()?;
+        let gates = trigger.gates()?;
+        let e = entry(status, &stage.name);
+        if let Some(delay) = gates.delay
+            && let Some(since) = e.last_successful_applied_time
+        {
+            let ready_at = Timestamp::new(since.as_datetime() + delay.to_chrono());
+            if now < ready_at.as_datetime() {
+                set_description(
+                    e,
+                    &format!("Delayed: Waiting for Time Window: {ready_at}"),
+                    now,
+                );
+                self.d.next_check = Some(ready_at.as_datetime());
+                return Some((
+                    Phase::Waiting,
+                    format!("stage {}: soaking until {ready_at}", stage.name),
+                ));
+            }
+        }
+        if let Some(pv) = preverification_profile(self.p, stage) {
+            let pv_name = pv.name.clone();
+            let pending_text = match self.ensure(pv) {
+                Observed::Applied(cp) => {
+                    let check = deployment::check(
+                        cp,
+                        &stage.cluster_selector.clone().unwrap_or_default(),
+                        self.world,
+                    );
+                    (!check.done).then_some(check.message)
+                }
+                Observed::Applying => Some(format!(
+                    "ClusterProfile {pv_name} was applied in this pass."
+                )),
+                Observed::Deleting => Some(format!("ClusterProfile {pv_name} is being deleted.")),
+            };
+            if let Some(text) = pending_text {
+                let e = entry(status, &stage.name);
+                set_description(e, "Running Post-Promotion Health Checks", now);
+                set_failure(e, Some(&format!("preHealthCheckDeployment: {text}")), now);
+                return Some((
+                    Phase::Waiting,
+                    format!(
+                        "stage {}: deploying preHealthCheckDeployment: {text}",
+                        stage.name
+                    ),
+                ));
+            }
+        }
+        if !gates.post_delay_health_checks.is_empty() {
+            let e = entry(status, &stage.name);
+            match self.health.get(&stage.name) {
+                Some(HealthVerdict::Passed) => set_failure(e, None, now),
+                Some(HealthVerdict::Failing(message)) => {
+                    set_description(e, "Awaiting Health Checks to Pass", now);
+                    set_failure(e, Some(message), now);
+                    return Some((
+                        Phase::Waiting,
+                        format!("stage {}: health checks failing: {message}", stage.name),
+                    ));
+                }
+                Some(HealthVerdict::NotEvaluated(reason)) => {
+                    set_description(e, "Running Post-Promotion Health Checks", now);
+                    set_failure(e, Some(reason), now);
+                    return Some((
+                        Phase::Waiting,
+                        format!(
+                            "stage {}: health checks not evaluated: {reason}",
+                            stage.name
+                        ),
+                    ));
+                }
+                None => {
+                    self.d.needs_health = Some(stage.name.clone());
+                    set_description(e, "Running Post-Promotion Health Checks", now);
+                    return Some((
+                        Phase::Waiting,
+                        format!("stage {}: health checks pending", stage.name),
+                    ));
+                }
+            }
+        }
+        if let Some(w) = trigger
+            .auto
+            .as_ref()
+            .and_then(|a| a.promotion_window.as_ref())
+        {
+            // Parse errors were reported before planning; an unparsable window never opens.
+            let state = PromotionWindow::parse(&w.from, &w.to, self.ctx.default_tz)
+                .map(|w| w.state(now))
+                .unwrap_or(WindowState::Closed { opens_at: None });
+            if let WindowState::Closed { opens_at } = state {
+                let when = opens_at
+                    .map(|t| Timestamp::new(t).to_string())
+                    .unwrap_or_else(|| "never".into());
+                set_description(
+                    entry(status, &stage.name),
+                    &format!("Window Closed: Waiting for Next Schedule ({when})."),
+                    now,
+                );
+                self.d.next_check = opens_at;
+                return Some((
+                    Phase::Waiting,
+                    format!("stage {}: promotion window closed until {when}", stage.name),
+                ));
+            }
+        }
+        if let Some(manual) = &trigger.manual {
+            if !manual.is_approved() {
+                let e = entry(status, &stage.name);
+                let was = e
+                    .current_status_description
+                    .as_deref()
+                    .map(description_text)
+                    .map(String::from);
+                set_description(e, "Paused: Awaiting Manual Approval", now);
+                if was.as_deref() != Some("Paused: Awaiting Manual Approval") {
+                    self.d
+                        .event(format!("Stage {} awaits manual approval", stage.name));
+                }
+                return Some((
+                    Phase::AwaitingApproval,
+                    format!("stage {}: awaiting manual approval", stage.name),
+                ));
+            }
+            if manual.automatic_reset() {
+                self.d.after_status.push(Action::ResetApproval {
+                    index: idx,
+                    stage: stage.name.clone(),
+                });
+            }
+        }
+        None
+    }
+
+    fn advance(&mut self, status: &mut ClusterPromotionStatus, idx: usize) {
+        let now = self.now();
+        let stages = &self.p.spec.stages;
+        let stage = stages[idx].clone();
+        let e = entry(status, &stage.name);
+        e.last_successful_applied_time = Some(Timestamp::new(now));
+        e.last_status_check_time = Some(Timestamp::new(now));
+        e.failure_message = None;
+        set_description(e, "Successfully provisioned", now);
+        self.delete_if_present(preverification_name(self.name, &stage.name));
+        let Some(next) = stages.get(idx + 1).cloned() else {
+            self.d.event(format!(
+                "ClusterPromotion {} complete: stage {} provisioned",
+                self.name, stage.name
+            ));
+            self.d.outcome(
+                Phase::Complete,
+                format!("stage {} done: rollout complete", stage.name),
+            );
+            return;
+        };
+        self.delete_if_present(preverification_name(self.name, &next.name));
+        if let Observed::Deleting = self.ensure(main_profile(self.p, &next)) {
+            // Nothing is recorded: the promotion happens once the old profile is gone.
+            *status = self.p.status.clone().unwrap_or_default();
+            self.d.after_status.clear();
+            self.d.outcome(
+                Phase::Waiting,
+                format!(
+                    "promotion to {} waits: its ClusterProfile is being deleted",
+                    next.name
+                ),
+            );
+            return;
+        }
+        status
+            .stages
+            .get_or_insert_with(Vec::new)
+            .push(StageStatus {
+                name: next.name.clone(),
+                last_update_reconciled_time: Some(Timestamp::new(now)),
+                ..Default::default()
+            });
+        status.current_stage_name = Some(next.name.clone());
+        status.last_promotion_time = Some(Timestamp::new(now));
+        self.d.stage = Some(next.name.clone());
+        self.d.event(format!("Provisioning stage {}", next.name));
+        self.d.outcome(
+            Phase::Progressing,
+            format!("promoted {} -> {}", stage.name, next.name),
+        );
+    }
+
+    /// An approval whose promotion is recorded but whose reset did not happen (the pass was
+    /// interrupted) is reset now, so that it cannot approve a later revision.
+    fn reset_consumed_approvals(&mut self, current: usize) {
+        let passed: BTreeSet<&str> = self
+            .p
+            .status
+            .iter()
+            .flat_map(|s| s.stages.iter().flatten())
+            .filter(|s| s.last_successful_applied_time.is_some())
+            .map(|s| s.name.as_str())
+            .collect();
+        for (i, s) in self.p.spec.stages.iter().enumerate().take(current) {
+            if let Some(m) = s.trigger.as_ref().and_then(|t| t.manual.as_ref())
+                && m.is_approved()
+                && m.automatic_reset()
+                && passed.contains(s.name.as_str())
+            {
+                self.d.after_status.push(Action::ResetApproval {
+                    index: i,
+                    stage: s.name.clone(),
+                });
+            }
+        }
+    }
+}
+
+fn pending(message: String) -> DeploymentCheck {
+    DeploymentCheck {
+        done: false,
+        message,
+        failure: None,
+        skipped_paused: Vec::new(),
+    }
+}
+
+fn provisioned_text(check: &DeploymentCheck) -> String {
+    if check.skipped_paused.is_empty() {
+        check.message.clone()
+    } else {
+        format!(
+            "{} Paused clusters skipped: {}.",
+            check.message,
+            check.skipped_paused.join(", ")
+        )
+    }
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

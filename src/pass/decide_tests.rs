@@ -1,0 +1,855 @@
+//! The state machine, rule by rule, including upstream's unit cases (reference §5) and one test per
+//! deliberate difference of DESIGN.md.
+
+use super::*;
+use crate::api::{ClusterSummary, FeatureSummary};
+use crate::pass::world::{ClusterKind, InventoryCluster};
+use chrono::TimeZone;
+use serde_json::{Value, json};
+
+fn t(min: i64) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap() + chrono::Duration::minutes(min)
+}
+
+fn ctx(min: i64) -> Context {
+    Context {
+        now: t(min),
+        default_tz: Tz::UTC,
+    }
+}
+
+fn promotion(stages: Value) -> ClusterPromotion {
+    serde_json::from_value(json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+        "metadata": {"name": "kyverno", "uid": "uid-1", "finalizers": [FINALIZER]},
+        "spec": {"profileSpec": {"syncMode": "Continuous", "helmCharts": [{"repositoryURL": "https://kyverno.github.io/kyverno/",
+                 "releaseName": "kyverno-latest", "releaseNamespace": "kyverno", "chartVersion": "3.5.2"}]},
+                 "stages": stages}
+    }))
+    .unwrap()
+}
+
+fn three_stages() -> Value {
+    json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {"delay": "2m"}}},
+        {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}}, "trigger": {"manual": {}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ])
+}
+
+fn cluster(env: &str, name: &str) -> InventoryCluster {
+    InventoryCluster {
+        kind: ClusterKind::Sveltos,
+        namespace: env.into(),
+        name: name.into(),
+        labels: [("env".to_string(), env.to_string())].into(),
+        ready: true,
+        paused: false,
+        pull_mode: false,
+    }
+}
+
+fn fleet() -> World {
+    World {
+        clusters: vec![
+            cluster("dev", "dev01"),
+            cluster("staging", "stg01"),
+            cluster("prod", "prod01"),
+        ],
+        ..Default::default()
+    }
+}
+
+/// Plays the actions of a decision onto the promotion and the world, as `act` would.
+fn apply(p: &mut ClusterPromotion, world: &mut World, d: &Decision) {
+    for a in d.actions.iter().chain(&d.after_status) {
+        match a {
+            Action::AddFinalizer => p
+                .metadata
+                .finalizers
+                .get_or_insert_default()
+                .push(FINALIZER.into()),
+            Action::RemoveFinalizer => p.metadata.finalizers = None,
+            Action::Apply(desired) => {
+                let obj = match world.profiles.get(&desired.name) {
+                    Some(o) => desired.merged_into(o),
+                    None => desired.to_object(),
+                };
+                world.profiles.insert(desired.name.clone(), obj);
+            }
+            Action::Delete { name } => {
+                world.profiles.remove(name);
+            }
+            Action::Disown { name } => {
+                if let Some(cp) = world.profiles.get_mut(name) {
+                    cp.metadata.owner_references = None;
+                }
+            }
+            Action::ResetApproval { index, .. } => {
+                p.spec.stages[*index]
+                    .trigger
+                    .as_mut()
+                    .unwrap()
+                    .manual
+                    .as_mut()
+                    .unwrap()
+                    .approved = None;
+            }
+        }
+    }
+    if let Some(s) = &d.status {
+        p.status = Some(s.clone());
+    }
+}
+
+/// Sveltos' part: ClusterSummaries for a profile's matching clusters, with the given feature status.
+fn summarize(world: &mut World, profile: &str, feature_status: &str) {
+    let cp = world.profiles.get(profile).unwrap().clone();
+    let selector: crate::labels::LabelSelector =
+        serde_json::from_value(cp.spec.fields["clusterSelector"].clone()).unwrap();
+    let mut out = Vec::new();
+    for c in world
+        .clusters
+        .iter()
+        .filter(|c| selector.selects(&c.labels).unwrap())
+    {
+        let mut cs = ClusterSummary::new(
+            &format!("{profile}-sveltos-{}", c.name),
+            crate::api::ClusterSummarySpec {
+                cluster_namespace: c.namespace.clone(),
+                cluster_name: c.name.clone(),
+                cluster_type: "Sveltos".into(),
+                cluster_profile_spec: cp.spec.fields.clone(),
+                ..Default::default()
+            },
+        );
+        // One feature per kind of content, as the ClusterSummary controller reports them.
+        let features = [("helmCharts", "Helm"), ("policyRefs", "Resources")]
+            .iter()
+            .filter(|(field, _)| {
+                cp.spec
+                    .fields
+                    .get(*field)
+                    .is_some_and(|v| v.as_array().is_some_and(|a| !a.is_empty()))
+            })
+            .map(|(_, feature)| FeatureSummary {
+                feature_id: feature.to_string(),
+                status: Some(feature_status.into()),
+                failure_message: (feature_status == "Failed")
+                    .then(|| "values don't meet the specifications".into()),
+                ..Default::default()
+            })
+            .collect();
+        cs.status = Some(crate::api::ClusterSummaryStatus {
+            feature_summaries: Some(features),
+            ..Default::default()
+        });
+        out.push(cs);
+    }
+    world.summaries.insert(profile.into(), out);
+}
+
+fn run(p: &mut ClusterPromotion, world: &mut World, min: i64) -> Decision {
+    let d = decide(p, world, &HealthResults::new(), &ctx(min));
+    apply(p, world, &d);
+    d
+}
+
+fn stage_status<'a>(p: &'a ClusterPromotion, name: &str) -> &'a StageStatus {
+    p.status
+        .as_ref()
+        .unwrap()
+        .stages
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap()
+}
+
+fn description(p: &ClusterPromotion, name: &str) -> String {
+    stage_status(p, name)
+        .current_status_description
+        .clone()
+        .unwrap_or_default()
+}
+
+#[test]
+fn first_pass_adds_finalizer_and_starts_stage_one() {
+    let mut p = promotion(three_stages());
+    p.metadata.finalizers = None;
+    let mut w = fleet();
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.actions[0], Action::AddFinalizer);
+    assert!(matches!(&d.actions[1], Action::Apply(x) if x.name == "kyverno-dev"));
+    let s = p.status.as_ref().unwrap();
+    assert_eq!(s.current_stage_name.as_deref(), Some("dev"));
+    assert_eq!(s.stages.as_ref().unwrap().len(), 1);
+    assert!(s.profile_spec_hash.is_some() && s.stages_hash.is_some());
+    assert_eq!(s.last_promotion_time, Some(Timestamp::new(t(0))));
+    assert_eq!(
+        description(&p, "dev"),
+        "Clusters are being provisioned (2026-02-16T06:00:00Z)"
+    );
+    assert_eq!(d.events[0].message, "Provisioning stage dev (Restart)");
+    assert_eq!(d.summary, "started: provisioning stage dev");
+}
+
+#[test]
+fn full_auto_manual_rollout_with_upstream_texts() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    // Case 10: not in sync, then not provisioned, then deployed.
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterSummary kyverno-dev-sveltos-dev01 does not exist yet.")
+    );
+    assert_eq!(d.phase, Phase::Progressing);
+    summarize(&mut w, "kyverno-dev", "Provisioning");
+    w.summaries.get_mut("kyverno-dev").unwrap()[0]
+        .spec
+        .cluster_profile_spec["helmCharts"] = json!([]);
+    run(&mut p, &mut w, 2);
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterSummary HelmCharts kyverno-dev-sveltos-dev01 is not in sync.")
+    );
+    summarize(&mut w, "kyverno-dev", "Provisioning");
+    run(&mut p, &mut w, 3);
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterSummary kyverno-dev-sveltos-dev01 is not yet provisioned.")
+    );
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    // Case 12: provisioned now, delay 2m -> waits.
+    let d = run(&mut p, &mut w, 4);
+    assert_eq!(d.events[0].message, "Stage dev provisioned");
+    assert_eq!(
+        stage_status(&p, "dev").last_successful_applied_time,
+        Some(Timestamp::new(t(4)))
+    );
+    assert_eq!(stage_status(&p, "dev").failure_message, None);
+    assert_eq!(
+        description(&p, "dev"),
+        "Delayed: Waiting for Time Window: 2026-02-16T06:06:00Z (2026-02-16T06:04:00Z)"
+    );
+    assert_eq!(d.next_check, Some(t(6)));
+    assert_eq!(d.phase, Phase::Waiting);
+    // Quiet: nothing new to say, nothing written.
+    let d = run(&mut p, &mut w, 5);
+    assert!(!d.writes(), "{d:?}");
+    // Case 11: dev -> staging after the delay.
+    let d = run(&mut p, &mut w, 6);
+    assert_eq!(d.summary, "promoted dev -> staging");
+    assert!(
+        d.actions
+            .iter()
+            .any(|a| matches!(a, Action::Apply(x) if x.name == "kyverno-staging"))
+    );
+    assert_eq!(
+        description(&p, "dev"),
+        "Successfully provisioned (2026-02-16T06:06:00Z)"
+    );
+    assert_eq!(
+        stage_status(&p, "dev").last_successful_applied_time,
+        Some(Timestamp::new(t(6))),
+        "upstream overwrites it on advance"
+    );
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("staging")
+    );
+    assert_eq!(
+        stage_status(&p, "staging").last_update_reconciled_time,
+        Some(Timestamp::new(t(6)))
+    );
+    assert_eq!(
+        d.events.last().unwrap().message,
+        "Provisioning stage staging"
+    );
+    // Never judged done in the pass that applied the profile: staging has no summaries yet anyway,
+    // but even an instantly provisioned one is only seen in the next pass.
+    summarize(&mut w, "kyverno-staging", "Provisioned");
+    // Case 13: manual, not approved -> waits.
+    let d = run(&mut p, &mut w, 7);
+    assert_eq!(d.phase, Phase::AwaitingApproval);
+    assert_eq!(
+        description(&p, "staging"),
+        "Paused: Awaiting Manual Approval (2026-02-16T06:07:00Z)"
+    );
+    assert_eq!(
+        d.events.last().unwrap().message,
+        "Stage staging awaits manual approval"
+    );
+    assert!(!run(&mut p, &mut w, 8).writes());
+    // Approved -> promoted, and the approval of that one stage is reset after the status write.
+    p.spec.stages[1]
+        .trigger
+        .as_mut()
+        .unwrap()
+        .manual
+        .as_mut()
+        .unwrap()
+        .approved = Some(true);
+    let d = run(&mut p, &mut w, 9);
+    assert_eq!(d.summary, "promoted staging -> production");
+    assert_eq!(
+        d.after_status,
+        vec![Action::ResetApproval {
+            index: 1,
+            stage: "staging".into()
+        }]
+    );
+    summarize(&mut w, "kyverno-production", "Provisioned");
+    let d = run(&mut p, &mut w, 10);
+    assert_eq!(d.phase, Phase::Complete);
+    assert_eq!(
+        description(&p, "production"),
+        "Successfully provisioned (2026-02-16T06:10:00Z)"
+    );
+    // Complete: every later pass is quiet.
+    let d = run(&mut p, &mut w, 60);
+    assert_eq!((d.phase, d.writes()), (Phase::Complete, false));
+    assert_eq!(p.status.as_ref().unwrap().stages.as_ref().unwrap().len(), 3);
+}
+
+#[test]
+fn no_trigger_advances_at_once_and_zero_clusters_completes() {
+    let mut p = promotion(json!([
+        {"name": "a", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+        {"name": "b", "clusterSelector": {"matchLabels": {"env": "none"}}},
+        {"name": "c"}
+    ]));
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-a", "Provisioned");
+    assert_eq!(run(&mut p, &mut w, 1).summary, "promoted a -> b");
+    // Zero matching clusters (Q2): complete, and the status says so.
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.summary, "promoted b -> c");
+    assert_eq!(
+        stage_status(&p, "b").current_status_description.as_deref(),
+        Some("Successfully provisioned (2026-02-16T06:02:00Z)")
+    );
+    // An empty selector selects no cluster at all (Sveltos semantics).
+    let d = run(&mut p, &mut w, 3);
+    assert_eq!(d.phase, Phase::Complete);
+}
+
+#[test]
+fn zero_matching_clusters_message() {
+    let mut p = promotion(
+        json!([{"name": "a", "clusterSelector": {"matchLabels": {"env": "none"}}, "trigger": {"auto": {"delay": "1h"}}}, {"name": "b"}]),
+    );
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    run(&mut p, &mut w, 1);
+    assert_eq!(
+        stage_status(&p, "a").last_successful_applied_time,
+        Some(Timestamp::new(t(1)))
+    );
+    assert!(
+        description(&p, "a").starts_with("Delayed: Waiting for Time Window: 2026-02-16T07:01:00Z")
+    );
+    // (The provisioned text was replaced by the delay text in the same pass, as upstream.)
+}
+
+// Q2: the inventory, not the existing ClusterSummaries, decides what "every cluster" means.
+#[test]
+fn every_matching_cluster_needs_a_provisioned_summary() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    w.clusters.push(cluster("dev", "dev02"));
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    // dev02 joined after Sveltos made the summaries: its summary is missing, so dev is not done.
+    w.summaries
+        .get_mut("kyverno-dev")
+        .unwrap()
+        .retain(|cs| cs.spec.cluster_name == "dev01");
+    run(&mut p, &mut w, 1);
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterSummary kyverno-dev-sveltos-dev02 does not exist yet.")
+    );
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_none()
+    );
+    // Not ready: blocks, named.
+    w.clusters[3].ready = false;
+    run(&mut p, &mut w, 2);
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("Clusters not ready: dev/dev02.")
+    );
+    // Paused: skipped, named.
+    w.clusters[3].ready = true;
+    w.clusters[3].paused = true;
+    run(&mut p, &mut w, 3);
+    assert_eq!(stage_status(&p, "dev").failure_message, None,);
+    assert_eq!(
+        stage_status(&p, "dev").last_successful_applied_time,
+        Some(Timestamp::new(t(3)))
+    );
+}
+
+#[test]
+fn a_failed_deployment_halts_and_says_why() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Failed");
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(d.phase, Phase::Failed);
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterSummary kyverno-dev-sveltos-dev01 is not yet provisioned.")
+    );
+    assert!(
+        d.summary
+            .contains("feature Helm Failed: values don't meet the specifications"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e.warning && e.reason == "DeploymentFailed")
+    );
+    for min in 2..30 {
+        let d = run(&mut p, &mut w, min);
+        assert!(!d.writes(), "a halted rollout stays quiet");
+        assert!(
+            !w.profiles.contains_key("kyverno-staging"),
+            "never reaches staging"
+        );
+    }
+}
+
+// Upstream unit cases 6 and 7, and restart semantics (§3.4).
+#[test]
+fn spec_change_restarts_at_stage_one_and_later_stages_keep_the_old_version() {
+    let mut p = promotion(three_stages());
+    p.spec.stages[1].trigger = None;
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    for (min, profile) in [
+        (1, "kyverno-dev"),
+        (4, "kyverno-staging"),
+        (5, "kyverno-production"),
+    ] {
+        summarize(&mut w, profile, "Provisioned");
+        run(&mut p, &mut w, min);
+        run(&mut p, &mut w, min + 3);
+    }
+    assert_eq!(run(&mut p, &mut w, 20).phase, Phase::Complete);
+    let old_prod = w.profiles["kyverno-production"].spec.fields["helmCharts"].clone();
+    // A random stored hash means "changed".
+    p.status.as_mut().unwrap().profile_spec_hash = Some("cmFuZG9t".into());
+    let d = run(&mut p, &mut w, 21);
+    assert_eq!(
+        d.summary,
+        "restarted (new revision): provisioning stage dev"
+    );
+    assert_eq!(
+        p.status.as_ref().unwrap().stages.as_ref().unwrap().len(),
+        1,
+        "stage statuses reset"
+    );
+    assert!(
+        !run(&mut p, &mut w, 22).summary.starts_with("restarted"),
+        "after storing: unchanged"
+    );
+    // A new chart version restarts too; production keeps the old version until reached.
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.2");
+    let d = run(&mut p, &mut w, 23);
+    assert!(d.summary.starts_with("restarted"));
+    assert_eq!(
+        w.profiles["kyverno-dev"].spec.fields["helmCharts"][0]["chartVersion"],
+        "3.6.2"
+    );
+    assert_eq!(
+        w.profiles["kyverno-production"].spec.fields["helmCharts"],
+        old_prod
+    );
+    // Stage changes (selector) restart too; trigger changes do not.
+    p.spec.stages[0].trigger = None;
+    assert!(!run(&mut p, &mut w, 24).summary.starts_with("restarted"));
+    p.spec.stages[0].cluster_selector =
+        serde_json::from_value(json!({"matchLabels": {"env": "dev", "x": "y"}})).unwrap();
+    assert!(run(&mut p, &mut w, 25).summary.starts_with("restarted"));
+}
+
+// Q1: the new hashes are recorded only together with the restart.
+#[test]
+fn restart_waits_for_a_profile_being_deleted_without_recording_hashes() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    w.profiles
+        .get_mut("kyverno-dev")
+        .unwrap()
+        .metadata
+        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Default::default(),
+    ));
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("9");
+    let before = p.status.clone();
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(d.status, None);
+    assert_eq!(p.status, before);
+    assert!(d.actions.is_empty());
+}
+
+// Q19: re-applying with an extra chart really updates the profile.
+#[test]
+fn profile_follows_profile_spec_and_repairs_drift() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    // A field the API server defaulted is not drift; a changed field promoter sets is.
+    w.profiles
+        .get_mut("kyverno-dev")
+        .unwrap()
+        .spec
+        .fields
+        .insert("tier".into(), json!(100));
+    assert!(
+        decide(&p, &w, &HealthResults::new(), &ctx(1))
+            .actions
+            .is_empty()
+    );
+    w.profiles
+        .get_mut("kyverno-dev")
+        .unwrap()
+        .spec
+        .fields
+        .insert("syncMode".into(), json!("DryRun"));
+    let d = run(&mut p, &mut w, 1);
+    assert!(matches!(&d.actions[0], Action::Apply(x) if x.name == "kyverno-dev"));
+    assert_eq!(
+        w.profiles["kyverno-dev"].spec.fields["syncMode"],
+        "Continuous"
+    );
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterProfile kyverno-dev was applied in this pass.")
+    );
+}
+
+// Q3 and Q4: checks are evaluated by promoter, never appended to the profile, and gate manual
+// triggers exactly as auto ones.
+#[test]
+fn health_checks_gate_auto_and_manual_alike() {
+    for trigger in [
+        json!({"auto": {"postDelayHealthChecks": [{"name": "c", "featureID": "Helm"}]}}),
+        json!({"manual": {"approved": true, "postDelayHealthChecks": [{"name": "c", "featureID": "Helm"}]}}),
+    ] {
+        let mut p = promotion(
+            json!([{"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": trigger}, {"name": "prod"}]),
+        );
+        let mut w = fleet();
+        run(&mut p, &mut w, 0);
+        assert!(
+            !w.profiles["kyverno-dev"]
+                .spec
+                .fields
+                .contains_key("validateHealths")
+        );
+        summarize(&mut w, "kyverno-dev", "Provisioned");
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(1));
+        assert_eq!(d.needs_health.as_deref(), Some("dev"));
+        let failing = HealthResults::from([(
+            "dev".to_string(),
+            HealthVerdict::Failing("cluster dev/dev01: check c: Deployment x not ready".into()),
+        )]);
+        let d = decide(&p, &w, &failing, &ctx(1));
+        apply(&mut p, &mut w, &d);
+        assert_eq!(
+            description(&p, "dev"),
+            "Awaiting Health Checks to Pass (2026-02-16T06:01:00Z)"
+        );
+        assert_eq!(
+            stage_status(&p, "dev").failure_message.as_deref(),
+            Some("cluster dev/dev01: check c: Deployment x not ready")
+        );
+        let passed = HealthResults::from([("dev".to_string(), HealthVerdict::Passed)]);
+        let d = decide(&p, &w, &passed, &ctx(2));
+        assert_eq!(d.summary, "promoted dev -> prod");
+        // A deployment that regresses after provisioning blocks the manual trigger too.
+        let mut p2 = p.clone();
+        p2.status = d.status.clone().map(|mut s| {
+            s.current_stage_name = Some("dev".into());
+            s.stages.as_mut().unwrap().truncate(1);
+            s.stages.as_mut().unwrap()[0].current_status_description = None;
+            s
+        });
+        summarize(&mut w, "kyverno-dev", "Provisioning");
+        let d = decide(&p2, &w, &passed, &ctx(3));
+        assert_eq!(d.phase, Phase::Progressing);
+        assert!(d.summary.contains("not yet provisioned"));
+    }
+}
+
+#[test]
+fn promotion_window_holds_until_it_opens() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
+         "trigger": {"auto": {"promotionWindow": {"from": "0 7 * * *", "to": "0 8 * * *"}}}},
+        {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ]));
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(
+        description(&p, "dev"),
+        "Window Closed: Waiting for Next Schedule (2026-02-16T07:00:00Z). (2026-02-16T06:01:00Z)"
+    );
+    assert_eq!(d.next_check, Some(t(60)));
+    assert!(!run(&mut p, &mut w, 30).writes());
+    assert_eq!(run(&mut p, &mut w, 60).summary, "promoted dev -> prod");
+}
+
+#[test]
+fn invalid_window_is_an_error_in_status_not_silence() {
+    let mut p = promotion(json!([
+        {"name": "dev", "trigger": {"auto": {"promotionWindow": {"from": "0 25 * * *", "to": "0 8 * * *"}}}},
+        {"name": "prod"}
+    ]));
+    let mut w = fleet();
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Error);
+    let msg = stage_status(&p, "dev").failure_message.clone().unwrap();
+    assert_eq!(
+        msg,
+        "spec.stages[0].trigger.auto.promotionWindow.from: \"0 25 * * *\": hour: end of range (25) above maximum (23): 25"
+    );
+    assert!(
+        d.actions.iter().all(|a| !matches!(a, Action::Apply(_))),
+        "creates nothing"
+    );
+    assert!(p.status.as_ref().unwrap().profile_spec_hash.is_none());
+    assert!(
+        !run(&mut p, &mut w, 1).writes(),
+        "the same error is not rewritten"
+    );
+}
+
+// Q13: a generated name that is not a valid label value.
+#[test]
+fn invalid_generated_name_creates_nothing() {
+    let mut p =
+        promotion(json!([{"name": "a-very-long-stage-name-that-goes-on-and-on-and-on-and-on"}]));
+    let mut w = fleet();
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Error);
+    assert!(
+        d.summary
+            .contains("is 64 characters long; a label value allows at most 63"),
+        "{}",
+        d.summary
+    );
+    assert!(w.profiles.is_empty());
+}
+
+// Q11: a cluster selected by two stages.
+#[test]
+fn a_cluster_in_two_stages_is_an_error_naming_both() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    w.clusters.push(InventoryCluster {
+        labels: [
+            ("env".to_string(), "dev".to_string()),
+            ("tier".into(), "x".into()),
+        ]
+        .into(),
+        ..cluster("dev", "both")
+    });
+    p.spec.stages[2].cluster_selector = serde_json::from_value(
+        json!({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}),
+    )
+    .unwrap();
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Error);
+    assert!(d.summary.contains("cluster dev/both (SveltosCluster) is selected by more than one stage: \"dev\" and \"production\""), "{}", d.summary);
+    assert!(d.events.iter().any(|e| e.warning));
+}
+
+// Q5: the reset touches only the approved stage, and an interrupted reset is completed later.
+#[test]
+fn interrupted_approval_reset_is_completed_by_the_next_pass() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    run(&mut p, &mut w, 3);
+    summarize(&mut w, "kyverno-staging", "Provisioned");
+    p.spec.stages[1]
+        .trigger
+        .as_mut()
+        .unwrap()
+        .manual
+        .as_mut()
+        .unwrap()
+        .approved = Some(true);
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    // The pass is killed after the status write, before the reset.
+    p.status = d.status.clone();
+    w.profiles.extend(d.actions.iter().filter_map(|a| match a {
+        Action::Apply(x) => Some((x.name.clone(), x.to_object())),
+        _ => None,
+    }));
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(5));
+    assert_eq!(
+        d.after_status,
+        vec![Action::ResetApproval {
+            index: 1,
+            stage: "staging".into()
+        }]
+    );
+    assert_eq!(
+        d.stage.as_deref(),
+        Some("production"),
+        "no second promotion"
+    );
+}
+
+// Upstream case 14 and Q9.
+#[test]
+fn deletion_cleans_up_or_preserves() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    run(&mut p, &mut w, 3);
+    assert_eq!(w.profiles.len(), 2);
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Default::default(),
+    ));
+    let mut preserve = p.clone();
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    assert_eq!(
+        d.actions,
+        vec![
+            Action::Delete {
+                name: "kyverno-dev".into()
+            },
+            Action::Delete {
+                name: "kyverno-staging".into()
+            }
+        ]
+    );
+    assert_eq!(d.phase, Phase::Deleting);
+    let mut w2 = w.clone();
+    apply(&mut p, &mut w2, &d);
+    assert_eq!(
+        decide(&p, &w2, &HealthResults::new(), &ctx(5)).actions,
+        vec![Action::RemoveFinalizer]
+    );
+    preserve.spec.preserve_cluster_profiles_on_delete = Some(true);
+    let d = decide(&preserve, &w, &HealthResults::new(), &ctx(4));
+    assert_eq!(
+        d.actions,
+        vec![
+            Action::Disown {
+                name: "kyverno-dev".into()
+            },
+            Action::Disown {
+                name: "kyverno-staging".into()
+            },
+            Action::RemoveFinalizer
+        ]
+    );
+}
+
+#[test]
+fn stale_profiles_of_removed_stages_are_deleted() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    let mut stray = w.profiles["kyverno-dev"].clone();
+    stray.metadata.name = Some("kyverno-old".into());
+    w.profiles.insert("kyverno-old".into(), stray);
+    let mut foreign = w.profiles["kyverno-dev"].clone();
+    foreign.metadata.name = Some("kyverno-mine".into());
+    foreign.metadata.owner_references = None;
+    w.profiles.insert("kyverno-mine".into(), foreign);
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(
+        d.actions,
+        vec![Action::Delete {
+            name: "kyverno-old".into()
+        }]
+    );
+}
+
+#[test]
+fn preverification_profile_must_deploy_before_promotion() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
+         "trigger": {"auto": {"delay": "1m", "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "default", "name": "job"}]}}},
+        {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ]));
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    assert!(
+        !w.profiles.contains_key("preverification-kyverno-dev"),
+        "not before the delay"
+    );
+    run(&mut p, &mut w, 2);
+    assert!(w.profiles.contains_key("preverification-kyverno-dev"));
+    assert_eq!(
+        description(&p, "dev"),
+        "Running Post-Promotion Health Checks (2026-02-16T06:02:00Z)"
+    );
+    summarize(&mut w, "preverification-kyverno-dev", "Provisioned");
+    let d = run(&mut p, &mut w, 3);
+    assert_eq!(d.summary, "promoted dev -> prod");
+    assert!(
+        !w.profiles.contains_key("preverification-kyverno-dev"),
+        "deleted when advancing"
+    );
+}
+
+#[test]
+fn last_stage_trigger_is_honoured() {
+    let mut p = promotion(
+        json!([{"name": "only", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {"delay": "5m"}}}]),
+    );
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-only", "Provisioned");
+    assert_eq!(run(&mut p, &mut w, 1).phase, Phase::Waiting);
+    assert_eq!(run(&mut p, &mut w, 6).phase, Phase::Complete);
+}
+
+#[test]
+fn nothing_panics_on_degenerate_input() {
+    let mut p = promotion(json!([]));
+    let w = fleet();
+    assert_eq!(
+        decide(&p, &w, &HealthResults::new(), &ctx(0)).phase,
+        Phase::Error
+    );
+    p.spec.stages = serde_json::from_value(json!([{"name": "a"}, {"name": "a"}])).unwrap();
+    p.status = Some(ClusterPromotionStatus {
+        current_stage_name: Some("zzz".into()),
+        ..Default::default()
+    });
+    assert_eq!(
+        decide(&p, &w, &HealthResults::new(), &ctx(0)).phase,
+        Phase::Error
+    );
+    p.spec.stages = serde_json::from_value(json!([{"name": "a"}])).unwrap();
+    p.metadata.name = None;
+    let _ = decide(&p, &w, &HealthResults::new(), &ctx(0));
+}

@@ -1,0 +1,344 @@
+//! The ClusterProfiles a promotion generates, exactly as upstream names, labels and owns them, and
+//! whether an observed profile already is what promoter would write.
+
+use crate::api::sveltos::{
+    PROMOTION_NAME_LABEL, PROMOTION_VERIFICATION_LABEL, SERVICE_ACCOUNT_NAME_LABEL,
+    SERVICE_ACCOUNT_NAMESPACE_LABEL, STAGE_NAME_ANNOTATION,
+};
+use crate::api::{ClusterProfile, ClusterPromotion, Stage};
+use base64::Engine;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// Records the hash of the spec promoter wrote, so that a field removed from the profileSpec is
+/// noticed even though the API server's defaulting adds fields of its own.
+pub const SPEC_HASH_ANNOTATION: &str = "promoter.dev/spec-hash";
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredProfile {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// `{apiVersion, kind, name, uid}` of the promotion, without `controller` or `blockOwnerDeletion`.
+    pub owner: Value,
+    pub spec: Map<String, Value>,
+}
+
+pub fn profile_name(promotion: &str, stage: &str) -> String {
+    format!("{promotion}-{stage}")
+}
+
+pub fn preverification_name(promotion: &str, stage: &str) -> String {
+    format!("preverification-{promotion}-{stage}")
+}
+
+fn owner(p: &ClusterPromotion) -> Value {
+    json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "name": p.metadata.name.clone().unwrap_or_default(),
+        "uid": p.metadata.uid.clone().unwrap_or_default(),
+    })
+}
+
+fn base_labels(p: &ClusterPromotion) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([(
+        PROMOTION_NAME_LABEL.to_string(),
+        p.metadata.name.clone().unwrap_or_default(),
+    )]);
+    // Tenant identity: profiles of a tenant's promotion deploy with the tenant's service account.
+    for key in [SERVICE_ACCOUNT_NAME_LABEL, SERVICE_ACCOUNT_NAMESPACE_LABEL] {
+        if let Some(v) = p.metadata.labels.as_ref().and_then(|l| l.get(key)) {
+            labels.insert(key.to_string(), v.clone());
+        }
+    }
+    labels
+}
+
+fn selector(stage: &Stage) -> Value {
+    serde_json::to_value(stage.cluster_selector.clone().unwrap_or_default())
+        .unwrap_or_else(|_| json!({}))
+}
+
+fn spec_hash(spec: &Map<String, Value>) -> String {
+    let bytes = serde_json::to_vec(spec).unwrap_or_default();
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(&bytes))
+}
+
+fn finish(
+    name: String,
+    labels: BTreeMap<String, String>,
+    stage: &Stage,
+    p: &ClusterPromotion,
+    spec: Map<String, Value>,
+) -> DesiredProfile {
+    let annotations = BTreeMap::from([
+        (STAGE_NAME_ANNOTATION.to_string(), stage.name.clone()),
+        (SPEC_HASH_ANNOTATION.to_string(), spec_hash(&spec)),
+    ]);
+    DesiredProfile {
+        name,
+        labels,
+        annotations,
+        owner: owner(p),
+        spec,
+    }
+}
+
+/// `<promotion>-<stage>`: the whole profileSpec (original list order) plus the stage's selector.
+pub fn main_profile(p: &ClusterPromotion, stage: &Stage) -> DesiredProfile {
+    let promotion = p.metadata.name.clone().unwrap_or_default();
+    let mut spec = p.spec.profile_spec.clone().map(|s| s.0).unwrap_or_default();
+    spec.insert("clusterSelector".into(), selector(stage));
+    finish(
+        profile_name(&promotion, &stage.name),
+        base_labels(p),
+        stage,
+        p,
+        spec,
+    )
+}
+
+/// `preverification-<promotion>-<stage>`: deploys the trigger's preHealthCheckDeployment.
+pub fn preverification_profile(p: &ClusterPromotion, stage: &Stage) -> Option<DesiredProfile> {
+    let gates = stage.trigger.as_ref()?.gates()?;
+    if gates.pre_health_check_deployment.is_empty() {
+        return None;
+    }
+    let promotion = p.metadata.name.clone().unwrap_or_default();
+    let mut spec = Map::new();
+    spec.insert("syncMode".into(), json!("Continuous"));
+    if let Some(ps) = &p.spec.profile_spec {
+        for field in ["tier", "continueOnConflict", "continueOnError"] {
+            if let Some(v) = ps.get(field) {
+                spec.insert(field.into(), v.clone());
+            }
+        }
+    }
+    spec.insert("clusterSelector".into(), selector(stage));
+    spec.insert(
+        "policyRefs".into(),
+        serde_json::to_value(gates.pre_health_check_deployment).unwrap_or(json!([])),
+    );
+    let mut labels = base_labels(p);
+    labels.insert(PROMOTION_VERIFICATION_LABEL.into(), "true".into());
+    Some(finish(
+        preverification_name(&promotion, &stage.name),
+        labels,
+        stage,
+        p,
+        spec,
+    ))
+}
+
+/// `desired` is contained in `observed`: every key it sets has the same value there, recursively,
+/// so fields the API server defaulted (or another controller added) do not count as drift.
+fn contained(desired: &Value, observed: &Value) -> bool {
+    match (desired, observed) {
+        (Value::Object(d), Value::Object(o)) => d
+            .iter()
+            .all(|(k, v)| o.get(k).is_some_and(|ov| contained(v, ov))),
+        (Value::Array(d), Value::Array(o)) => {
+            d.len() == o.len() && d.iter().zip(o).all(|(a, b)| contained(a, b))
+        }
+        (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
+        _ => desired == observed,
+    }
+}
+
+impl DesiredProfile {
+    /// Whether `observed` already carries this spec, labels, annotations and owner reference.
+    pub fn is_applied(&self, observed: &ClusterProfile) -> bool {
+        let labels = observed.metadata.labels.clone().unwrap_or_default();
+        let annotations = observed.metadata.annotations.clone().unwrap_or_default();
+        let owned = observed
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| {
+                r.kind == "ClusterPromotion"
+                    && r.name == self.owner["name"]
+                    && r.uid == self.owner["uid"]
+            });
+        owned
+            && self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .annotations
+                .iter()
+                .all(|(k, v)| annotations.get(k) == Some(v))
+            && contained(
+                &Value::Object(self.spec.clone()),
+                &Value::Object(observed.spec.fields.clone()),
+            )
+    }
+
+    /// The object to create.
+    pub fn to_object(&self) -> ClusterProfile {
+        let mut profile = ClusterProfile::new(
+            &self.name,
+            crate::api::ClusterProfileSpec {
+                fields: self.spec.clone(),
+            },
+        );
+        profile.metadata.labels = Some(self.labels.clone());
+        profile.metadata.annotations = Some(self.annotations.clone());
+        profile.metadata.owner_references = serde_json::from_value(json!([self.owner])).ok();
+        profile
+    }
+
+    /// `observed` updated to this desired state, keeping what others set: finalizers (Sveltos
+    /// adds its own), other labels, annotations and owners, and the status.
+    pub fn merged_into(&self, observed: &ClusterProfile) -> ClusterProfile {
+        let mut out = observed.clone();
+        out.spec.fields = self.spec.clone();
+        out.metadata
+            .labels
+            .get_or_insert_default()
+            .extend(self.labels.clone());
+        out.metadata
+            .annotations
+            .get_or_insert_default()
+            .extend(self.annotations.clone());
+        let refs = out.metadata.owner_references.get_or_insert_default();
+        // Drop a stale reference to an earlier promotion of the same name, then add ours.
+        refs.retain(|r| !(r.kind == "ClusterPromotion" && r.name == self.owner["name"]));
+        if let Ok(ours) = serde_json::from_value(self.owner.clone()) {
+            refs.push(ours);
+        }
+        out
+    }
+}
+
+/// Whether the profile carries an owner reference to the promotion `name` (upstream does not compare UIDs).
+pub fn owned_by(profile: &ClusterProfile, promotion: &str) -> bool {
+    profile
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|r| r.kind == "ClusterPromotion" && r.name == promotion)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn promotion() -> ClusterPromotion {
+        serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "kyverno", "uid": "u1", "labels": {"projectsveltos.io/serviceaccount-name": "eng",
+                          "projectsveltos.io/serviceaccount-namespace": "team", "other": "x"}},
+            "spec": {"profileSpec": {"tier": 90, "continueOnError": true, "syncMode": "Continuous",
+                                     "helmCharts": [{"releaseName": "b"}, {"releaseName": "a"}]},
+                     "stages": [{"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
+                                 "trigger": {"auto": {"preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "job"}]}}}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn main_profile_as_upstream_plus_tenant_labels() {
+        let p = promotion();
+        let d = main_profile(&p, &p.spec.stages[0]);
+        assert_eq!(d.name, "kyverno-dev");
+        assert_eq!(
+            d.labels["config.projectsveltos.io/promotionname"],
+            "kyverno"
+        );
+        assert_eq!(d.labels["projectsveltos.io/serviceaccount-name"], "eng");
+        assert!(!d.labels.contains_key("other"));
+        assert_eq!(d.annotations["config.projectsveltos.io/stagename"], "dev");
+        assert_eq!(
+            d.owner,
+            json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "name": "kyverno", "uid": "u1"})
+        );
+        assert_eq!(
+            d.spec["clusterSelector"],
+            json!({"matchLabels": {"env": "dev"}})
+        );
+        assert_eq!(
+            d.spec["helmCharts"],
+            json!([{"releaseName": "b"}, {"releaseName": "a"}]),
+            "original order kept"
+        );
+        let obj = serde_json::to_value(d.to_object()).unwrap();
+        assert!(
+            obj["metadata"]["ownerReferences"][0]
+                .get("controller")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn preverification_profile_as_upstream() {
+        let p = promotion();
+        let d = preverification_profile(&p, &p.spec.stages[0]).unwrap();
+        assert_eq!(d.name, "preverification-kyverno-dev");
+        assert_eq!(
+            d.labels["config.projectsveltos.io/promotion-verification"],
+            "true"
+        );
+        assert_eq!(
+            Value::Object(d.spec.clone()),
+            json!({"syncMode": "Continuous", "tier": 90, "continueOnError": true,
+                   "clusterSelector": {"matchLabels": {"env": "dev"}},
+                   "policyRefs": [{"kind": "ConfigMap", "namespace": "d", "name": "job"}]})
+        );
+    }
+
+    #[test]
+    fn applied_tolerates_defaults_and_foreign_fields_but_not_drift() {
+        let p = promotion();
+        let d = main_profile(&p, &p.spec.stages[0]);
+        let mut observed = d.to_object();
+        assert!(d.is_applied(&observed));
+        // The API server defaults fields; Sveltos adds its finalizer and a label.
+        observed
+            .spec
+            .fields
+            .insert("stopMatchingBehavior".into(), json!("WithdrawPolicies"));
+        observed.spec.fields["helmCharts"][0]["helmChartAction"] = json!("Install");
+        observed.metadata.finalizers =
+            Some(vec!["clusterprofilefinalizer.projectsveltos.io".into()]);
+        observed
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("x".into(), "y".into());
+        assert!(d.is_applied(&observed));
+        let mut drifted = observed.clone();
+        drifted.spec.fields.insert("tier".into(), json!(50));
+        assert!(!d.is_applied(&drifted));
+        let merged = d.merged_into(&drifted);
+        assert!(d.is_applied(&merged));
+        assert_eq!(
+            merged.metadata.finalizers, observed.metadata.finalizers,
+            "others' finalizers kept"
+        );
+        assert_eq!(merged.metadata.labels.as_ref().unwrap()["x"], "y");
+        // A different promotion UID (recreated promotion) is not our owner reference.
+        let mut p2 = p.clone();
+        p2.metadata.uid = Some("u2".into());
+        let d2 = main_profile(&p2, &p2.spec.stages[0]);
+        assert!(!d2.is_applied(&observed));
+        assert_eq!(
+            d2.merged_into(&observed)
+                .metadata
+                .owner_references
+                .unwrap()
+                .len(),
+            1
+        );
+        // A field removed from the profileSpec changes the recorded hash.
+        let mut p3 = p.clone();
+        p3.spec
+            .profile_spec
+            .as_mut()
+            .unwrap()
+            .0
+            .remove("continueOnError");
+        assert!(!main_profile(&p3, &p3.spec.stages[0]).is_applied(&observed));
+    }
+}

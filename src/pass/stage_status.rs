@@ -1,0 +1,84 @@
+//! Writing stage statuses quietly: a timestamp moves only when the text it belongs to changes, so a
+//! pass that learns nothing new writes nothing.
+
+use crate::api::{ClusterPromotionStatus, StageStatus, Timestamp};
+use chrono::{DateTime, Utc};
+
+/// `<text> (2006-01-02T15:04:05Z)`, upstream's description format.
+pub fn with_timestamp(text: &str, now: DateTime<Utc>) -> String {
+    format!("{text} ({})", Timestamp::new(now))
+}
+
+/// The description's text without its trailing timestamp.
+pub fn description_text(description: &str) -> &str {
+    match description.rfind(" (") {
+        Some(i) if description.ends_with("Z)") && description.len() - i == 23 => &description[..i],
+        _ => description,
+    }
+}
+
+pub fn set_description(stage: &mut StageStatus, text: &str, now: DateTime<Utc>) {
+    if stage
+        .current_status_description
+        .as_deref()
+        .map(description_text)
+        != Some(text)
+    {
+        stage.current_status_description = Some(with_timestamp(text, now));
+        stage.last_status_check_time = Some(Timestamp::new(now));
+    }
+}
+
+pub fn set_failure(stage: &mut StageStatus, message: Option<&str>, now: DateTime<Utc>) {
+    if stage.failure_message.as_deref() != message {
+        stage.failure_message = message.map(String::from);
+        stage.last_status_check_time = Some(Timestamp::new(now));
+    }
+}
+
+/// The first entry for `name`, appended if there is none.
+pub fn entry<'a>(status: &'a mut ClusterPromotionStatus, name: &str) -> &'a mut StageStatus {
+    let stages = status.stages.get_or_insert_with(Vec::new);
+    let idx = match stages.iter().position(|s| s.name == name) {
+        Some(i) => i,
+        None => {
+            stages.push(StageStatus {
+                name: name.to_string(),
+                ..Default::default()
+            });
+            stages.len() - 1
+        }
+    };
+    &mut stages[idx]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn quiet_updates() {
+        let t0 = Utc.with_ymd_and_hms(2026, 2, 16, 6, 28, 24).unwrap();
+        let t1 = t0 + chrono::Duration::minutes(1);
+        let mut s = StageStatus::default();
+        set_description(&mut s, "Paused: Awaiting Manual Approval", t0);
+        assert_eq!(
+            s.current_status_description.as_deref(),
+            Some("Paused: Awaiting Manual Approval (2026-02-16T06:28:24Z)")
+        );
+        let before = s.clone();
+        set_description(&mut s, "Paused: Awaiting Manual Approval", t1);
+        set_failure(&mut s, None, t1);
+        assert_eq!(s, before, "same text: nothing moves");
+        set_failure(&mut s, Some("x"), t1);
+        assert_eq!(s.last_status_check_time, Some(Timestamp::new(t1)));
+        assert_eq!(
+            description_text(
+                "Window Closed: Waiting for Next Schedule (2026-02-16T06:36:24Z). (2026-02-16T06:34:24Z)"
+            ),
+            "Window Closed: Waiting for Next Schedule (2026-02-16T06:36:24Z)."
+        );
+        assert_eq!(description_text("no timestamp"), "no timestamp");
+    }
+}
