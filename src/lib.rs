@@ -3,6 +3,7 @@
 //! Each pass observes the cluster, decides purely, acts idempotently, and exits.
 
 pub mod api;
+pub mod client;
 pub mod crd;
 pub mod fake;
 pub mod hash;
@@ -10,5 +11,6 @@ pub mod labels;
 pub mod logging;
 pub mod manifest;
 pub mod pass;
+pub mod sim;
 pub mod validation;
 pub mod window;

@@ -183,6 +183,41 @@ pub fn decide(
     d
 }
 
+/// The profiles whose ClusterSummaries the decision may read: the current stage's main and
+/// preverification profiles, unless the promotion is complete or being deleted.
+pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    if p.metadata.deletion_timestamp.is_some() || name.is_empty() {
+        return Vec::new();
+    }
+    let status = p.status.clone().unwrap_or_default();
+    let current = status.current_stage_name.clone().unwrap_or_default();
+    let Some(idx) =
+        p.spec
+            .stages
+            .iter()
+            .position(|s| s.name == current)
+            .or(if p.spec.stages.is_empty() {
+                None
+            } else {
+                Some(0)
+            })
+    else {
+        return Vec::new();
+    };
+    let stage = &p.spec.stages[idx];
+    if is_complete(&p.spec.stages, &status, idx) {
+        return Vec::new();
+    }
+    [
+        profile_name(name, &stage.name),
+        preverification_name(name, &stage.name),
+    ]
+    .into_iter()
+    .filter(|n| check_label_value(n).is_ok())
+    .collect()
+}
+
 fn deletion(p: &ClusterPromotion, name: &str, world: &World, d: &mut Decision) {
     if !has_finalizer(p) {
         d.outcome(Phase::Deleting, "being deleted".into());
@@ -488,15 +523,7 @@ impl<'a> Planner<'a> {
         for earlier in &stages[..idx] {
             let _ = self.ensure(main_profile(self.p, earlier));
         }
-        let complete = idx + 1 == stages.len()
-            && status
-                .stages
-                .iter()
-                .flatten()
-                .find(|s| s.name == stage.name)
-                .and_then(|s| s.current_status_description.as_deref())
-                .is_some_and(|t| description_text(t) == "Successfully provisioned");
-        if complete {
+        if is_complete(stages, status, idx) {
             let _ = self.ensure(main_profile(self.p, &stage));
             self.d.outcome(Phase::Complete, "complete".into());
             return;
@@ -784,6 +811,18 @@ impl<'a> Planner<'a> {
             }
         }
     }
+}
+
+/// The last stage was promoted past: the run is complete until the next revision.
+fn is_complete(stages: &[Stage], status: &ClusterPromotionStatus, idx: usize) -> bool {
+    idx + 1 == stages.len()
+        && status
+            .stages
+            .iter()
+            .flatten()
+            .find(|s| s.name == stages[idx].name)
+            .and_then(|s| s.current_status_description.as_deref())
+            .is_some_and(|t| description_text(t) == "Successfully provisioned")
 }
 
 fn pending(message: String) -> DeploymentCheck {

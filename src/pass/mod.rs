@@ -1,10 +1,178 @@
 //! One reconciliation pass: observe the cluster, decide per promotion (pure), act idempotently.
 
+pub mod act;
 pub mod decide;
 pub mod deployment;
+pub mod observe;
 pub mod profiles;
 pub mod stage_status;
 pub mod world;
 
 pub use decide::{Action, Context, Decision, HealthResults, HealthVerdict, Phase, decide};
 pub use world::{ClusterKind, InventoryCluster, World};
+
+use crate::api::ClusterPromotion;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use futures::future::BoxFuture;
+use serde::Serialize;
+
+/// Evaluates a stage's postDelayHealthChecks against every cluster of the stage.
+pub trait HealthEvaluator: Send + Sync {
+    fn evaluate<'a>(
+        &'a self,
+        promotion: &'a ClusterPromotion,
+        stage: &'a str,
+        world: &'a World,
+    ) -> BoxFuture<'a, HealthVerdict>;
+}
+
+/// Used until promoter's own health-check engine is wired in: a stage with postDelayHealthChecks
+/// waits, and its status says why, rather than promoting on checks nobody ran.
+pub struct ChecksNotEvaluated;
+
+impl HealthEvaluator for ChecksNotEvaluated {
+    fn evaluate<'a>(
+        &'a self,
+        _: &'a ClusterPromotion,
+        _: &'a str,
+        _: &'a World,
+    ) -> BoxFuture<'a, HealthVerdict> {
+        Box::pin(async {
+            HealthVerdict::NotEvaluated(
+                "postDelayHealthChecks are evaluated by promoter's health-check engine, which this build does not include; the stage waits".into(),
+            )
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PassOptions {
+    pub dry_run: bool,
+    /// Only ClusterPromotions with these labels (a label selector).
+    pub selector: Option<String>,
+    pub default_tz: Tz,
+    pub now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PromotionReport {
+    pub name: String,
+    pub phase: Phase,
+    pub stage: Option<String>,
+    pub summary: String,
+    /// What was written (or, in a dry run, what would be).
+    pub actions: Vec<String>,
+    pub next_check: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl PromotionReport {
+    /// In error for the exit code: invalid, failing deployment, or a write that failed.
+    pub fn in_error(&self) -> bool {
+        self.error.is_some() || matches!(self.phase, Phase::Error | Phase::Failed)
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PassReport {
+    pub time: DateTime<Utc>,
+    pub dry_run: bool,
+    pub promotions: Vec<PromotionReport>,
+}
+
+impl PassReport {
+    pub fn errors(&self) -> usize {
+        self.promotions.iter().filter(|p| p.in_error()).count()
+    }
+}
+
+fn planned(d: &Decision) -> Vec<String> {
+    let mut out: Vec<String> = d
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::AddFinalizer => "add finalizer".to_string(),
+            Action::RemoveFinalizer => "remove finalizer".into(),
+            Action::Apply(p) => format!("apply ClusterProfile {}", p.name),
+            Action::Delete { name } => format!("delete ClusterProfile {name}"),
+            Action::Disown { name } => format!("remove owner reference from ClusterProfile {name}"),
+            Action::ResetApproval { stage, .. } => format!("reset approval of stage {stage}"),
+        })
+        .collect();
+    if d.status.is_some() {
+        out.push("write status".into());
+    }
+    out.extend(d.after_status.iter().map(|a| match a {
+        Action::ResetApproval { stage, .. } => format!("reset approval of stage {stage}"),
+        other => format!("{other:?}"),
+    }));
+    out
+}
+
+/// Decides for one promotion, running its health checks when the decision needs them.
+pub async fn decide_with_health(
+    p: &ClusterPromotion,
+    world: &World,
+    health: &dyn HealthEvaluator,
+    ctx: &Context,
+) -> Decision {
+    let first = decide(p, world, &HealthResults::new(), ctx);
+    let Some(stage) = first.needs_health.clone() else {
+        return first;
+    };
+    let verdict = health.evaluate(p, &stage, world).await;
+    decide(p, world, &HealthResults::from([(stage, verdict)]), ctx)
+}
+
+/// Exactly one pass over all (selected) ClusterPromotions. An error here means the pass could not
+/// run at all (API unreachable, unauthorized); per-promotion problems are in the report.
+pub async fn run_pass(
+    client: &kube::Client,
+    health: &dyn HealthEvaluator,
+    opts: &PassOptions,
+) -> anyhow::Result<PassReport> {
+    let observation = observe::observe(client, opts.selector.as_deref()).await?;
+    let ctx = Context {
+        now: opts.now,
+        default_tz: opts.default_tz,
+    };
+    let mut report = PassReport {
+        time: opts.now,
+        dry_run: opts.dry_run,
+        promotions: Vec::new(),
+    };
+    for p in &observation.promotions {
+        let d = decide_with_health(p, &observation.world, health, &ctx).await;
+        let mut r = PromotionReport {
+            name: d.promotion.clone(),
+            phase: d.phase,
+            stage: d.stage.clone(),
+            summary: d.summary.clone(),
+            actions: planned(&d),
+            next_check: d.next_check,
+            conflict: None,
+            error: None,
+        };
+        if !opts.dry_run && d.writes() {
+            let outcome = act::act(client, p, &d, &observation.world, opts.now).await;
+            r.actions = outcome.done;
+            r.conflict = outcome.conflict;
+            r.error = outcome.error;
+        }
+        match (&r.error, &r.conflict) {
+            (Some(e), _) => {
+                tracing::error!(promotion = %r.name, error = %e, "pass failed for this promotion")
+            }
+            (_, Some(c)) => tracing::info!(promotion = %r.name, "{c}; retried on the next pass"),
+            _ => {
+                tracing::info!(promotion = %r.name, phase = ?r.phase, actions = r.actions.len(), "{}", r.summary)
+            }
+        }
+        report.promotions.push(r);
+    }
+    Ok(report)
+}

@@ -1,0 +1,258 @@
+//! A simulated Sveltos addon-controller over the fake API server's store: for every ClusterProfile
+//! it keeps a ClusterSummary per matching, ready cluster, whose features go `Provisioning` and then
+//! `Provisioned` once the deploy time has passed since the summary last changed, `maxUpdate`
+//! clusters at a time; failing clusters report `Failed`. A deleted profile loses its summaries and
+//! then Sveltos' finalizer (the add-ons are withdrawn).
+//!
+//! Its own bookkeeping lives in an annotation of each summary, so it is as stateless as promoter.
+
+use crate::api::MaxUpdate;
+use crate::api::ProfileSpec;
+use crate::api::sveltos::{CLUSTER_NAME_LABEL, CLUSTER_PROFILE_NAME_LABEL, CLUSTER_TYPE_LABEL};
+use crate::fake::store::DeleteOptions;
+use crate::fake::{
+    FakeApiServer, Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type,
+};
+use crate::labels::LabelSelector;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// Sveltos' finalizer on ClusterProfiles.
+pub const PROFILE_FINALIZER: &str = "clusterprofilefinalizer.projectsveltos.io";
+const SINCE_ANNOTATION: &str = "sim.promoter.dev/deploying-since";
+
+#[derive(Clone, Debug)]
+pub struct AddonController {
+    /// Time from a summary's (re)deployment to `Provisioned`, per cluster (`namespace/name`).
+    pub deploy_time: BTreeMap<String, Duration>,
+    pub default_deploy_time: Duration,
+    /// Clusters whose deployments fail, from the given time on.
+    pub failing: BTreeMap<String, DateTime<Utc>>,
+}
+
+impl Default for AddonController {
+    fn default() -> Self {
+        AddonController {
+            deploy_time: BTreeMap::new(),
+            default_deploy_time: Duration::minutes(1),
+            failing: BTreeMap::new(),
+        }
+    }
+}
+
+fn meta_str(v: &Value, field: &str) -> String {
+    v.pointer(&format!("/metadata/{field}"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn labels(v: &Value) -> BTreeMap<String, String> {
+    v.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn features(spec: &Map<String, Value>, status: &str, failure: Option<&str>) -> Value {
+    let mut out = Vec::new();
+    for (field, feature) in [
+        ("helmCharts", "Helm"),
+        ("policyRefs", "Resources"),
+        ("kustomizationRefs", "Kustomize"),
+    ] {
+        if spec
+            .get(field)
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
+            let mut f = json!({"featureID": feature, "status": status});
+            if let Some(msg) = failure {
+                f["failureMessage"] = json!(msg);
+            }
+            out.push(f);
+        }
+    }
+    Value::Array(out)
+}
+
+impl AddonController {
+    fn deploy_time_of(&self, cluster: &str) -> Duration {
+        self.deploy_time
+            .get(cluster)
+            .copied()
+            .unwrap_or(self.default_deploy_time)
+    }
+
+    /// One reconciliation of every profile at `now`.
+    pub fn reconcile(&self, server: &FakeApiServer, now: DateTime<Utc>) {
+        let mut store = server.store();
+        self.reconcile_store(&mut store, now);
+    }
+
+    pub fn reconcile_store(&self, store: &mut Store, now: DateTime<Utc>) {
+        let (cp_rt, cs_rt, sc_rt) = (
+            cluster_profile_type(),
+            cluster_summary_type(),
+            sveltos_cluster_type(),
+        );
+        let clusters = store.all(&sc_rt);
+        let profiles = store.all(&cp_rt);
+        let mut wanted: Vec<(String, String)> = Vec::new();
+        for profile in &profiles {
+            let name = meta_str(profile, "name");
+            if profile.pointer("/metadata/deletionTimestamp").is_some() {
+                // Withdraw: summaries go, then Sveltos releases the profile.
+                let mut p = profile.clone();
+                p["metadata"]["finalizers"] = json!(
+                    profile
+                        .pointer("/metadata/finalizers")
+                        .and_then(Value::as_array)
+                        .map(|f| f
+                            .iter()
+                            .filter(|x| *x != PROFILE_FINALIZER)
+                            .cloned()
+                            .collect::<Vec<_>>())
+                        .unwrap_or_default()
+                );
+                let _ = store.update(&cp_rt, "", &name, p, false);
+                continue;
+            }
+            if !profile
+                .pointer("/metadata/finalizers")
+                .and_then(Value::as_array)
+                .is_some_and(|f| f.iter().any(|x| x == PROFILE_FINALIZER))
+            {
+                let mut p = profile.clone();
+                let mut f = profile
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                f.push(json!(PROFILE_FINALIZER));
+                p["metadata"]["finalizers"] = json!(f);
+                let _ = store.update(&cp_rt, "", &name, p, false);
+            }
+            let spec: Map<String, Value> = profile
+                .get("spec")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let selector: LabelSelector =
+                serde_json::from_value(spec.get("clusterSelector").cloned().unwrap_or(json!({})))
+                    .unwrap_or_default();
+            let mut matching: Vec<&Value> = clusters
+                .iter()
+                .filter(|c| selector.selects(&labels(c)).unwrap_or(false))
+                .filter(|c| c.pointer("/status/ready") == Some(&Value::Bool(true)))
+                .collect();
+            matching.sort_by_key(|c| (meta_str(c, "namespace"), meta_str(c, "name")));
+            let max_update = ProfileSpec(spec.clone()).max_update().ok().flatten();
+            let batch = max_update
+                .as_ref()
+                .map(|m: &MaxUpdate| m.of(matching.len()))
+                .unwrap_or(usize::MAX);
+            let mut in_flight = 0;
+            for cluster in matching {
+                let (ns, cluster_name) =
+                    (meta_str(cluster, "namespace"), meta_str(cluster, "name"));
+                let cs_name = format!("{name}-sveltos-{cluster_name}");
+                wanted.push((ns.clone(), cs_name.clone()));
+                let paused = cluster.pointer("/spec/paused") == Some(&Value::Bool(true));
+                let key = format!("{ns}/{cluster_name}");
+                let existing = store.get(&cs_rt, &ns, &cs_name).ok();
+                let in_sync = existing
+                    .as_ref()
+                    .and_then(|cs| cs.pointer("/spec/clusterProfileSpec"))
+                    == Some(&Value::Object(spec.clone()));
+                if paused || (!in_sync && in_flight >= batch) {
+                    // Paused clusters, and clusters beyond the maxUpdate batch, wait.
+                    continue;
+                }
+                let since = if in_sync {
+                    existing
+                        .as_ref()
+                        .and_then(|cs| {
+                            cs.pointer(&format!(
+                                "/metadata/annotations/{}",
+                                SINCE_ANNOTATION.replace('/', "~1")
+                            ))
+                        })
+                        .and_then(Value::as_str)
+                        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                        .map(|t| t.with_timezone(&Utc))
+                        .unwrap_or(now)
+                } else {
+                    now
+                };
+                let failing = self.failing.get(&key).is_some_and(|from| *from <= now);
+                let (status, failure) = if failing {
+                    (
+                        "Failed",
+                        Some(format!("cluster {key}: deployment failed (simulated)")),
+                    )
+                } else if now >= since + self.deploy_time_of(&key) {
+                    ("Provisioned", None)
+                } else {
+                    ("Provisioning", None)
+                };
+                if status != "Provisioned" {
+                    in_flight += 1;
+                }
+                let object = json!({
+                    "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+                    "metadata": {
+                        "name": cs_name, "namespace": ns,
+                        "labels": {CLUSTER_PROFILE_NAME_LABEL: name, CLUSTER_NAME_LABEL: cluster_name, CLUSTER_TYPE_LABEL: "Sveltos"},
+                        "annotations": {SINCE_ANNOTATION: since.to_rfc3339()},
+                        "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                                             "name": name, "uid": meta_str(profile, "uid")}],
+                    },
+                    "spec": {"clusterNamespace": ns, "clusterName": cluster_name, "clusterType": "Sveltos", "clusterProfileSpec": spec},
+                    "status": {"featureSummaries": features(&spec, status, failure.as_deref())},
+                });
+                match existing {
+                    None => {
+                        let _ = store.seed(&cs_rt, object);
+                    }
+                    Some(current) => {
+                        let mut next = object.clone();
+                        next["metadata"]["resourceVersion"] =
+                            current["metadata"]["resourceVersion"].clone();
+                        if let Ok(updated) = store.update(&cs_rt, &ns, &cs_name, next, false) {
+                            let mut with_status = updated.clone();
+                            with_status["status"] = object["status"].clone();
+                            let _ = store.update(&cs_rt, &ns, &cs_name, with_status, true);
+                        }
+                    }
+                }
+            }
+        }
+        // Summaries of profiles that are gone, or of clusters that no longer match.
+        for cs in store.all(&cs_rt) {
+            let key = (meta_str(&cs, "namespace"), meta_str(&cs, "name"));
+            if !wanted.contains(&key) {
+                let _ = store.delete(&cs_rt, &key.0, &key.1, &DeleteOptions::default());
+            }
+        }
+    }
+}
+
+/// A SveltosCluster object for the fake server (ready unless told otherwise).
+pub fn sveltos_cluster(namespace: &str, name: &str, labels: &[(&str, &str)]) -> Value {
+    let labels: Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({
+        "apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {},
+        "status": {"ready": true}
+    })
+}

@@ -1,0 +1,183 @@
+//! A test world: the fake API server with a fleet, the simulated addon-controller, and a clock the
+//! test controls. Each `tick` runs one promoter pass and then lets "Sveltos" react.
+
+#![allow(dead_code)]
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use promoter::api::{ClusterProfile, ClusterPromotion};
+use promoter::fake::{
+    FakeApiServer, cluster_profile_type, cluster_promotion_type, sveltos_cluster_type,
+};
+use promoter::pass::{ChecksNotEvaluated, PassOptions, PassReport, run_pass};
+use promoter::sim::{AddonController, sveltos_cluster};
+use serde_json::Value;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+pub struct Env {
+    pub server: FakeApiServer,
+    pub client: kube::Client,
+    pub addon: AddonController,
+    pub now: Arc<Mutex<DateTime<Utc>>>,
+}
+
+pub fn start_time() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap()
+}
+
+impl Env {
+    /// A fleet of ready SveltosClusters `(namespace, name, env label)`.
+    pub async fn new(clusters: &[(&str, &str, &str)]) -> Env {
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        let now = Arc::new(Mutex::new(start_time()));
+        let clock = now.clone();
+        server.set_clock(Arc::new(move || *clock.lock().unwrap()));
+        for (ns, name, env) in clusters {
+            server
+                .store()
+                .seed(
+                    &sveltos_cluster_type(),
+                    sveltos_cluster(ns, name, &[("env", env)]),
+                )
+                .unwrap();
+        }
+        let client = server.client().await.unwrap();
+        Env {
+            server,
+            client,
+            addon: AddonController::default(),
+            now,
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        *self.now.lock().unwrap()
+    }
+
+    pub fn advance(&self, d: Duration) {
+        *self.now.lock().unwrap() += d;
+    }
+
+    /// Creates (or replaces the spec of) every ClusterPromotion in an example file.
+    pub fn apply_example(&self, file: &str) -> Vec<String> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(file);
+        let docs = promoter::manifest::load_file(&path).unwrap();
+        let mut names = Vec::new();
+        for doc in docs {
+            if let Some(p) = doc.promotion() {
+                names.push(p.metadata.name.clone().unwrap());
+                self.apply_promotion(p);
+            }
+        }
+        names
+    }
+
+    pub fn apply_promotion(&self, p: &ClusterPromotion) {
+        let rt = cluster_promotion_type();
+        let mut store = self.server.store();
+        let name = p.metadata.name.clone().unwrap();
+        let body = serde_json::to_value(p).unwrap();
+        match store.get(&rt, "", &name) {
+            Ok(current) => {
+                let mut next = current.clone();
+                next["spec"] = body["spec"].clone();
+                store.update(&rt, "", &name, next, false).unwrap();
+            }
+            Err(_) => {
+                store.create(&rt, "", body).unwrap();
+            }
+        }
+    }
+
+    pub async fn pass(&self) -> PassReport {
+        let opts = PassOptions {
+            dry_run: false,
+            selector: None,
+            default_tz: chrono_tz::Tz::UTC,
+            now: self.now(),
+        };
+        run_pass(&self.client, &ChecksNotEvaluated, &opts)
+            .await
+            .unwrap()
+    }
+
+    /// One minute of the world: a promoter pass, then Sveltos reacts, then the clock moves.
+    pub async fn tick(&self) -> PassReport {
+        let report = self.pass().await;
+        self.addon.reconcile(&self.server, self.now());
+        self.advance(Duration::minutes(1));
+        report
+    }
+
+    pub fn promotion(&self, name: &str) -> Option<ClusterPromotion> {
+        let v = self
+            .server
+            .store()
+            .get(&cluster_promotion_type(), "", name)
+            .ok()?;
+        serde_json::from_value(v).ok()
+    }
+
+    pub fn profiles(&self) -> Vec<ClusterProfile> {
+        self.server
+            .store()
+            .all(&cluster_profile_type())
+            .into_iter()
+            .filter_map(|v| serde_json::from_value(v).ok())
+            .collect()
+    }
+
+    pub fn profile(&self, name: &str) -> Option<ClusterProfile> {
+        self.profiles()
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() == Some(name))
+    }
+
+    pub fn chart_version(&self, profile: &str) -> Option<String> {
+        self.profile(profile)?
+            .spec
+            .fields
+            .get("helmCharts")?
+            .get(0)?
+            .get("chartVersion")?
+            .as_str()
+            .map(String::from)
+    }
+
+    pub fn current_stage(&self, name: &str) -> Option<String> {
+        self.promotion(name)?.status?.current_stage_name
+    }
+
+    pub fn description(&self, name: &str, stage: &str) -> Option<String> {
+        let status = self.promotion(name)?.status?;
+        status
+            .stages?
+            .into_iter()
+            .find(|s| s.name == stage)?
+            .current_status_description
+    }
+
+    /// Patches the promotion directly in the store: a user's edit, unaffected by injected faults.
+    pub fn store_json_patch(&self, name: &str, patch: Value) {
+        let rt = cluster_promotion_type();
+        let mut store = self.server.store();
+        let current = store.get(&rt, "", name).unwrap();
+        let patched = promoter::fake::patch::json_patch(&current, &patch).unwrap();
+        store.update(&rt, "", name, patched, false).unwrap();
+    }
+
+    /// Patches the promotion as `kubectl patch --type=json` would (through the API).
+    pub async fn json_patch(&self, name: &str, patch: Value) {
+        let api: kube::Api<ClusterPromotion> = kube::Api::all(self.client.clone());
+        let p: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::<()>::Json(p),
+        )
+        .await
+        .unwrap();
+    }
+}
