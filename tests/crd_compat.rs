@@ -212,3 +212,39 @@ fn crd_yaml_parses_back() {
         "clusterpromotions.config.projectsveltos.io"
     );
 }
+
+/// Upstream unit case 1: the profileSpec has every ClusterProfile spec field, with the same schema,
+/// except clusterSelector, clusterRefs, setRefs, extraLabels and extraAnnotations.
+#[test]
+fn profile_spec_is_cluster_profile_spec_minus_five_fields() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/reference/crds/config.projectsveltos.io_clusterprofiles.yaml");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{} missing in CI",
+            path.display()
+        );
+        return;
+    };
+    let crd: Value = serde_saphyr::from_str(&text).unwrap();
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let ours: Value = serde_json::from_str(promoter::api::schema::PROFILE_SPEC).unwrap();
+    let mut expected = spec.as_object().unwrap().clone();
+    for f in promoter::api::profile_spec::NON_PROFILE_SPEC_FIELDS {
+        assert!(
+            expected.remove(f).is_some(),
+            "{f} is a ClusterProfile field"
+        );
+    }
+    let ours = ours["properties"].as_object().unwrap();
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>()
+    );
+    for (k, v) in ours {
+        let mut problems = Vec::new();
+        compare(&format!("profileSpec.{k}"), &expected[k], v, &mut problems);
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+}

@@ -300,6 +300,15 @@ async fn quiet_when_complete_and_while_soaking() {
         report.promotions[0]
     );
     assert_eq!(env.server.writes(), 0, "{:#?}", env.server.requests());
+    // An active pass reads: promotions, profiles, the summaries of the watched profiles,
+    // SveltosClusters (4 lists), and discovers whether Cluster API is served.
+    assert_eq!(
+        env.server.count(|r| r.verb == "list"),
+        4,
+        "{:#?}",
+        env.server.requests()
+    );
+    assert_eq!(env.server.count(|r| r.verb == "discovery"), 1);
     run_until_complete(&env, "kyverno-rollout-auto", 40).await;
     env.server.clear_requests();
     for _ in 0..3 {
@@ -625,4 +634,142 @@ async fn one_bad_promotion_does_not_stop_the_others() {
             .iter()
             .all(|p| !p.metadata.name.clone().unwrap().starts_with("a-promotion"))
     );
+}
+
+/// Stands in for the health-check engine: the checks pass once the test says the Job completed.
+struct ScriptedHealth(std::sync::atomic::AtomicBool);
+
+impl promoter::pass::HealthEvaluator for ScriptedHealth {
+    fn evaluate<'a>(
+        &'a self,
+        _: &'a promoter::api::ClusterPromotion,
+        _: &'a str,
+        _: &'a promoter::pass::World,
+    ) -> futures::future::BoxFuture<'a, promoter::pass::HealthVerdict> {
+        let passed = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            if passed {
+                promoter::pass::HealthVerdict::Passed
+            } else {
+                promoter::pass::HealthVerdict::Failing(
+                    "cluster staging/s1: check job-complete: Job default/verify is not Complete"
+                        .into(),
+                )
+            }
+        })
+    }
+}
+
+/// Upstream's FV test "Deploy ClusterPromotion with multiple stages" (reference §5), re-expressed.
+#[tokio::test]
+async fn upstream_fv_scenario() {
+    let env = Env::new(&[
+        ("staging", "s1", "staging"),
+        ("production", "p1", "production"),
+    ])
+    .await;
+    let p: promoter::api::ClusterPromotion = serde_json::from_value(json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+        "metadata": {"name": "fv"},
+        "spec": {
+            "profileSpec": {
+                "tier": 90,
+                "helmCharts": [{"repositoryURL": "https://charts.bitnami.com/bitnami", "repositoryName": "bitnami",
+                                "chartName": "bitnami/contour", "chartVersion": "12.1.0", "releaseName": "contour",
+                                "releaseNamespace": "contour", "helmChartAction": "Install"}],
+                "policyRefs": [{"kind": "ConfigMap", "namespace": "default", "name": "missing", "optional": true}]
+            },
+            "stages": [
+                {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}},
+                 "trigger": {"auto": {"delay": "2m",
+                    "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "default", "name": "verification-job"}],
+                    "postDelayHealthChecks": [{"name": "job-complete", "featureID": "Resources", "group": "batch",
+                        "version": "v1", "kind": "Job", "namespace": "default",
+                        "script": "function evaluate() return {healthy = obj.status.succeeded == 1} end"}]}}},
+                {"name": "production", "clusterSelector": {"matchLabels": {"env": "production"}}}
+            ]
+        }
+    }))
+    .unwrap();
+    env.apply_promotion(&p);
+    let health = ScriptedHealth(std::sync::atomic::AtomicBool::new(false));
+    let tick = || async {
+        let r = env.pass_with(&health).await;
+        env.addon.reconcile(&env.server, env.now());
+        env.advance(Duration::minutes(1));
+        r
+    };
+    tick().await;
+    let profiles = env.profiles();
+    assert_eq!(profiles.len(), 1, "exactly one ClusterProfile first");
+    let cp = &profiles[0];
+    assert_eq!(cp.spec.fields["tier"], 90);
+    assert_eq!(
+        cp.spec.fields["helmCharts"],
+        p.spec.profile_spec.as_ref().unwrap().0["helmCharts"]
+    );
+    assert_eq!(
+        cp.spec.fields["policyRefs"],
+        p.spec.profile_spec.as_ref().unwrap().0["policyRefs"]
+    );
+    assert_eq!(
+        cp.spec.fields["clusterSelector"],
+        json!({"matchLabels": {"env": "staging"}})
+    );
+    assert!(
+        cp.spec.fields.get("validateHealths").is_none(),
+        "checks are not appended to the profile (Q3)"
+    );
+    // The delay: no second profile for a while.
+    tick().await;
+    tick().await;
+    assert_eq!(env.profiles().len(), 1);
+    let mut saw_verification = false;
+    for _ in 0..6 {
+        tick().await;
+        if let Some(pv) = env.profile("preverification-fv-staging") {
+            let labels = pv.metadata.labels.unwrap();
+            assert_eq!(labels["config.projectsveltos.io/promotionname"], "fv");
+            assert_eq!(
+                labels["config.projectsveltos.io/promotion-verification"],
+                "true"
+            );
+            saw_verification = true;
+        }
+    }
+    assert!(saw_verification);
+    assert!(
+        env.profile("fv-production").is_none(),
+        "failing checks hold the promotion"
+    );
+    assert_eq!(
+        env.description("fv", "staging").unwrap().split(" (").next(),
+        Some("Awaiting Health Checks to Pass")
+    );
+    health.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..5 {
+        tick().await;
+    }
+    assert!(
+        env.profile("preverification-fv-staging").is_none(),
+        "deleted after promotion"
+    );
+    assert_eq!(
+        env.profile("fv-production").unwrap().spec.fields["clusterSelector"],
+        json!({"matchLabels": {"env": "production"}})
+    );
+    let stages = env.promotion("fv").unwrap().status.unwrap().stages.unwrap();
+    assert_eq!(stages.len(), 2);
+    assert!(
+        stages
+            .iter()
+            .all(|s| s.last_successful_applied_time.is_some())
+    );
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(env.client.clone());
+    api.delete("fv", &Default::default()).await.unwrap();
+    for _ in 0..4 {
+        tick().await;
+    }
+    assert!(env.profiles().is_empty());
+    assert!(env.promotion("fv").is_none());
 }

@@ -8,7 +8,7 @@ use promoter::api::{ClusterProfile, ClusterPromotion};
 use promoter::fake::{
     FakeApiServer, cluster_profile_type, cluster_promotion_type, sveltos_cluster_type,
 };
-use promoter::pass::{ChecksNotEvaluated, PassOptions, PassReport, run_pass};
+use promoter::pass::{ChecksNotEvaluated, HealthEvaluator, PassOptions, PassReport, run_pass};
 use promoter::sim::{AddonController, sveltos_cluster};
 use serde_json::Value;
 use std::path::Path;
@@ -92,15 +92,17 @@ impl Env {
     }
 
     pub async fn pass(&self) -> PassReport {
+        self.pass_with(&ChecksNotEvaluated).await
+    }
+
+    pub async fn pass_with(&self, health: &dyn HealthEvaluator) -> PassReport {
         let opts = PassOptions {
             dry_run: false,
             selector: None,
             default_tz: chrono_tz::Tz::UTC,
             now: self.now(),
         };
-        run_pass(&self.client, &ChecksNotEvaluated, &opts)
-            .await
-            .unwrap()
+        run_pass(&self.client, health, &opts).await.unwrap()
     }
 
     /// One minute of the world: a promoter pass, then Sveltos reacts, then the clock moves.

@@ -1,0 +1,144 @@
+//! The real `promoter` binary against the fake API server on loopback, through a kubeconfig file.
+
+mod common;
+
+use common::Env;
+use std::process::Command;
+
+fn promoter(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "promoter-cli-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, env.server.kubeconfig_yaml("admin")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(args)
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("TZ")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn step_runs_one_pass_and_reports() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    // Dry run: the plan is printed, nothing is written.
+    let (code, out, err) = promoter(&env, &["step", "--dry-run"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("kyverno-rollout-auto: started: provisioning stage dev"),
+        "{out}"
+    );
+    assert!(
+        out.contains("would: apply ClusterProfile kyverno-rollout-auto-dev"),
+        "{out}"
+    );
+    assert_eq!(env.server.writes(), 0);
+    let (code, out, _) = promoter(&env, &["step", "-o", "json"]);
+    assert_eq!(code, 0);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["promotions"][0]["phase"], "Progressing");
+    assert!(env.profile("kyverno-rollout-auto-dev").is_some());
+    // A selector that matches nothing.
+    let (code, out, _) = promoter(&env, &["step", "--selector", "team=nobody"]);
+    assert_eq!((code, out.trim()), (0, "no ClusterPromotions"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_mean_something_to_ci() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    let mut bad = env.promotion("kyverno-rollout-auto").unwrap();
+    bad.metadata = kube::core::ObjectMeta {
+        name: Some("bad".into()),
+        ..Default::default()
+    };
+    bad.spec.stages[0].trigger = serde_json::from_value(
+        serde_json::json!({"auto": {"promotionWindow": {"from": "nope", "to": "* * * * *"}}}),
+    )
+    .unwrap();
+    env.apply_promotion(&bad);
+    let (code, out, _) = promoter(&env, &["step"]);
+    assert_eq!(code, 2, "a promotion in error: {out}");
+    assert!(
+        out.contains("bad: blocked: spec.stages[0].trigger.auto.promotionWindow.from"),
+        "{out}"
+    );
+    let (code, _, err) = promoter(&env, &["step", "--timezone", "Mars/Olympus"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown time zone"), "{err}");
+    let (code, _, err) = promoter(&env, &["step", "--selector", "a in b"]);
+    assert_eq!(code, 1, "{err}");
+    drop(env);
+}
+
+#[test]
+fn unreachable_api_exits_1() {
+    let dir = std::env::temp_dir().join(format!("promoter-unreachable-{}", rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    // A port nothing listens on: bind, note the port, close.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &kubeconfig,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: x\n    user: u\ncurrent-context: x\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(["step", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("listing ClusterPromotions"));
+}
+
+#[test]
+fn crd_and_help() {
+    let out = Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .arg("crd")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("name: clusterpromotions.config.projectsveltos.io")
+    );
+    let help = Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(["step", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for needle in [
+        "--dry-run",
+        "--selector",
+        "--timezone",
+        "--kubeconfig",
+        "--context",
+        "Exit codes: 0",
+    ] {
+        assert!(help.contains(needle), "step --help lacks {needle}");
+    }
+}
