@@ -65,6 +65,53 @@ enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Output,
     },
+    /// Run whole rollouts on a simulated fleet and a virtual clock, and print their timeline and ETA.
+    ///
+    /// The same pass as `promoter step` runs, through kube's client, against an in-process fake API
+    /// server; a simulated Sveltos addon-controller deploys each generated ClusterProfile to its
+    /// matching clusters (honouring maxUpdate), and the clock jumps over quiet stretches.
+    /// Without --fleet, a few clusters per stage are derived from the stage selectors.
+    /// Exit codes: 0 every promotion completed; 2 some stopped (the output says where and why);
+    /// 1 the simulation could not run (bad manifest or flag).
+    ///
+    /// Examples:
+    ///   promoter simulate examples/blog-kyverno-auto.yaml
+    ///   promoter simulate examples/blog-kyverno-manual.yaml --approve staging@1h
+    ///   promoter simulate examples/blog-kyverno-failure.yaml --fail dev-1
+    ///   promoter simulate my-promotion.yaml --fleet fleet.yaml --start 2026-03-02T08:00:00Z -o json
+    #[command(verbatim_doc_comment)]
+    Simulate {
+        /// ClusterPromotion manifests (YAML, several documents allowed).
+        #[arg(required = true)]
+        manifests: Vec<std::path::PathBuf>,
+        /// Fleet file: `Fleet` and/or `SveltosCluster` documents (default: derived from the selectors).
+        #[arg(long)]
+        fleet: Option<std::path::PathBuf>,
+        /// Clusters per stage when the fleet is derived.
+        #[arg(long, default_value_t = 2)]
+        clusters_per_stage: usize,
+        /// Simulated start time, RFC 3339 (default: now, to the minute).
+        #[arg(long)]
+        start: Option<String>,
+        /// Time between two passes (the CronJob schedule).
+        #[arg(long, default_value = "1m")]
+        tick: String,
+        /// Give up after this much simulated time.
+        #[arg(long, default_value = "30d")]
+        until: String,
+        /// Approve a manual stage at an offset from the start: `[PROMOTION/]STAGE@OFFSET`.
+        #[arg(long, value_name = "STAGE@OFFSET")]
+        approve: Vec<String>,
+        /// Make a cluster's deployments fail from an offset on: `CLUSTER[@OFFSET]`.
+        #[arg(long, value_name = "CLUSTER[@OFFSET]")]
+        fail: Vec<String>,
+        /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name).
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        /// Output format.
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Output,
+    },
     /// Print the ClusterPromotion CRD (generated from promoter's types) as YAML.
     ///
     /// Example: promoter crd | kubectl apply -f -
@@ -125,6 +172,82 @@ async fn step(
     })
 }
 
+struct SimulateArgs {
+    manifests: Vec<std::path::PathBuf>,
+    fleet: Option<std::path::PathBuf>,
+    clusters_per_stage: usize,
+    start: Option<String>,
+    tick: String,
+    until: String,
+    approve: Vec<String>,
+    fail: Vec<String>,
+    timezone: String,
+    output: Output,
+}
+
+async fn simulate(a: SimulateArgs) -> anyhow::Result<ExitCode> {
+    use promoter::sim::{Fleet, ScriptedApproval, ScriptedFailure, SimOptions, run::parse_offset};
+    let default_tz: Tz = a
+        .timezone
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--timezone: unknown time zone {:?}", a.timezone))?;
+    let (docs, errors) = promoter::manifest::load_files(&a.manifests);
+    if let Some(e) = errors.first() {
+        anyhow::bail!("{e}");
+    }
+    let promotions: Vec<_> = docs.iter().filter_map(|d| d.promotion().cloned()).collect();
+    if promotions.is_empty() {
+        anyhow::bail!("no ClusterPromotion in {:?}", a.manifests);
+    }
+    let fleet = match &a.fleet {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+            Fleet::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!(e))?
+        }
+        None => Fleet::derive(&promotions, a.clusters_per_stage),
+    };
+    let start = match &a.start {
+        Some(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .map_err(|e| anyhow::anyhow!("--start {s:?}: {e}"))?
+            .with_timezone(&chrono::Utc),
+        None => {
+            let now = chrono::Utc::now();
+            now - chrono::Duration::seconds(now.timestamp() % 60)
+                - chrono::Duration::nanoseconds(now.timestamp_subsec_nanos() as i64)
+        }
+    };
+    let opts = SimOptions {
+        start,
+        tick: parse_offset(&a.tick).map_err(|e| anyhow::anyhow!("--tick: {e}"))?,
+        until: parse_offset(&a.until).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
+        approvals: a
+            .approve
+            .iter()
+            .map(|s| ScriptedApproval::parse(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!(e))?,
+        failures: a
+            .fail
+            .iter()
+            .map(|s| ScriptedFailure::parse(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("--fail: {e}"))?,
+        default_tz,
+        progress: true,
+    };
+    let report = promoter::sim::simulate(promotions, fleet, &ChecksNotEvaluated, &opts).await?;
+    match a.output {
+        Output::Text => print!("{}", report.render_text()),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(if report.promotions.iter().all(|p| p.complete) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.log_format, &cli.log_level);
@@ -148,6 +271,32 @@ fn main() -> ExitCode {
                 timezone,
                 output,
             } => step(client, dry_run, selector, timezone, output).await,
+            Command::Simulate {
+                manifests,
+                fleet,
+                clusters_per_stage,
+                start,
+                tick,
+                until,
+                approve,
+                fail,
+                timezone,
+                output,
+            } => {
+                simulate(SimulateArgs {
+                    manifests,
+                    fleet,
+                    clusters_per_stage,
+                    start,
+                    tick,
+                    until,
+                    approve,
+                    fail,
+                    timezone,
+                    output,
+                })
+                .await
+            }
             Command::Crd => promoter::crd::cluster_promotion_crd_yaml().map(|yaml| {
                 print!("{yaml}");
                 ExitCode::SUCCESS

@@ -581,23 +581,25 @@ impl<'a> Planner<'a> {
             e.failure_message = None;
             set_description(e, &provisioned_text(&check), now);
             self.d.event(format!("Stage {} provisioned", stage.name));
-        } else {
-            set_failure(e, None, now);
         }
-        if let Some(wait) = self.gates(status, &stage, idx) {
-            self.d.outcome(wait.0, wait.1);
-            return;
+        // The failure message is settled once per pass, so that it (and lastStatusCheckTime) does
+        // not flip between passes that learn nothing new.
+        match self.gates(status, &stage, idx) {
+            Some(wait) => {
+                set_failure(entry(status, &stage.name), wait.failure.as_deref(), now);
+                self.d.outcome(wait.phase, wait.summary);
+            }
+            None => self.advance(status, idx),
         }
-        self.advance(status, idx);
     }
 
-    /// The trigger's gates, in upstream's order. `Some((phase, summary))` when the stage waits.
+    /// The trigger's gates, in upstream's order. `Some` when the stage waits.
     fn gates(
         &mut self,
         status: &mut ClusterPromotionStatus,
         stage: &Stage,
         idx: usize,
-    ) -> Option<(Phase, String)> {
+    ) -> Option<Wait> {
         let now = self.now();
         let trigger = stage.trigger.as_ref()?;
         let gates = trigger.gates()?;
@@ -613,9 +615,10 @@ impl<'a> Planner<'a> {
                     now,
                 );
                 self.d.next_check = Some(ready_at.as_datetime());
-                return Some((
+                return Some(Wait::new(
                     Phase::Waiting,
                     format!("stage {}: soaking until {ready_at}", stage.name),
+                    None,
                 ));
             }
         }
@@ -636,47 +639,48 @@ impl<'a> Planner<'a> {
                 Observed::Deleting => Some(format!("ClusterProfile {pv_name} is being deleted.")),
             };
             if let Some(text) = pending_text {
-                let e = entry(status, &stage.name);
-                set_description(e, "Running Post-Promotion Health Checks", now);
-                set_failure(e, Some(&format!("preHealthCheckDeployment: {text}")), now);
-                return Some((
+                set_description(
+                    entry(status, &stage.name),
+                    "Running Post-Promotion Health Checks",
+                    now,
+                );
+                let summary = format!(
+                    "stage {}: deploying preHealthCheckDeployment: {text}",
+                    stage.name
+                );
+                return Some(Wait::new(
                     Phase::Waiting,
-                    format!(
-                        "stage {}: deploying preHealthCheckDeployment: {text}",
-                        stage.name
-                    ),
+                    summary,
+                    Some(format!("preHealthCheckDeployment: {text}")),
                 ));
             }
         }
         if !gates.post_delay_health_checks.is_empty() {
             let e = entry(status, &stage.name);
             match self.health.get(&stage.name) {
-                Some(HealthVerdict::Passed) => set_failure(e, None, now),
+                Some(HealthVerdict::Passed) => {}
                 Some(HealthVerdict::Failing(message)) => {
                     set_description(e, "Awaiting Health Checks to Pass", now);
-                    set_failure(e, Some(message), now);
-                    return Some((
-                        Phase::Waiting,
-                        format!("stage {}: health checks failing: {message}", stage.name),
-                    ));
+                    let summary = format!("stage {}: health checks failing: {message}", stage.name);
+                    return Some(Wait::new(Phase::Waiting, summary, Some(message.clone())));
                 }
                 Some(HealthVerdict::NotEvaluated(reason)) => {
                     set_description(e, "Running Post-Promotion Health Checks", now);
-                    set_failure(e, Some(reason), now);
-                    return Some((
-                        Phase::Waiting,
-                        format!(
-                            "stage {}: health checks not evaluated: {reason}",
-                            stage.name
-                        ),
-                    ));
+                    let summary = format!(
+                        "stage {}: health checks not evaluated: {reason}",
+                        stage.name
+                    );
+                    return Some(Wait::new(Phase::Waiting, summary, Some(reason.clone())));
                 }
                 None => {
+                    // Only a first look: the pass evaluates the checks and decides again.
                     self.d.needs_health = Some(stage.name.clone());
                     set_description(e, "Running Post-Promotion Health Checks", now);
-                    return Some((
+                    let keep = e.failure_message.clone();
+                    return Some(Wait::new(
                         Phase::Waiting,
                         format!("stage {}: health checks pending", stage.name),
+                        keep,
                     ));
                 }
             }
@@ -700,10 +704,8 @@ impl<'a> Planner<'a> {
                     now,
                 );
                 self.d.next_check = opens_at;
-                return Some((
-                    Phase::Waiting,
-                    format!("stage {}: promotion window closed until {when}", stage.name),
-                ));
+                let summary = format!("stage {}: promotion window closed until {when}", stage.name);
+                return Some(Wait::new(Phase::Waiting, summary, None));
             }
         }
         if let Some(manual) = &trigger.manual {
@@ -719,10 +721,8 @@ impl<'a> Planner<'a> {
                     self.d
                         .event(format!("Stage {} awaits manual approval", stage.name));
                 }
-                return Some((
-                    Phase::AwaitingApproval,
-                    format!("stage {}: awaiting manual approval", stage.name),
-                ));
+                let summary = format!("stage {}: awaiting manual approval", stage.name);
+                return Some(Wait::new(Phase::AwaitingApproval, summary, None));
             }
             if manual.automatic_reset() {
                 self.d.after_status.push(Action::ResetApproval {
@@ -823,6 +823,24 @@ fn is_complete(stages: &[Stage], status: &ClusterPromotionStatus, idx: usize) ->
             .find(|s| s.name == stages[idx].name)
             .and_then(|s| s.current_status_description.as_deref())
             .is_some_and(|t| description_text(t) == "Successfully provisioned")
+}
+
+/// Why a provisioned stage is not promoted in this pass.
+struct Wait {
+    phase: Phase,
+    summary: String,
+    /// The stage's failureMessage while it waits.
+    failure: Option<String>,
+}
+
+impl Wait {
+    fn new(phase: Phase, summary: String, failure: Option<String>) -> Self {
+        Wait {
+            phase,
+            summary,
+            failure,
+        }
+    }
 }
 
 fn pending(message: String) -> DeploymentCheck {

@@ -853,3 +853,45 @@ fn nothing_panics_on_degenerate_input() {
     p.metadata.name = None;
     let _ = decide(&p, &w, &HealthResults::new(), &ctx(0));
 }
+
+/// Every kind of wait is quiet: a second pass that learns nothing new writes nothing.
+#[test]
+fn every_wait_is_quiet() {
+    let checks = json!([{"name": "c", "featureID": "Helm"}]);
+    let cases = [
+        (
+            json!({"auto": {"postDelayHealthChecks": checks}}),
+            HealthVerdict::Failing("cluster dev/dev01: check c: not ready".into()),
+        ),
+        (
+            json!({"auto": {"postDelayHealthChecks": checks}}),
+            HealthVerdict::NotEvaluated("no engine".into()),
+        ),
+        (
+            json!({"auto": {"preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "j"}]}}),
+            HealthVerdict::Passed,
+        ),
+        (
+            json!({"auto": {"promotionWindow": {"from": "0 7 * * *", "to": "0 8 * * *"}}}),
+            HealthVerdict::Passed,
+        ),
+        (json!({"manual": {}}), HealthVerdict::Passed),
+        (json!({"auto": {"delay": "1h"}}), HealthVerdict::Passed),
+    ];
+    for (trigger, verdict) in cases {
+        let mut p = promotion(
+            json!([{"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": trigger}, {"name": "prod"}]),
+        );
+        let mut w = fleet();
+        run(&mut p, &mut w, 0);
+        summarize(&mut w, "kyverno-dev", "Provisioned");
+        let health = HealthResults::from([("dev".to_string(), verdict.clone())]);
+        for min in 1..4 {
+            let d = decide(&p, &w, &health, &ctx(min));
+            apply(&mut p, &mut w, &d);
+        }
+        let d = decide(&p, &w, &health, &ctx(5));
+        assert!(!d.writes(), "{trigger} / {verdict:?}: {d:#?}");
+        assert_ne!(d.phase, Phase::Progressing, "{trigger}: {}", d.summary);
+    }
+}

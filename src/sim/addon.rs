@@ -194,7 +194,7 @@ impl AddonController {
                 let (status, failure) = if failing {
                     (
                         "Failed",
-                        Some(format!("cluster {key}: deployment failed (simulated)")),
+                        Some("deployment failed (simulated)".to_string()),
                     )
                 } else if now >= since + self.deploy_time_of(&key) {
                     ("Provisioned", None)
@@ -255,4 +255,46 @@ pub fn sveltos_cluster(namespace: &str, name: &str, labels: &[(&str, &str)]) -> 
         "spec": {},
         "status": {"ready": true}
     })
+}
+
+impl AddonController {
+    /// The next time after `now` at which a reconcile would change something by itself: a
+    /// deployment finishing, or a scripted failure starting. `None` when the world is at rest.
+    pub fn next_change(&self, store: &Store, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mut next: Option<DateTime<Utc>> =
+            self.failing.values().filter(|t| **t > now).min().copied();
+        for cs in store.all(&cluster_summary_type()) {
+            let provisioning = cs
+                .pointer("/status/featureSummaries")
+                .and_then(Value::as_array)
+                .is_some_and(|f| f.iter().any(|x| x["status"] == "Provisioning"));
+            if !provisioning {
+                continue;
+            }
+            let since = cs
+                .pointer(&format!(
+                    "/metadata/annotations/{}",
+                    SINCE_ANNOTATION.replace('/', "~1")
+                ))
+                .and_then(Value::as_str)
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .map(|t| t.with_timezone(&Utc));
+            let cluster = format!(
+                "{}/{}",
+                cs.pointer("/spec/clusterNamespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+                cs.pointer("/spec/clusterName")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            );
+            if let Some(since) = since {
+                let done = since + self.deploy_time_of(&cluster);
+                if done > now && next.is_none_or(|n| done < n) {
+                    next = Some(done);
+                }
+            }
+        }
+        next
+    }
 }

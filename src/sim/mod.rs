@@ -1,6 +1,11 @@
-//! The simulated world promoter runs against with no cluster: a fleet of SveltosClusters and a
-//! simulated Sveltos addon-controller over the fake API server.
+//! The simulated world promoter runs against with no cluster: a fleet of SveltosClusters, a
+//! simulated Sveltos addon-controller over the fake API server, and a virtual clock.
 
 pub mod addon;
+pub mod fleet;
+pub mod run;
+pub mod timeline;
 
 pub use addon::{AddonController, sveltos_cluster};
+pub use fleet::{Fleet, FleetCluster};
+pub use run::{ScriptedApproval, ScriptedFailure, SimOptions, SimReport, simulate};

@@ -1,0 +1,360 @@
+//! `promoter simulate`: the real pass, unchanged, through kube's client against the fake API
+//! server, with a simulated fleet, a simulated addon-controller and a virtual clock.
+//!
+//! Passes run once per tick. When a pass and the addon-controller change nothing, the world is at
+//! rest until something time-driven happens (a soak ends, a window opens, a deployment finishes, a
+//! scripted approval or failure); the clock then jumps to the first tick at or after that moment,
+//! which gives the same result as ticking through the quiet minutes, in a fraction of the time.
+
+use super::addon::AddonController;
+use super::fleet::Fleet;
+use super::timeline::{PromotionTimeline, Stop, TimelineEvent, offset};
+use crate::api::ClusterPromotion;
+use crate::fake::{FakeApiServer, cluster_promotion_type, sveltos_cluster_type};
+use crate::pass::{HealthEvaluator, PassOptions, Phase, run_pass};
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use serde_json::json;
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+
+/// `--approve [PROMOTION/]STAGE@OFFSET`: approve that stage's manual trigger at start + offset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptedApproval {
+    pub promotion: Option<String>,
+    pub stage: String,
+    pub at: Duration,
+}
+
+impl ScriptedApproval {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (target, at) = s.rsplit_once('@').unwrap_or((s, "0s"));
+        let at = parse_offset(at)?;
+        let (promotion, stage) = match target.split_once('/') {
+            Some((p, st)) => (Some(p.to_string()), st.to_string()),
+            None => (None, target.to_string()),
+        };
+        if stage.is_empty() {
+            return Err(format!(
+                "--approve {s:?}: expected [PROMOTION/]STAGE[@OFFSET]"
+            ));
+        }
+        Ok(ScriptedApproval {
+            promotion,
+            stage,
+            at,
+        })
+    }
+}
+
+/// `--fail CLUSTER[@OFFSET]`: the cluster's deployments fail from start + offset on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptedFailure {
+    pub cluster: String,
+    pub at: Duration,
+}
+
+impl ScriptedFailure {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (cluster, at) = s.rsplit_once('@').unwrap_or((s, "0s"));
+        Ok(ScriptedFailure {
+            cluster: cluster.to_string(),
+            at: parse_offset(at)?,
+        })
+    }
+}
+
+/// Offsets and durations in humantime syntax (`90s`, `2h 30m`, `1d`).
+pub fn parse_offset(s: &str) -> Result<Duration, String> {
+    let d =
+        humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration {s:?}: {e}"))?;
+    Duration::from_std(d).map_err(|e| format!("duration {s:?} out of range: {e}"))
+}
+
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub start: DateTime<Utc>,
+    pub tick: Duration,
+    pub until: Duration,
+    pub approvals: Vec<ScriptedApproval>,
+    pub failures: Vec<ScriptedFailure>,
+    pub default_tz: Tz,
+    /// Show progress on stderr when it is a terminal.
+    pub progress: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SimReport {
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    pub tick_seconds: i64,
+    pub clusters: usize,
+    pub fleet_derived: bool,
+    pub passes: usize,
+    pub promotions: Vec<PromotionTimeline>,
+}
+
+fn align(start: DateTime<Utc>, tick: Duration, t: DateTime<Utc>) -> DateTime<Utc> {
+    let ticks = ((t - start).num_seconds() as f64 / tick.num_seconds().max(1) as f64).ceil() as i32;
+    start + tick * ticks.max(0)
+}
+
+pub async fn simulate(
+    promotions: Vec<ClusterPromotion>,
+    fleet: Fleet,
+    health: &dyn HealthEvaluator,
+    opts: &SimOptions,
+) -> anyhow::Result<SimReport> {
+    if opts.tick <= Duration::zero() {
+        anyhow::bail!("--tick must be positive");
+    }
+    let server = FakeApiServer::start_with_sveltos().await?;
+    let clock = Arc::new(Mutex::new(opts.start));
+    let server_clock = clock.clone();
+    server.set_clock(Arc::new(move || {
+        *server_clock.lock().unwrap_or_else(|p| p.into_inner())
+    }));
+    let mut addon = AddonController::default();
+    if let Some(d) = &fleet.default_deploy_time {
+        addon.default_deploy_time = d.to_chrono();
+    }
+    for c in &fleet.clusters {
+        server
+            .store()
+            .seed(&sveltos_cluster_type(), c.to_sveltos_cluster())
+            .map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
+        if let Some(d) = &c.deploy_time {
+            addon.deploy_time.insert(c.key(), d.to_chrono());
+        }
+    }
+    for f in &opts.failures {
+        let key = fleet
+            .find(&f.cluster)
+            .map(|c| c.key())
+            .ok_or_else(|| anyhow::anyhow!("--fail: no cluster {:?} in the fleet", f.cluster))?;
+        addon.failing.insert(key, opts.start + f.at);
+    }
+    let mut timelines = Vec::new();
+    for p in &promotions {
+        let mut obj = p.clone();
+        obj.status = None;
+        obj.metadata.resource_version = None;
+        obj.metadata.uid = None;
+        let value = serde_json::to_value(&obj)?;
+        server
+            .store()
+            .create(&cluster_promotion_type(), "", value)
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let clusters_of = |stage: &str| -> Vec<String> {
+            let selector = p
+                .spec
+                .stages
+                .iter()
+                .find(|s| s.name == stage)
+                .and_then(|s| s.cluster_selector.clone())
+                .unwrap_or_default();
+            fleet
+                .clusters
+                .iter()
+                .filter(|c| selector.selects(&c.labels).unwrap_or(false))
+                .map(|c| c.key())
+                .collect()
+        };
+        timelines.push(PromotionTimeline::new(p, clusters_of));
+    }
+    let client = server.client().await?;
+    let mut pending_approvals = opts.approvals.clone();
+    let deadline = opts.start + opts.until;
+    let mut now = opts.start;
+    let mut passes = 0;
+    let show_progress = opts.progress && std::io::stderr().is_terminal();
+    loop {
+        *clock.lock().unwrap_or_else(|p| p.into_inner()) = now;
+        // Scripted approvals that are due, as a user's `kubectl patch` would set them.
+        for a in pending_approvals
+            .iter()
+            .filter(|a| opts.start + a.at <= now)
+        {
+            for (p, timeline) in promotions.iter().zip(timelines.iter_mut()) {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                if a.promotion.as_ref().is_some_and(|x| *x != name) {
+                    continue;
+                }
+                let Some(idx) = p.spec.stages.iter().position(|s| s.name == a.stage) else {
+                    continue;
+                };
+                if p.spec.stages[idx]
+                    .trigger
+                    .as_ref()
+                    .and_then(|t| t.manual.as_ref())
+                    .is_none()
+                {
+                    continue;
+                }
+                let mut store = server.store();
+                if let Ok(current) = store.get(&cluster_promotion_type(), "", &name) {
+                    let patch = json!([{"op": "add", "path": format!("/spec/stages/{idx}/trigger/manual/approved"), "value": true}]);
+                    if let Ok(patched) = crate::fake::patch::json_patch(&current, &patch)
+                        && store
+                            .update(&cluster_promotion_type(), "", &name, patched, false)
+                            .is_ok()
+                    {
+                        timeline.approved(opts.start, now, &a.stage);
+                    }
+                }
+            }
+        }
+        pending_approvals.retain(|a| opts.start + a.at > now);
+
+        let revision = server.store().revision();
+        let pass_opts = PassOptions {
+            dry_run: false,
+            selector: None,
+            default_tz: opts.default_tz,
+            now,
+        };
+        let report = run_pass(&client, health, &pass_opts).await?;
+        passes += 1;
+        for (timeline, p) in timelines.iter_mut().zip(&promotions) {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let stored = server
+                .store()
+                .get(&cluster_promotion_type(), "", &name)
+                .ok();
+            if let Some(current) =
+                stored.and_then(|v| serde_json::from_value::<ClusterPromotion>(v).ok())
+            {
+                timeline.observe(opts.start, now, &current);
+            }
+        }
+        addon.reconcile(&server, now);
+        let changed = server.store().revision() != revision;
+        if timelines.iter().all(|t| t.complete) {
+            break;
+        }
+        if show_progress {
+            eprint!("\rsimulating: {} ", offset(now - opts.start));
+        }
+        let mut next = now + opts.tick;
+        if !changed {
+            let candidates = report
+                .promotions
+                .iter()
+                .filter_map(|p| p.next_check)
+                .chain(addon.next_change(&server.store(), now))
+                .chain(pending_approvals.iter().map(|a| opts.start + a.at))
+                .filter(|t| *t > now);
+            match candidates.min() {
+                Some(t) => next = next.max(align(opts.start, opts.tick, t)),
+                None => {
+                    // At rest for good: nothing will change without outside help.
+                    for (timeline, r) in timelines.iter_mut().zip(&report.promotions) {
+                        if !timeline.complete {
+                            timeline.stopped = Some(Stop {
+                                stage: r.stage.clone(),
+                                at: now,
+                                reason: r.summary.clone(),
+                            });
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        if next > deadline {
+            for (timeline, r) in timelines.iter_mut().zip(&report.promotions) {
+                if !timeline.complete {
+                    let reason = match r.phase {
+                        Phase::Complete => "complete".to_string(),
+                        _ => format!(
+                            "simulation ended after {} while: {}",
+                            offset(opts.until),
+                            r.summary
+                        ),
+                    };
+                    timeline.stopped = Some(Stop {
+                        stage: r.stage.clone(),
+                        at: now,
+                        reason,
+                    });
+                }
+            }
+            break;
+        }
+        now = next;
+    }
+    if show_progress {
+        eprintln!();
+    }
+    Ok(SimReport {
+        start: opts.start,
+        end: now,
+        tick_seconds: opts.tick.num_seconds(),
+        clusters: fleet.clusters.len(),
+        fleet_derived: fleet.derived,
+        passes,
+        promotions: timelines,
+    })
+}
+
+impl SimReport {
+    pub fn render_text(&self) -> String {
+        let mut out = format!(
+            "Simulated {} ClusterPromotion(s) on {} clusters ({}) from {}, one pass per {}s tick ({} passes).\n",
+            self.promotions.len(),
+            self.clusters,
+            if self.fleet_derived {
+                "derived from the stage selectors"
+            } else {
+                "from the fleet file"
+            },
+            self.start
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            self.tick_seconds,
+            self.passes,
+        );
+        for p in &self.promotions {
+            out.push_str(&format!("\n{}\n", p.name));
+            let width = p.stages.iter().map(|s| s.name.len()).max().unwrap_or(5);
+            for e in &p.events {
+                out.push_str(&format!(
+                    "  {:>8}  {}  {:width$}  {}\n",
+                    offset(Duration::seconds(e.offset_seconds)),
+                    e.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    e.stage,
+                    e.event
+                ));
+            }
+            match (&p.finished_at, &p.stopped) {
+                (Some(t), _) => out.push_str(&format!(
+                    "  => complete: {} promoted at {}, {} after the start (ETA)\n",
+                    p.stages.last().map(|s| s.name.as_str()).unwrap_or_default(),
+                    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    offset(Duration::seconds(p.eta_seconds.unwrap_or_default()))
+                        .trim_start_matches('+')
+                )),
+                (None, Some(stop)) => out.push_str(&format!(
+                    "  => stopped at stage {} at {}: {}\n",
+                    stop.stage.as_deref().unwrap_or("?"),
+                    stop.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    stop.reason
+                )),
+                (None, None) => out.push_str("  => not finished\n"),
+            }
+        }
+        out
+    }
+}
+
+/// Events of all promotions in time order (for tests and callers that want one stream).
+pub fn all_events(report: &SimReport) -> Vec<(&str, &TimelineEvent)> {
+    let mut out: Vec<(&str, &TimelineEvent)> = report
+        .promotions
+        .iter()
+        .flat_map(|p| p.events.iter().map(move |e| (p.name.as_str(), e)))
+        .collect();
+    out.sort_by_key(|(_, e)| e.at);
+    out
+}

@@ -1,0 +1,206 @@
+//! What a simulation saw, per promotion and stage, read off the statuses promoter wrote: when each
+//! stage started, was provisioned, soaked, waited for its window or an approval, and was promoted.
+
+use crate::api::{ClusterPromotion, StageStatus};
+use crate::pass::stage_status::description_text;
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StageTimeline {
+    pub name: String,
+    pub clusters: Vec<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub provisioned_at: Option<DateTime<Utc>>,
+    pub soak_ends_at: Option<DateTime<Utc>>,
+    pub window_opened_at: Option<DateTime<Utc>>,
+    pub approved_at: Option<DateTime<Utc>>,
+    pub promoted_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineEvent {
+    pub at: DateTime<Utc>,
+    pub offset_seconds: i64,
+    pub stage: String,
+    pub event: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Stop {
+    pub stage: Option<String>,
+    pub at: DateTime<Utc>,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionTimeline {
+    pub name: String,
+    pub stages: Vec<StageTimeline>,
+    pub events: Vec<TimelineEvent>,
+    pub complete: bool,
+    /// When the last stage was promoted (the rollout reached production).
+    pub finished_at: Option<DateTime<Utc>>,
+    /// Time from the start of the simulation to `finished_at`.
+    pub eta_seconds: Option<i64>,
+    /// Where and why it stopped, if it did not finish.
+    pub stopped: Option<Stop>,
+    #[serde(skip)]
+    waiting: BTreeMap<String, String>,
+}
+
+impl PromotionTimeline {
+    pub fn new(p: &ClusterPromotion, clusters_of: impl Fn(&str) -> Vec<String>) -> Self {
+        PromotionTimeline {
+            name: p.metadata.name.clone().unwrap_or_default(),
+            stages: p
+                .spec
+                .stages
+                .iter()
+                .map(|s| StageTimeline {
+                    name: s.name.clone(),
+                    clusters: clusters_of(&s.name),
+                    ..Default::default()
+                })
+                .collect(),
+            events: Vec::new(),
+            complete: false,
+            finished_at: None,
+            eta_seconds: None,
+            stopped: None,
+            waiting: BTreeMap::new(),
+        }
+    }
+
+    fn push(&mut self, start: DateTime<Utc>, at: DateTime<Utc>, stage: &str, event: String) {
+        self.events.push(TimelineEvent {
+            at,
+            offset_seconds: (at - start).num_seconds(),
+            stage: stage.into(),
+            event,
+        });
+    }
+
+    /// Records what changed in the promotion's status in the pass at `now`.
+    pub fn observe(&mut self, start: DateTime<Utc>, now: DateTime<Utc>, p: &ClusterPromotion) {
+        let statuses: Vec<StageStatus> = p
+            .status
+            .as_ref()
+            .and_then(|s| s.stages.clone())
+            .unwrap_or_default();
+        for i in 0..self.stages.len() {
+            let name = self.stages[i].name.clone();
+            let Some(s) = statuses.iter().find(|s| s.name == name) else {
+                continue;
+            };
+            let text = s
+                .current_status_description
+                .as_deref()
+                .map(description_text)
+                .unwrap_or_default()
+                .to_string();
+            let st = &mut self.stages[i];
+            let mut events = Vec::new();
+            if st.started_at.is_none() {
+                st.started_at = Some(now);
+                events.push(format!(
+                    "profile applied ({} clusters{})",
+                    st.clusters.len(),
+                    cluster_list(&st.clusters)
+                ));
+            }
+            if st.provisioned_at.is_none() && s.last_successful_applied_time.is_some() {
+                st.provisioned_at = Some(now);
+                events.push("all clusters provisioned".to_string());
+            }
+            if let Some(t) = text.strip_prefix("Delayed: Waiting for Time Window: ") {
+                if st.soak_ends_at.is_none() {
+                    st.soak_ends_at = DateTime::parse_from_rfc3339(t)
+                        .ok()
+                        .map(|t| t.with_timezone(&Utc));
+                    events.push(format!("soaking until {t}"));
+                }
+            }
+            let previous = self.waiting.get(&name).cloned().unwrap_or_default();
+            if text.starts_with("Window Closed") && !previous.starts_with("Window Closed") {
+                events.push("waiting for the promotion window".to_string());
+            }
+            if previous.starts_with("Window Closed") && !text.starts_with("Window Closed") {
+                st.window_opened_at = Some(now);
+                events.push("promotion window open".to_string());
+            }
+            if text.starts_with("Paused: Awaiting Manual Approval")
+                && !previous.starts_with("Paused")
+            {
+                events.push("awaiting manual approval".to_string());
+            }
+            if text == "Awaiting Health Checks to Pass" && previous != text {
+                events.push(format!(
+                    "health checks failing: {}",
+                    s.failure_message.clone().unwrap_or_default()
+                ));
+            }
+            if st.promoted_at.is_none() && text == "Successfully provisioned" {
+                st.promoted_at = Some(now);
+                events.push("promoted".to_string());
+            }
+            self.waiting.insert(name.clone(), text);
+            for e in events {
+                self.push(start, now, &name, e);
+            }
+        }
+        if let Some(last) = self.stages.last()
+            && let Some(done) = last.promoted_at
+            && !self.complete
+        {
+            self.complete = true;
+            self.finished_at = Some(done);
+            self.eta_seconds = Some((done - start).num_seconds());
+        }
+    }
+
+    pub fn approved(&mut self, start: DateTime<Utc>, now: DateTime<Utc>, stage: &str) {
+        if let Some(st) = self.stages.iter_mut().find(|s| s.name == stage) {
+            st.approved_at = Some(now);
+        }
+        self.push(start, now, stage, "approved".into());
+    }
+}
+
+fn cluster_list(clusters: &[String]) -> String {
+    match clusters.len() {
+        0 => String::new(),
+        1..=4 => format!(": {}", clusters.join(", ")),
+        n => format!(": {}, … and {} more", clusters[..3].join(", "), n - 3),
+    }
+}
+
+/// `+1h02m`, `+3d4h`, `+45s`.
+pub fn offset(d: Duration) -> String {
+    let s = d.num_seconds();
+    let (days, hours, mins, secs) = (s / 86_400, (s % 86_400) / 3_600, (s % 3_600) / 60, s % 60);
+    match (days, hours, mins) {
+        (0, 0, 0) => format!("+{secs}s"),
+        (0, 0, m) => format!("+{m}m"),
+        (0, h, m) => format!("+{h}h{m:02}m"),
+        (d, h, _) => format!("+{d}d{h}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets() {
+        assert_eq!(offset(Duration::seconds(45)), "+45s");
+        assert_eq!(offset(Duration::minutes(13)), "+13m");
+        assert_eq!(offset(Duration::minutes(62)), "+1h02m");
+        assert_eq!(offset(Duration::hours(76)), "+3d4h");
+    }
+}
