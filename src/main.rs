@@ -1,8 +1,14 @@
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use clap::{Parser, Subcommand, ValueEnum};
 use promoter::client::ClientArgs;
 use promoter::logging::{self, LogFormat};
 use promoter::pass::{ChecksNotEvaluated, PassOptions, PassReport, run_pass};
+use promoter::sim::run::parse_offset;
+use promoter::sim::{
+    Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
+};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// promoter: progressive, multi-stage rollouts of Sveltos ClusterPromotions, one pass at a time.
@@ -34,6 +40,26 @@ struct Cli {
 enum Output {
     Text,
     Json,
+}
+
+/// Options shared by `simulate` and `plan`.
+#[derive(Clone, Debug, clap::Args)]
+struct SimArgs {
+    /// Time between two passes (the CronJob schedule).
+    #[arg(long, default_value = "1m")]
+    tick: String,
+    /// Give up after this much simulated time.
+    #[arg(long, default_value = "30d")]
+    until: String,
+    /// Approve a manual stage at an offset from the start: `[PROMOTION/]STAGE@OFFSET`.
+    #[arg(long, value_name = "STAGE@OFFSET")]
+    approve: Vec<String>,
+    /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name).
+    #[arg(long, default_value = "UTC")]
+    timezone: String,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
+    output: Output,
 }
 
 #[derive(Subcommand, Debug)]
@@ -75,42 +101,51 @@ enum Command {
     /// 1 the simulation could not run (bad manifest or flag).
     ///
     /// Examples:
-    ///   promoter simulate examples/blog-kyverno-auto.yaml
+    ///   promoter simulate examples/blog-kyverno-auto.yaml --fleet examples/fleets/blog-lab.yaml
     ///   promoter simulate examples/blog-kyverno-manual.yaml --approve staging@1h
     ///   promoter simulate examples/blog-kyverno-failure.yaml --fail dev-1
-    ///   promoter simulate my-promotion.yaml --fleet fleet.yaml --start 2026-03-02T08:00:00Z -o json
+    ///   promoter simulate examples/blog-kyverno-auto.yaml --update examples/blog-kyverno-update.yaml@1d
     #[command(verbatim_doc_comment)]
     Simulate {
         /// ClusterPromotion manifests (YAML, several documents allowed).
         #[arg(required = true)]
-        manifests: Vec<std::path::PathBuf>,
+        manifests: Vec<PathBuf>,
         /// Fleet file: `Fleet` and/or `SveltosCluster` documents (default: derived from the selectors).
         #[arg(long)]
-        fleet: Option<std::path::PathBuf>,
+        fleet: Option<PathBuf>,
         /// Clusters per stage when the fleet is derived.
         #[arg(long, default_value_t = 2)]
         clusters_per_stage: usize,
         /// Simulated start time, RFC 3339 (default: now, to the minute).
         #[arg(long)]
         start: Option<String>,
-        /// Time between two passes (the CronJob schedule).
-        #[arg(long, default_value = "1m")]
-        tick: String,
-        /// Give up after this much simulated time.
-        #[arg(long, default_value = "30d")]
-        until: String,
-        /// Approve a manual stage at an offset from the start: `[PROMOTION/]STAGE@OFFSET`.
-        #[arg(long, value_name = "STAGE@OFFSET")]
-        approve: Vec<String>,
         /// Make a cluster's deployments fail from an offset on: `CLUSTER[@OFFSET]`.
         #[arg(long, value_name = "CLUSTER[@OFFSET]")]
         fail: Vec<String>,
-        /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name).
-        #[arg(long, default_value = "UTC")]
-        timezone: String,
-        /// Output format.
-        #[arg(long, short = 'o', value_enum, default_value = "text")]
-        output: Output,
+        /// Apply a new revision of the promotions at an offset: `FILE@OFFSET`.
+        #[arg(long, value_name = "FILE@OFFSET")]
+        update: Vec<String>,
+        #[command(flatten)]
+        sim: SimArgs,
+    },
+    /// Predict, from the live state of a real cluster, when each remaining stage of a promotion completes.
+    ///
+    /// Reads the promotion, its ClusterProfiles and ClusterSummaries and the cluster inventory, loads
+    /// them into the simulator, and simulates forward assuming deployments succeed after --deploy-time.
+    /// Exit codes as for simulate.
+    ///
+    /// Example: promoter plan kyverno-rollout-auto --approve staging@0s
+    #[command(verbatim_doc_comment)]
+    Plan {
+        /// The ClusterPromotion.
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Time for a cluster to reach Provisioned after a change.
+        #[arg(long, default_value = "2m")]
+        deploy_time: String,
+        #[command(flatten)]
+        sim: SimArgs,
     },
     /// Print the ClusterPromotion CRD (generated from promoter's types) as YAML.
     ///
@@ -143,16 +178,25 @@ fn print_report(report: &PassReport, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn timezone(name: &str) -> anyhow::Result<Tz> {
+    name.parse()
+        .map_err(|_| anyhow::anyhow!("--timezone: unknown time zone {name:?}"))
+}
+
+fn minute_now() -> DateTime<Utc> {
+    let now = Utc::now();
+    now - chrono::Duration::seconds(now.timestamp() % 60)
+        - chrono::Duration::nanoseconds(now.timestamp_subsec_nanos() as i64)
+}
+
 async fn step(
     client: ClientArgs,
     dry_run: bool,
     selector: Option<String>,
-    timezone: String,
+    tz: String,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let default_tz: Tz = timezone
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--timezone: unknown time zone {timezone:?}"))?;
+    let default_tz = timezone(&tz)?;
     if let Some(s) = &selector {
         promoter::labels::parse_selector(s).map_err(|e| anyhow::anyhow!("--selector: {e}"))?;
     }
@@ -161,7 +205,7 @@ async fn step(
         dry_run,
         selector,
         default_tz,
-        now: chrono::Utc::now(),
+        now: Utc::now(),
     };
     let report = run_pass(&client, &ChecksNotEvaluated, &opts).await?;
     print_report(&report, output)?;
@@ -172,80 +216,128 @@ async fn step(
     })
 }
 
-struct SimulateArgs {
-    manifests: Vec<std::path::PathBuf>,
-    fleet: Option<std::path::PathBuf>,
-    clusters_per_stage: usize,
-    start: Option<String>,
-    tick: String,
-    until: String,
-    approve: Vec<String>,
-    fail: Vec<String>,
-    timezone: String,
-    output: Output,
-}
-
-async fn simulate(a: SimulateArgs) -> anyhow::Result<ExitCode> {
-    use promoter::sim::{Fleet, ScriptedApproval, ScriptedFailure, SimOptions, run::parse_offset};
-    let default_tz: Tz = a
-        .timezone
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--timezone: unknown time zone {:?}", a.timezone))?;
-    let (docs, errors) = promoter::manifest::load_files(&a.manifests);
-    if let Some(e) = errors.first() {
-        anyhow::bail!("{e}");
-    }
-    let promotions: Vec<_> = docs.iter().filter_map(|d| d.promotion().cloned()).collect();
-    if promotions.is_empty() {
-        anyhow::bail!("no ClusterPromotion in {:?}", a.manifests);
-    }
-    let fleet = match &a.fleet {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
-            Fleet::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!(e))?
-        }
-        None => Fleet::derive(&promotions, a.clusters_per_stage),
-    };
-    let start = match &a.start {
-        Some(s) => chrono::DateTime::parse_from_rfc3339(s)
-            .map_err(|e| anyhow::anyhow!("--start {s:?}: {e}"))?
-            .with_timezone(&chrono::Utc),
-        None => {
-            let now = chrono::Utc::now();
-            now - chrono::Duration::seconds(now.timestamp() % 60)
-                - chrono::Duration::nanoseconds(now.timestamp_subsec_nanos() as i64)
-        }
-    };
-    let opts = SimOptions {
+fn sim_options(
+    sim: &SimArgs,
+    start: DateTime<Utc>,
+    failures: Vec<ScriptedFailure>,
+    updates: Vec<ScriptedUpdate>,
+) -> anyhow::Result<SimOptions> {
+    Ok(SimOptions {
         start,
-        tick: parse_offset(&a.tick).map_err(|e| anyhow::anyhow!("--tick: {e}"))?,
-        until: parse_offset(&a.until).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
-        approvals: a
+        tick: parse_offset(&sim.tick).map_err(|e| anyhow::anyhow!("--tick: {e}"))?,
+        until: parse_offset(&sim.until).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
+        approvals: sim
             .approve
             .iter()
             .map(|s| ScriptedApproval::parse(s))
             .collect::<Result<_, _>>()
             .map_err(|e| anyhow::anyhow!(e))?,
-        failures: a
-            .fail
-            .iter()
-            .map(|s| ScriptedFailure::parse(s))
-            .collect::<Result<_, _>>()
-            .map_err(|e| anyhow::anyhow!("--fail: {e}"))?,
-        default_tz,
+        failures,
+        updates,
+        default_tz: timezone(&sim.timezone)?,
         progress: true,
-    };
-    let report = promoter::sim::simulate(promotions, fleet, &ChecksNotEvaluated, &opts).await?;
-    match a.output {
+    })
+}
+
+fn print_sim(report: &SimReport, output: Output) -> anyhow::Result<ExitCode> {
+    match output {
         Output::Text => print!("{}", report.render_text()),
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Json => println!("{}", serde_json::to_string_pretty(report)?),
     }
     Ok(if report.promotions.iter().all(|p| p.complete) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
     })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn simulate(
+    manifests: Vec<PathBuf>,
+    fleet: Option<PathBuf>,
+    clusters_per_stage: usize,
+    start: Option<String>,
+    fail: Vec<String>,
+    update: Vec<String>,
+    sim: SimArgs,
+) -> anyhow::Result<ExitCode> {
+    let (docs, errors) = promoter::manifest::load_files(&manifests);
+    if let Some(e) = errors.first() {
+        anyhow::bail!("{e}");
+    }
+    // A manifest describes desired state: whatever status it carries is not the simulation's.
+    let promotions: Vec<_> = docs
+        .iter()
+        .filter_map(|d| d.promotion().cloned())
+        .map(|mut p| {
+            p.status = None;
+            p.metadata.uid = None;
+            p
+        })
+        .collect();
+    if promotions.is_empty() {
+        anyhow::bail!("no ClusterPromotion in {manifests:?}");
+    }
+    let fleet = match &fleet {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+            Fleet::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!(e))?
+        }
+        None => Fleet::derive(&promotions, clusters_per_stage),
+    };
+    let start = match &start {
+        Some(s) => DateTime::parse_from_rfc3339(s)
+            .map_err(|e| anyhow::anyhow!("--start {s:?}: {e}"))?
+            .with_timezone(&Utc),
+        None => minute_now(),
+    };
+    let failures = fail
+        .iter()
+        .map(|s| ScriptedFailure::parse(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--fail: {e}"))?;
+    let mut updates = Vec::new();
+    for u in &update {
+        let (file, at) = u
+            .rsplit_once('@')
+            .ok_or_else(|| anyhow::anyhow!("--update {u:?}: expected FILE@OFFSET"))?;
+        let docs = promoter::manifest::load_file(std::path::Path::new(file))?;
+        let promotions = docs.iter().filter_map(|d| d.promotion().cloned()).collect();
+        updates.push(ScriptedUpdate {
+            promotions,
+            at: parse_offset(at).map_err(|e| anyhow::anyhow!("--update: {e}"))?,
+        });
+    }
+    let opts = sim_options(&sim, start, failures, updates)?;
+    let report = promoter::sim::simulate(
+        SimWorld {
+            promotions,
+            fleet,
+            objects: Vec::new(),
+        },
+        &ChecksNotEvaluated,
+        &opts,
+    )
+    .await?;
+    print_sim(&report, sim.output)
+}
+
+async fn plan(
+    name: String,
+    client: ClientArgs,
+    deploy_time: String,
+    sim: SimArgs,
+) -> anyhow::Result<ExitCode> {
+    let opts = sim_options(&sim, minute_now(), Vec::new(), Vec::new())?;
+    let client = promoter::client::client(&client).await?;
+    let mut world = promoter::sim::plan::load_live(&client, &name).await?;
+    world.fleet.default_deploy_time = Some(
+        promoter::api::GoDuration::parse(&deploy_time)
+            .map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?,
+    );
+    let report = promoter::sim::simulate(world, &ChecksNotEvaluated, &opts).await?;
+    print_sim(&report, sim.output)
 }
 
 fn main() -> ExitCode {
@@ -276,27 +368,27 @@ fn main() -> ExitCode {
                 fleet,
                 clusters_per_stage,
                 start,
-                tick,
-                until,
-                approve,
                 fail,
-                timezone,
-                output,
+                update,
+                sim,
             } => {
-                simulate(SimulateArgs {
+                simulate(
                     manifests,
                     fleet,
                     clusters_per_stage,
                     start,
-                    tick,
-                    until,
-                    approve,
                     fail,
-                    timezone,
-                    output,
-                })
+                    update,
+                    sim,
+                )
                 .await
             }
+            Command::Plan {
+                name,
+                client,
+                deploy_time,
+                sim,
+            } => plan(name, client, deploy_time, sim).await,
             Command::Crd => promoter::crd::cluster_promotion_crd_yaml().map(|yaml| {
                 print!("{yaml}");
                 ExitCode::SUCCESS

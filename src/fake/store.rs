@@ -427,13 +427,20 @@ impl Store {
         Ok(obj)
     }
 
-    /// Inserts an object as is, status included (test fixtures; bypasses the subresource rule).
+    /// Inserts an object as is, status and uid included (fixtures, and live state loaded into a
+    /// simulation); bypasses the rules of create.
     pub fn seed(&mut self, rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
         let ns = meta(&obj, "namespace").unwrap_or_default();
         let status = obj.get("status").cloned();
+        let uid = meta(&obj, "uid");
         let mut created = self.create(rt, &ns, obj)?;
-        if let Some(status) = status {
-            created["status"] = status;
+        if status.is_some() || uid.is_some() {
+            if let Some(status) = status {
+                created["status"] = status;
+            }
+            if let Some(uid) = uid {
+                set_meta(&mut created, "uid", json!(uid));
+            }
             let key = Self::key(rt, &ns, &meta(&created, "name").unwrap_or_default());
             self.objects.insert(key, created.clone());
         }

@@ -81,6 +81,12 @@ fn features(spec: &Map<String, Value>, status: &str, failure: Option<&str>) -> V
     Value::Array(out)
 }
 
+fn all_provisioned(cs: &Value) -> bool {
+    cs.pointer("/status/featureSummaries")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty() && f.iter().all(|x| x["status"] == "Provisioned"))
+}
+
 impl AddonController {
     fn deploy_time_of(&self, cluster: &str) -> Duration {
         self.deploy_time
@@ -186,16 +192,18 @@ impl AddonController {
                         .and_then(Value::as_str)
                         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                         .map(|t| t.with_timezone(&Utc))
-                        .unwrap_or(now)
+                        // Loaded from a live cluster: provisioned stays provisioned, the rest starts now.
+                        .unwrap_or(if existing.as_ref().is_some_and(all_provisioned) {
+                            DateTime::<Utc>::MIN_UTC
+                        } else {
+                            now
+                        })
                 } else {
                     now
                 };
                 let failing = self.failing.get(&key).is_some_and(|from| *from <= now);
                 let (status, failure) = if failing {
-                    (
-                        "Failed",
-                        Some("deployment failed (simulated)".to_string()),
-                    )
+                    ("Failed", Some("deployment failed (simulated)".to_string()))
                 } else if now >= since + self.deploy_time_of(&key) {
                     ("Provisioned", None)
                 } else {

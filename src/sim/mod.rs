@@ -3,9 +3,12 @@
 
 pub mod addon;
 pub mod fleet;
+pub mod plan;
 pub mod run;
 pub mod timeline;
 
 pub use addon::{AddonController, sveltos_cluster};
 pub use fleet::{Fleet, FleetCluster};
-pub use run::{ScriptedApproval, ScriptedFailure, SimOptions, SimReport, simulate};
+pub use run::{
+    ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld, simulate,
+};

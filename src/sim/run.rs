@@ -65,6 +65,24 @@ impl ScriptedFailure {
     }
 }
 
+/// `--update FILE@OFFSET`: a new revision of promotions, applied (as `kubectl apply` would) at
+/// start + offset.
+#[derive(Clone, Debug)]
+pub struct ScriptedUpdate {
+    pub promotions: Vec<ClusterPromotion>,
+    pub at: Duration,
+}
+
+/// What the simulation starts from.
+#[derive(Clone, Debug, Default)]
+pub struct SimWorld {
+    /// Promotions as they are to be created (with a status when loaded from a live cluster).
+    pub promotions: Vec<ClusterPromotion>,
+    pub fleet: Fleet,
+    /// Further objects to load as they are: the profiles and summaries of a live cluster.
+    pub objects: Vec<(crate::fake::ResourceType, serde_json::Value)>,
+}
+
 /// Offsets and durations in humantime syntax (`90s`, `2h 30m`, `1d`).
 pub fn parse_offset(s: &str) -> Result<Duration, String> {
     let d =
@@ -79,6 +97,7 @@ pub struct SimOptions {
     pub until: Duration,
     pub approvals: Vec<ScriptedApproval>,
     pub failures: Vec<ScriptedFailure>,
+    pub updates: Vec<ScriptedUpdate>,
     pub default_tz: Tz,
     /// Show progress on stderr when it is a terminal.
     pub progress: bool,
@@ -102,11 +121,15 @@ fn align(start: DateTime<Utc>, tick: Duration, t: DateTime<Utc>) -> DateTime<Utc
 }
 
 pub async fn simulate(
-    promotions: Vec<ClusterPromotion>,
-    fleet: Fleet,
+    world: SimWorld,
     health: &dyn HealthEvaluator,
     opts: &SimOptions,
 ) -> anyhow::Result<SimReport> {
+    let SimWorld {
+        promotions,
+        fleet,
+        objects,
+    } = world;
     if opts.tick <= Duration::zero() {
         anyhow::bail!("--tick must be positive");
     }
@@ -138,14 +161,16 @@ pub async fn simulate(
     }
     let mut timelines = Vec::new();
     for p in &promotions {
-        let mut obj = p.clone();
-        obj.status = None;
-        obj.metadata.resource_version = None;
-        obj.metadata.uid = None;
-        let value = serde_json::to_value(&obj)?;
+        let mut obj = serde_json::to_value(p)?;
+        if let Some(m) = obj
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            m.remove("resourceVersion");
+        }
         server
             .store()
-            .create(&cluster_promotion_type(), "", value)
+            .seed(&cluster_promotion_type(), obj)
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         let clusters_of = |stage: &str| -> Vec<String> {
             let selector = p
@@ -164,6 +189,19 @@ pub async fn simulate(
         };
         timelines.push(PromotionTimeline::new(p, clusters_of));
     }
+    for (rt, mut obj) in objects {
+        if let Some(m) = obj
+            .get_mut("metadata")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            m.remove("resourceVersion");
+        }
+        server
+            .store()
+            .seed(&rt, obj)
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    }
+    let mut pending_updates = opts.updates.clone();
     let client = server.client().await?;
     let mut pending_approvals = opts.approvals.clone();
     let deadline = opts.start + opts.until;
@@ -207,6 +245,24 @@ pub async fn simulate(
             }
         }
         pending_approvals.retain(|a| opts.start + a.at > now);
+        for update in pending_updates.iter().filter(|u| opts.start + u.at <= now) {
+            for p in &update.promotions {
+                let name = p.metadata.name.clone().unwrap_or_default();
+                let mut store = server.store();
+                let Ok(mut current) = store.get(&cluster_promotion_type(), "", &name) else {
+                    continue;
+                };
+                current["spec"] = serde_json::to_value(&p.spec)?;
+                if store
+                    .update(&cluster_promotion_type(), "", &name, current, false)
+                    .is_ok()
+                    && let Some(t) = timelines.iter_mut().find(|t| t.name == name)
+                {
+                    t.new_revision(opts.start, now);
+                }
+            }
+        }
+        pending_updates.retain(|u| opts.start + u.at > now);
 
         let revision = server.store().revision();
         let pass_opts = PassOptions {
@@ -231,7 +287,7 @@ pub async fn simulate(
         }
         addon.reconcile(&server, now);
         let changed = server.store().revision() != revision;
-        if timelines.iter().all(|t| t.complete) {
+        if timelines.iter().all(|t| t.complete) && pending_updates.is_empty() {
             break;
         }
         if show_progress {
@@ -245,6 +301,7 @@ pub async fn simulate(
                 .filter_map(|p| p.next_check)
                 .chain(addon.next_change(&server.store(), now))
                 .chain(pending_approvals.iter().map(|a| opts.start + a.at))
+                .chain(pending_updates.iter().map(|u| opts.start + u.at))
                 .filter(|t| *t > now);
             match candidates.min() {
                 Some(t) => next = next.max(align(opts.start, opts.tick, t)),

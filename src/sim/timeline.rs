@@ -86,7 +86,8 @@ impl PromotionTimeline {
         });
     }
 
-    /// Records what changed in the promotion's status in the pass at `now`.
+    /// Records what changed in the promotion's status in the pass at `now`. Times come from the
+    /// status where it has them, so a timeline of live state (`promoter plan`) shows the past too.
     pub fn observe(&mut self, start: DateTime<Utc>, now: DateTime<Utc>, p: &ClusterPromotion) {
         let statuses: Vec<StageStatus> = p
             .status
@@ -104,54 +105,70 @@ impl PromotionTimeline {
                 .map(description_text)
                 .unwrap_or_default()
                 .to_string();
+            let previous = self.waiting.get(&name).cloned().unwrap_or_default();
             let st = &mut self.stages[i];
-            let mut events = Vec::new();
+            let mut events: Vec<(DateTime<Utc>, String)> = Vec::new();
             if st.started_at.is_none() {
-                st.started_at = Some(now);
-                events.push(format!(
-                    "profile applied ({} clusters{})",
-                    st.clusters.len(),
-                    cluster_list(&st.clusters)
+                let at = s
+                    .last_update_reconciled_time
+                    .map(|t| t.as_datetime())
+                    .unwrap_or(now);
+                st.started_at = Some(at);
+                events.push((
+                    at,
+                    format!(
+                        "profile applied ({}{})",
+                        plural(st.clusters.len(), "cluster"),
+                        cluster_list(&st.clusters)
+                    ),
                 ));
             }
-            if st.provisioned_at.is_none() && s.last_successful_applied_time.is_some() {
-                st.provisioned_at = Some(now);
-                events.push("all clusters provisioned".to_string());
+            if st.provisioned_at.is_none()
+                && let Some(t) = s.last_successful_applied_time
+            {
+                st.provisioned_at = Some(t.as_datetime());
+                events.push((t.as_datetime(), "all clusters provisioned".to_string()));
             }
-            if let Some(t) = text.strip_prefix("Delayed: Waiting for Time Window: ") {
-                if st.soak_ends_at.is_none() {
-                    st.soak_ends_at = DateTime::parse_from_rfc3339(t)
-                        .ok()
-                        .map(|t| t.with_timezone(&Utc));
-                    events.push(format!("soaking until {t}"));
-                }
+            if let Some(t) = text.strip_prefix("Delayed: Waiting for Time Window: ")
+                && st.soak_ends_at.is_none()
+            {
+                st.soak_ends_at = DateTime::parse_from_rfc3339(t)
+                    .ok()
+                    .map(|t| t.with_timezone(&Utc));
+                events.push((now, format!("soaking until {t}")));
             }
-            let previous = self.waiting.get(&name).cloned().unwrap_or_default();
             if text.starts_with("Window Closed") && !previous.starts_with("Window Closed") {
-                events.push("waiting for the promotion window".to_string());
+                events.push((now, "waiting for the promotion window".to_string()));
             }
             if previous.starts_with("Window Closed") && !text.starts_with("Window Closed") {
                 st.window_opened_at = Some(now);
-                events.push("promotion window open".to_string());
+                events.push((now, "promotion window open".to_string()));
             }
             if text.starts_with("Paused: Awaiting Manual Approval")
                 && !previous.starts_with("Paused")
             {
-                events.push("awaiting manual approval".to_string());
+                events.push((now, "awaiting manual approval".to_string()));
             }
             if text == "Awaiting Health Checks to Pass" && previous != text {
-                events.push(format!(
-                    "health checks failing: {}",
-                    s.failure_message.clone().unwrap_or_default()
+                events.push((
+                    now,
+                    format!(
+                        "health checks failing: {}",
+                        s.failure_message.clone().unwrap_or_default()
+                    ),
                 ));
             }
             if st.promoted_at.is_none() && text == "Successfully provisioned" {
-                st.promoted_at = Some(now);
-                events.push("promoted".to_string());
+                let at = s
+                    .last_successful_applied_time
+                    .map(|t| t.as_datetime())
+                    .unwrap_or(now);
+                st.promoted_at = Some(at);
+                events.push((at, "promoted".to_string()));
             }
             self.waiting.insert(name.clone(), text);
-            for e in events {
-                self.push(start, now, &name, e);
+            for (at, e) in events {
+                self.push(start, at, &name, e);
             }
         }
         if let Some(last) = self.stages.last()
@@ -164,11 +181,41 @@ impl PromotionTimeline {
         }
     }
 
+    /// A new revision was applied: the run starts over.
+    pub fn new_revision(&mut self, start: DateTime<Utc>, now: DateTime<Utc>) {
+        for st in &mut self.stages {
+            *st = StageTimeline {
+                name: st.name.clone(),
+                clusters: st.clusters.clone(),
+                ..Default::default()
+            };
+        }
+        self.complete = false;
+        self.finished_at = None;
+        self.eta_seconds = None;
+        self.stopped = None;
+        self.waiting.clear();
+        let first = self
+            .stages
+            .first()
+            .map(|s| s.name.clone())
+            .unwrap_or_default();
+        self.push(start, now, &first, "new revision applied".into());
+    }
+
     pub fn approved(&mut self, start: DateTime<Utc>, now: DateTime<Utc>, stage: &str) {
         if let Some(st) = self.stages.iter_mut().find(|s| s.name == stage) {
             st.approved_at = Some(now);
         }
         self.push(start, now, stage, "approved".into());
+    }
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -180,8 +227,11 @@ fn cluster_list(clusters: &[String]) -> String {
     }
 }
 
-/// `+1h02m`, `+3d4h`, `+45s`.
+/// `+1h02m`, `+3d4h`, `+45s`, `-5m`.
 pub fn offset(d: Duration) -> String {
+    if d < Duration::zero() {
+        return offset(-d).replacen('+', "-", 1);
+    }
     let s = d.num_seconds();
     let (days, hours, mins, secs) = (s / 86_400, (s % 86_400) / 3_600, (s % 3_600) / 60, s % 60);
     match (days, hours, mins) {
@@ -202,5 +252,6 @@ mod tests {
         assert_eq!(offset(Duration::minutes(13)), "+13m");
         assert_eq!(offset(Duration::minutes(62)), "+1h02m");
         assert_eq!(offset(Duration::hours(76)), "+3d4h");
+        assert_eq!(offset(Duration::minutes(-5)), "-5m");
     }
 }

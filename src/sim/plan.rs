@@ -1,0 +1,65 @@
+//! `promoter plan NAME`: the live state of one promotion (its status, generated profiles, their
+//! ClusterSummaries, and the inventory) loaded into a simulation, to predict when each remaining
+//! stage completes. Deployments are assumed to succeed after the default deploy time; Cluster API
+//! clusters are simulated as SveltosClusters.
+
+use super::fleet::{Fleet, FleetCluster};
+use super::run::SimWorld;
+use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
+use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary};
+use crate::fake::{cluster_profile_type, cluster_summary_type};
+use crate::pass::observe::inventory;
+use anyhow::Context as _;
+use kube::api::{Api, ListParams};
+
+pub async fn load_live(client: &kube::Client, name: &str) -> anyhow::Result<SimWorld> {
+    let promotion = Api::<ClusterPromotion>::all(client.clone())
+        .get(name)
+        .await
+        .with_context(|| format!("reading ClusterPromotion {name}"))?;
+    let profiles = Api::<ClusterProfile>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{PROMOTION_NAME_LABEL}={name}")))
+        .await
+        .context("listing its ClusterProfiles")?
+        .items;
+    let mut objects = Vec::new();
+    let names: Vec<String> = profiles
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    if !names.is_empty() {
+        let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", names.join(","));
+        let summaries = Api::<ClusterSummary>::all(client.clone())
+            .list(&ListParams::default().labels(&sel))
+            .await
+            .context("listing ClusterSummaries")?
+            .items;
+        for cs in summaries {
+            objects.push((cluster_summary_type(), serde_json::to_value(cs)?));
+        }
+    }
+    for p in profiles {
+        objects.insert(0, (cluster_profile_type(), serde_json::to_value(p)?));
+    }
+    let clusters = inventory(client)
+        .await?
+        .into_iter()
+        .map(|c| FleetCluster {
+            name: c.name,
+            namespace: c.namespace,
+            labels: c.labels,
+            ready: c.ready,
+            paused: c.paused,
+            deploy_time: None,
+        })
+        .collect();
+    Ok(SimWorld {
+        promotions: vec![promotion],
+        fleet: Fleet {
+            clusters,
+            default_deploy_time: None,
+            derived: false,
+        },
+        objects,
+    })
+}

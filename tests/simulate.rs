@@ -1,0 +1,276 @@
+//! The simulator on the seed scenarios: timelines asserted, not just printed.
+
+mod common;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use promoter::api::ClusterPromotion;
+use promoter::pass::ChecksNotEvaluated;
+use promoter::sim::timeline::PromotionTimeline;
+use promoter::sim::{
+    Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
+    simulate,
+};
+use serde_json::json;
+use std::path::Path;
+
+fn start() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 2, 17, 6, 0, 0).unwrap() // a Tuesday
+}
+
+fn example(file: &str) -> Vec<ClusterPromotion> {
+    let docs = promoter::manifest::load_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(file),
+    )
+    .unwrap();
+    docs.iter().filter_map(|d| d.promotion().cloned()).collect()
+}
+
+fn fleet(file: &str) -> Fleet {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/fleets")
+        .join(file);
+    Fleet::parse(&std::fs::read_to_string(&path).unwrap(), file).unwrap()
+}
+
+fn opts() -> SimOptions {
+    SimOptions {
+        start: start(),
+        tick: Duration::minutes(1),
+        until: Duration::days(14),
+        approvals: Vec::new(),
+        failures: Vec::new(),
+        updates: Vec::new(),
+        default_tz: chrono_tz::Tz::UTC,
+        progress: false,
+    }
+}
+
+async fn run(promotions: Vec<ClusterPromotion>, fleet: Fleet, opts: &SimOptions) -> SimReport {
+    simulate(
+        SimWorld {
+            promotions,
+            fleet,
+            objects: Vec::new(),
+        },
+        &ChecksNotEvaluated,
+        opts,
+    )
+    .await
+    .unwrap()
+}
+
+fn stage<'a>(t: &'a PromotionTimeline, name: &str) -> &'a promoter::sim::timeline::StageTimeline {
+    t.stages.iter().find(|s| s.name == name).unwrap()
+}
+
+#[tokio::test]
+async fn blog_auto_rollout_timeline_and_eta() {
+    let report = run(
+        example("blog-kyverno-auto.yaml"),
+        fleet("blog-lab.yaml"),
+        &opts(),
+    )
+    .await;
+    let t = &report.promotions[0];
+    assert!(t.complete, "{}", report.render_text());
+    for (prev, next) in [("dev", "staging"), ("staging", "production")] {
+        let (p, n) = (stage(t, prev), stage(t, next));
+        assert!(
+            n.started_at.unwrap() >= p.provisioned_at.unwrap() + Duration::minutes(2),
+            "{next} starts after {prev} + its 2m soak"
+        );
+        assert_eq!(
+            p.soak_ends_at,
+            Some(p.provisioned_at.unwrap() + Duration::minutes(2))
+        );
+    }
+    // Deploy 2m (prod 4m), seen on the next one-minute pass, then the 2m soak: 5 + 5 + 7 minutes.
+    assert_eq!(t.eta_seconds, Some(17 * 60));
+    assert_eq!(stage(t, "dev").clusters, ["dev/dev01", "dev/dev02"]);
+    assert!(report.render_text().contains(
+        "=> complete: production promoted at 2026-02-17T06:17:00Z, 17m after the start (ETA)"
+    ));
+}
+
+#[tokio::test]
+async fn a_weekend_window_holds_the_promotion_and_the_clock_jumps() {
+    let mut p = example("docs-payment-processor.yaml").remove(0);
+    p.spec.stages[1].trigger = serde_json::from_value(json!({"auto": {"delay": "1h",
+        "promotionWindow": {"from": "0 10 * * 6", "to": "0 22 * * 0"}}}))
+    .unwrap();
+    let report = run(vec![p], fleet("payment-processor.yaml"), &opts()).await;
+    let t = &report.promotions[0];
+    assert!(t.complete);
+    let saturday_10 = Utc.with_ymd_and_hms(2026, 2, 21, 10, 0, 0).unwrap();
+    assert_eq!(stage(t, "uat").window_opened_at, Some(saturday_10));
+    assert_eq!(
+        stage(t, "staging").started_at,
+        Some(saturday_10),
+        "held until the window opened"
+    );
+    // Four and a half simulated days, yet only the passes where something happens were run.
+    assert!(report.passes < 100, "{} passes", report.passes);
+}
+
+#[tokio::test]
+async fn failure_scenario_never_reaches_staging() {
+    let mut o = opts();
+    o.failures.push(ScriptedFailure::parse("dev01").unwrap());
+    let report = run(
+        example("blog-kyverno-failure.yaml"),
+        fleet("blog-lab.yaml"),
+        &o,
+    )
+    .await;
+    let t = &report.promotions[0];
+    assert!(!t.complete);
+    assert!(stage(t, "staging").started_at.is_none());
+    let stop = t.stopped.as_ref().unwrap();
+    assert_eq!(stop.stage.as_deref(), Some("dev"));
+    assert!(
+        stop.reason
+            .contains("cluster dev/dev01: feature Helm Failed"),
+        "{}",
+        stop.reason
+    );
+}
+
+#[tokio::test]
+async fn manual_approval_stops_at_staging_until_approved() {
+    let report = run(
+        example("blog-kyverno-manual.yaml"),
+        fleet("blog-lab.yaml"),
+        &opts(),
+    )
+    .await;
+    let t = &report.promotions[0];
+    assert!(!t.complete);
+    assert_eq!(
+        t.stopped.as_ref().unwrap().reason,
+        "stage staging: awaiting manual approval"
+    );
+    let mut o = opts();
+    o.approvals
+        .push(ScriptedApproval::parse("kyverno-prog-rollout-man/staging@2h").unwrap());
+    let report = run(
+        example("blog-kyverno-manual.yaml"),
+        fleet("blog-lab.yaml"),
+        &o,
+    )
+    .await;
+    let t = &report.promotions[0];
+    assert!(t.complete);
+    assert_eq!(
+        stage(t, "staging").approved_at,
+        Some(start() + Duration::hours(2))
+    );
+    assert_eq!(
+        stage(t, "production").started_at,
+        Some(start() + Duration::hours(2))
+    );
+}
+
+#[tokio::test]
+async fn an_update_restarts_at_dev_while_production_keeps_the_old_version() {
+    let mut o = opts();
+    o.updates.push(ScriptedUpdate {
+        promotions: example("blog-kyverno-update.yaml"),
+        at: Duration::hours(1),
+    });
+    let report = run(
+        example("blog-kyverno-auto.yaml"),
+        fleet("blog-lab.yaml"),
+        &o,
+    )
+    .await;
+    let t = &report.promotions[0];
+    assert!(t.complete);
+    let after: Vec<(&str, &str)> = t
+        .events
+        .iter()
+        .skip_while(|e| e.event != "new revision applied")
+        .map(|e| (e.stage.as_str(), e.event.as_str()))
+        .filter(|(_, e)| e.starts_with("profile applied") || *e == "promoted")
+        .map(|(s, e)| {
+            (
+                s,
+                if e == "promoted" {
+                    "promoted"
+                } else {
+                    "applied"
+                },
+            )
+        })
+        .collect();
+    assert_eq!(
+        after,
+        [
+            ("dev", "applied"),
+            ("dev", "promoted"),
+            ("staging", "applied"),
+            ("staging", "promoted"),
+            ("production", "applied"),
+            ("production", "promoted")
+        ]
+    );
+    assert_eq!(
+        stage(t, "dev").started_at,
+        Some(start() + Duration::hours(1))
+    );
+}
+
+#[tokio::test]
+async fn derived_fleet_runs_any_manifest() {
+    for file in [
+        "pr-kyverno-auto.yaml",
+        "docs-kyverno-auto.yaml",
+        "docs-payment-processor.yaml",
+        "blog-kyverno-auto.yaml",
+    ] {
+        let promotions = example(file);
+        let fleet = Fleet::derive(&promotions, 2);
+        let report = run(promotions, fleet, &opts()).await;
+        assert!(
+            report.promotions.iter().all(|p| p.complete),
+            "{file}: {}",
+            report.render_text()
+        );
+    }
+}
+
+#[tokio::test]
+async fn plan_predicts_the_rest_from_live_state() {
+    let env = common::Env::new(&[
+        ("dev", "dev01", "dev"),
+        ("staging", "stg", "staging"),
+        ("prod", "prod", "prod"),
+    ])
+    .await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    for _ in 0..6 {
+        env.tick().await;
+    }
+    assert_eq!(
+        env.current_stage("kyverno-rollout-auto").as_deref(),
+        Some("staging")
+    );
+    let world = promoter::sim::plan::load_live(&env.client, "kyverno-rollout-auto")
+        .await
+        .unwrap();
+    assert_eq!(world.fleet.clusters.len(), 3);
+    assert!(world.objects.len() >= 3, "profiles and summaries loaded");
+    let mut o = opts();
+    o.start = env.now();
+    let report = simulate(world, &ChecksNotEvaluated, &o).await.unwrap();
+    let t = &report.promotions[0];
+    assert!(t.complete, "{}", report.render_text());
+    // The past is shown from the status; the future is predicted.
+    assert!(stage(t, "dev").promoted_at.unwrap() < env.now());
+    assert!(stage(t, "production").promoted_at.unwrap() > env.now());
+    assert!(
+        report.render_text().contains("  -"),
+        "past events have negative offsets"
+    );
+}
