@@ -7,6 +7,7 @@ pub mod client;
 pub mod crd;
 pub mod fake;
 pub mod hash;
+pub mod health;
 pub mod labels;
 pub mod logging;
 pub mod manifest;

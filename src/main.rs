@@ -207,7 +207,8 @@ async fn step(
         default_tz,
         now: Utc::now(),
     };
-    let report = run_pass(&client, &ChecksNotEvaluated, &opts).await?;
+    let health = promoter::health::HealthEngine::new(client.clone(), opts.now);
+    let report = run_pass(&client, &health, &opts).await?;
     print_report(&report, output)?;
     Ok(if report.errors() > 0 {
         ExitCode::from(2)

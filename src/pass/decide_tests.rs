@@ -46,6 +46,8 @@ fn cluster(env: &str, name: &str) -> InventoryCluster {
         ready: true,
         paused: false,
         pull_mode: false,
+        kubeconfig_secret: None,
+        kubeconfig_key: None,
     }
 }
 

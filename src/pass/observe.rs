@@ -112,6 +112,8 @@ pub async fn inventory(client: &kube::Client) -> anyhow::Result<Vec<InventoryClu
             ready: c.status.as_ref().and_then(|s| s.ready).unwrap_or(false),
             paused: c.spec.paused.unwrap_or(false),
             pull_mode: c.spec.pull_mode.unwrap_or(false),
+            kubeconfig_secret: c.spec.kubeconfig_name.clone(),
+            kubeconfig_key: c.spec.kubeconfig_key_name.clone(),
         })
         .collect();
     let group = match kube::discovery::group(client, CAPI_GROUP).await {
@@ -138,6 +140,8 @@ pub async fn inventory(client: &kube::Client) -> anyhow::Result<Vec<InventoryClu
                 ready: facts.control_plane_initialized,
                 paused: facts.paused,
                 pull_mode: false,
+                kubeconfig_secret: None,
+                kubeconfig_key: None,
             });
         }
     }

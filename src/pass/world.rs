@@ -40,6 +40,9 @@ pub struct InventoryCluster {
     pub ready: bool,
     pub paused: bool,
     pub pull_mode: bool,
+    /// SveltosCluster `spec.kubeconfigName` and `spec.kubeconfigKeyName` (health checks).
+    pub kubeconfig_secret: Option<String>,
+    pub kubeconfig_key: Option<String>,
 }
 
 impl fmt::Display for InventoryCluster {

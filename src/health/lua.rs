@@ -1,0 +1,362 @@
+//! Lua health-check scripts, in a sandbox, with the environment scripts written for Sveltos expect.
+//!
+//! Sandbox: only the `table`, `string`, `math` and `utf8` libraries, `os.time`/`os.date`/`os.clock`;
+//! no `io`, `debug`, `package`, `load`, `dofile`, `loadfile`, `collectgarbage` or `print`; `require`
+//! serves only the built-in `json` and `strings` modules. Every evaluation gets a fresh interpreter,
+//! an instruction budget and a memory limit, so a script that loops or allocates without end fails
+//! its check, quickly, with a clear message.
+//!
+//! Environment: global `obj` (the resource, or nil) and `metrics` (query name to value);
+//! `evaluate()` returns a table with `healthy` (bool) and `message`. For scripts written in the Argo
+//! CD style, as in the Sveltos docs' cert-manager example, a table without `healthy` counts as
+//! healthy when its `status` is `"Healthy"`. `getResource(apiVersion, kind, namespace, name)` reads an
+//! object of the checked cluster; its arguments must be string literals (they are fetched before the
+//! script runs, so that the sandbox never does I/O).
+
+use base64::Engine;
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value as LuaValue, VmState,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Instructions one evaluation may run (a typical check needs a few thousand).
+pub const INSTRUCTION_BUDGET: u64 = 5_000_000;
+/// Memory one evaluation may allocate.
+pub const MEMORY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The object a four-argument `getResource` call names.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ResourceRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub healthy: bool,
+    pub message: String,
+}
+
+/// The literal four-argument `getResource(...)` calls of a script.
+pub fn resource_refs(script: &str) -> Vec<ResourceRef> {
+    let mut out = Vec::new();
+    let mut rest = script;
+    while let Some(i) = rest.find("getResource(") {
+        rest = &rest[i + "getResource(".len()..];
+        let mut args = Vec::new();
+        let mut s = rest.trim_start();
+        while args.len() < 4 {
+            let Some(quote) = s.chars().next().filter(|c| *c == '"' || *c == '\'') else {
+                break;
+            };
+            let Some(end) = s[1..].find(quote) else { break };
+            args.push(s[1..1 + end].to_string());
+            s = s[end + 2..].trim_start();
+            match s.strip_prefix(',') {
+                Some(after) => s = after.trim_start(),
+                None => break,
+            }
+        }
+        if args.len() == 4 && s.starts_with(')') {
+            let [api_version, kind, namespace, name] =
+                <[String; 4]>::try_from(args).unwrap_or_default();
+            out.push(ResourceRef {
+                api_version,
+                kind,
+                namespace,
+                name,
+            });
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn to_lua(lua: &Lua, v: &Value) -> mlua::Result<LuaValue> {
+    let opts = mlua::serde::SerializeOptions::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    lua.to_value_with(v, opts)
+}
+
+fn strings_module(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set(
+        "contains",
+        lua.create_function(|_, (s, sub): (String, String)| Ok(s.contains(&sub)))?,
+    )?;
+    t.set(
+        "hasPrefix",
+        lua.create_function(|_, (s, p): (String, String)| Ok(s.starts_with(&p)))?,
+    )?;
+    t.set(
+        "hasSuffix",
+        lua.create_function(|_, (s, p): (String, String)| Ok(s.ends_with(&p)))?,
+    )?;
+    t.set(
+        "toLower",
+        lua.create_function(|_, s: String| Ok(s.to_lowercase()))?,
+    )?;
+    t.set(
+        "toUpper",
+        lua.create_function(|_, s: String| Ok(s.to_uppercase()))?,
+    )?;
+    t.set(
+        "trimSpace",
+        lua.create_function(|_, s: String| Ok(s.trim().to_string()))?,
+    )?;
+    // Go's strings.Trim(s, cutset); without a cutset, white space.
+    t.set(
+        "trim",
+        lua.create_function(|_, (s, cutset): (String, Option<String>)| {
+            Ok(match cutset {
+                Some(c) => s.trim_matches(|ch| c.contains(ch)).to_string(),
+                None => s.trim().to_string(),
+            })
+        })?,
+    )?;
+    t.set(
+        "split",
+        lua.create_function(|lua, (s, sep): (String, String)| {
+            let parts: Vec<String> = if sep.is_empty() {
+                s.chars().map(String::from).collect()
+            } else {
+                s.split(&sep).map(String::from).collect()
+            };
+            lua.create_sequence_from(parts)
+        })?,
+    )?;
+    t.set(
+        "join",
+        lua.create_function(|_, (parts, sep): (Vec<String>, String)| Ok(parts.join(&sep)))?,
+    )?;
+    // Go's strings.Replace(s, old, new, n); n < 0 (the default) replaces all.
+    t.set(
+        "replace",
+        lua.create_function(
+            |_, (s, old, new, n): (String, String, String, Option<i64>)| {
+                Ok(match n.unwrap_or(-1) {
+                    n if n < 0 => s.replace(&old, &new),
+                    n => s.replacen(&old, &new, n as usize),
+                })
+            },
+        )?,
+    )?;
+    Ok(t)
+}
+
+fn json_module(lua: &Lua) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.set(
+        "encode",
+        lua.create_function(|lua, v: LuaValue| {
+            let json: Value = lua.from_value(v)?;
+            serde_json::to_string(&json).map_err(mlua::Error::external)
+        })?,
+    )?;
+    t.set(
+        "decode",
+        lua.create_function(|lua, s: String| {
+            let json: Value = serde_json::from_str(&s).map_err(mlua::Error::external)?;
+            to_lua(lua, &json)
+        })?,
+    )?;
+    Ok(t)
+}
+
+fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<Lua> {
+    let lua = Lua::new_with(
+        StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::OS,
+        LuaOptions::new(),
+    )?;
+    let g = lua.globals();
+    let os: Table = g.get("os")?;
+    let safe_os = lua.create_table()?;
+    for f in ["time", "date", "clock"] {
+        safe_os.set(f, os.get::<LuaValue>(f)?)?;
+    }
+    g.set("os", safe_os)?;
+    for f in [
+        "dofile",
+        "loadfile",
+        "load",
+        "collectgarbage",
+        "print",
+        "require",
+    ] {
+        g.set(f, LuaValue::Nil)?;
+    }
+    let json = json_module(&lua)?;
+    let strings = strings_module(&lua)?;
+    let modules = lua.create_table()?;
+    modules.set("json", json)?;
+    modules.set("strings", strings)?;
+    g.set(
+        "require",
+        lua.create_function(move |_, name: String| match name.as_str() {
+            "json" | "strings" => modules.get::<Table>(name),
+            other => Err(mlua::Error::runtime(format!("module {other:?} is not available in the health-check sandbox (json and strings are)"))),
+        })?,
+    )?;
+    g.set(
+        "base64Encode",
+        lua.create_function(|_, s: mlua::LuaString| {
+            Ok(base64::engine::general_purpose::STANDARD.encode(s.as_bytes()))
+        })?,
+    )?;
+    g.set(
+        "base64Decode",
+        lua.create_function(|lua, s: String| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(s.trim())
+                .map_err(mlua::Error::external)?;
+            lua.create_string(bytes)
+        })?,
+    )?;
+    for (global, field) in [("getLabel", "labels"), ("getAnnotation", "annotations")] {
+        g.set(
+            global,
+            lua.create_function(move |_, (obj, key): (Option<Table>, String)| {
+                let Some(obj) = obj else { return Ok(None) };
+                let Some(meta) = obj.get::<Option<Table>>("metadata")? else {
+                    return Ok(None);
+                };
+                let Some(map) = meta.get::<Option<Table>>(field)? else {
+                    return Ok(None);
+                };
+                map.get::<Option<String>>(key)
+            })?,
+        )?;
+    }
+    g.set(
+        "getResource",
+        lua.create_function(move |lua, args: mlua::MultiValue| {
+            let args: Vec<LuaValue> = args.into_iter().collect();
+            match args.as_slice() {
+                // Sveltos' two-argument form: a key in a table of resources handed to the script.
+                [LuaValue::Table(t), key] => t.get::<LuaValue>(key.clone()),
+                [a, b, c, d] => {
+                    let s = |v: &LuaValue| {
+                        v.as_string()
+                            .map(|s| s.to_string_lossy())
+                            .unwrap_or_default()
+                    };
+                    let r = ResourceRef {
+                        api_version: s(a),
+                        kind: s(b),
+                        namespace: s(c),
+                        name: s(d),
+                    };
+                    match resources.get(&r) {
+                        Some(obj) => to_lua(lua, obj),
+                        None => Ok(LuaValue::Nil),
+                    }
+                }
+                _ => Err(mlua::Error::runtime(
+                    "getResource takes (resources, key) or (apiVersion, kind, namespace, name)",
+                )),
+            }
+        })?,
+    )?;
+    let executed = Arc::new(AtomicU64::new(0));
+    lua.set_hook(
+        HookTriggers::new().every_nth_instruction(1000),
+        move |_, _| {
+            if executed.fetch_add(1000, Ordering::Relaxed) >= INSTRUCTION_BUDGET {
+                return Err(mlua::Error::runtime(format!(
+                    "instruction budget of {INSTRUCTION_BUDGET} exceeded"
+                )));
+            }
+            Ok(VmState::Continue)
+        },
+    )?;
+    lua.set_memory_limit(MEMORY_LIMIT)?;
+    Ok(lua)
+}
+
+fn describe(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::MemoryError(_) => format!(
+            "memory limit of {} MiB exceeded",
+            MEMORY_LIMIT / (1024 * 1024)
+        ),
+        mlua::Error::CallbackError { cause, .. } => describe(cause),
+        other => other
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+/// Runs `evaluate()` of `script` with `obj` and `metrics`. `Err` is a script that could not be
+/// evaluated (syntax error, runtime error, budget, bad result); `Ok` carries its verdict.
+pub fn evaluate(
+    script: &str,
+    obj: Option<&Value>,
+    metrics: &BTreeMap<String, f64>,
+    resources: Arc<BTreeMap<ResourceRef, Value>>,
+) -> Result<Outcome, String> {
+    let run = || -> mlua::Result<Result<Outcome, String>> {
+        let lua = sandbox(resources)?;
+        let g = lua.globals();
+        let obj_value = match obj {
+            Some(o) => to_lua(&lua, o)?,
+            None => LuaValue::Nil,
+        };
+        g.set("obj", obj_value.clone())?;
+        let m = lua.create_table()?;
+        for (k, v) in metrics {
+            m.set(k.as_str(), *v)?;
+        }
+        g.set("metrics", m)?;
+        lua.load(script).set_name("health check").exec()?;
+        let Some(f) = g.get::<Option<Function>>("evaluate")? else {
+            return Ok(Err(
+                "the script does not define a function evaluate()".into()
+            ));
+        };
+        let result: LuaValue = f.call(obj_value)?;
+        let LuaValue::Table(t) = result else {
+            return Ok(Err(format!(
+                "evaluate() returned a {}, not a table",
+                result.type_name()
+            )));
+        };
+        let healthy = match t.get::<LuaValue>("healthy")? {
+            LuaValue::Boolean(b) => b,
+            LuaValue::Nil => t
+                .get::<Option<String>>("status")
+                .ok()
+                .flatten()
+                .is_some_and(|s| s == "Healthy"),
+            other => {
+                return Ok(Err(format!(
+                    "evaluate() returned healthy = {}, not a boolean",
+                    other.type_name()
+                )));
+            }
+        };
+        let message = t
+            .get::<Option<String>>("message")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Ok(Ok(Outcome { healthy, message }))
+    };
+    match run() {
+        Ok(r) => r,
+        Err(e) => Err(format!("script error: {}", describe(&e))),
+    }
+}
+
+#[cfg(test)]
+#[path = "lua_tests.rs"]
+mod tests;
