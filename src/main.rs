@@ -3,7 +3,7 @@ use chrono_tz::Tz;
 use clap::{Parser, Subcommand, ValueEnum};
 use promoter::client::ClientArgs;
 use promoter::logging::{self, LogFormat};
-use promoter::pass::{ChecksNotEvaluated, PassOptions, PassReport, run_pass};
+use promoter::pass::{PassOptions, PassReport, run_pass};
 use promoter::sim::run::parse_offset;
 use promoter::sim::{
     Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
@@ -317,7 +317,7 @@ async fn simulate(
             fleet,
             objects: Vec::new(),
         },
-        &ChecksNotEvaluated,
+        promoter::sim::SimHealth::FleetObjects,
         &opts,
     )
     .await?;
@@ -337,7 +337,7 @@ async fn plan(
         promoter::api::GoDuration::parse(&deploy_time)
             .map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?,
     );
-    let report = promoter::sim::simulate(world, &ChecksNotEvaluated, &opts).await?;
+    let report = promoter::sim::simulate(world, promoter::sim::SimHealth::Evaluator(&promoter::sim::AssumeHealthy), &opts).await?;
     print_sim(&report, sim.output)
 }
 

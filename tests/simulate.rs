@@ -4,9 +4,8 @@ mod common;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use promoter::api::ClusterPromotion;
-use promoter::pass::ChecksNotEvaluated;
 use promoter::sim::timeline::PromotionTimeline;
-use promoter::sim::{
+use promoter::sim::{SimHealth, 
     Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
     simulate,
 };
@@ -54,7 +53,7 @@ async fn run(promotions: Vec<ClusterPromotion>, fleet: Fleet, opts: &SimOptions)
             fleet,
             objects: Vec::new(),
         },
-        &ChecksNotEvaluated,
+        SimHealth::FleetObjects,
         opts,
     )
     .await
@@ -263,7 +262,7 @@ async fn plan_predicts_the_rest_from_live_state() {
     assert!(world.objects.len() >= 3, "profiles and summaries loaded");
     let mut o = opts();
     o.start = env.now();
-    let report = simulate(world, &ChecksNotEvaluated, &o).await.unwrap();
+    let report = simulate(world, SimHealth::FleetObjects, &o).await.unwrap();
     let t = &report.promotions[0];
     assert!(t.complete, "{}", report.render_text());
     // The past is shown from the status; the future is predicted.
@@ -273,4 +272,20 @@ async fn plan_predicts_the_rest_from_live_state() {
         report.render_text().contains("  -"),
         "past events have negative offsets"
     );
+}
+
+#[tokio::test]
+async fn health_checks_run_against_the_objects_each_fleet_cluster_holds() {
+    let report = run(example("docs-cert-manager.yaml"), fleet("cert-manager.yaml"), &opts()).await;
+    let t = &report.promotions[0];
+    assert!(t.complete, "{}", report.render_text());
+    // Without the objects (a derived fleet), the checks fail and the rollout waits at dev, saying why.
+    let promotions = example("docs-cert-manager.yaml");
+    let derived = Fleet::derive(&promotions, 2);
+    let mut o = opts();
+    o.until = Duration::hours(2);
+    let report = run(promotions, derived, &o).await;
+    let stop = report.promotions[0].stopped.clone().unwrap();
+    assert_eq!(stop.stage.as_deref(), Some("dev"));
+    assert!(stop.reason.contains("check cert-manager-resources-health"), "{}", stop.reason);
 }

@@ -15,6 +15,8 @@
 //!   ready: true           # default true
 //!   paused: false
 //!   deployTime: 5m        # this cluster is slower
+//!   objects:              # what health checks find there
+//!   - {apiVersion: apps/v1, kind: Deployment, metadata: {name: web, namespace: app}, status: {…}}
 //! ```
 
 use crate::api::{ClusterPromotion, GoDuration};
@@ -38,6 +40,9 @@ pub struct FleetCluster {
     pub paused: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deploy_time: Option<GoDuration>,
+    /// Objects the cluster holds, for postDelayHealthChecks (Deployments, Secrets, Jobs, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<Value>,
 }
 
 fn default_namespace() -> String {
@@ -120,6 +125,7 @@ impl Fleet {
                             .and_then(Value::as_bool)
                             .unwrap_or(false),
                         deploy_time: None,
+                        objects: Vec::new(),
                     });
                 }
                 other => {
@@ -154,6 +160,7 @@ impl Fleet {
                         ready: true,
                         paused: false,
                         deploy_time: None,
+                        objects: Vec::new(),
                     });
                 }
             }

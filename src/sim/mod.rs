@@ -3,6 +3,7 @@
 
 pub mod addon;
 pub mod fleet;
+pub mod managed;
 pub mod plan;
 pub mod run;
 pub mod timeline;
@@ -10,5 +11,5 @@ pub mod timeline;
 pub use addon::{AddonController, sveltos_cluster};
 pub use fleet::{Fleet, FleetCluster};
 pub use run::{
-    ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld, simulate,
+    AssumeHealthy, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimHealth, SimOptions, SimReport, SimWorld, simulate,
 };

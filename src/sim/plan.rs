@@ -51,6 +51,7 @@ pub async fn load_live(client: &kube::Client, name: &str) -> anyhow::Result<SimW
             ready: c.ready,
             paused: c.paused,
             deploy_time: None,
+            objects: Vec::new(),
         })
         .collect();
     Ok(SimWorld {

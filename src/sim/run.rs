@@ -120,11 +120,29 @@ fn align(start: DateTime<Utc>, tick: Duration, t: DateTime<Utc>) -> DateTime<Utc
     start + tick * ticks.max(0)
 }
 
-pub async fn simulate(
-    world: SimWorld,
-    health: &dyn HealthEvaluator,
-    opts: &SimOptions,
-) -> anyhow::Result<SimReport> {
+/// How postDelayHealthChecks are evaluated in a simulation.
+pub enum SimHealth<'a> {
+    /// Promoter's engine, against fake servers holding each fleet cluster's objects.
+    FleetObjects,
+    /// Another evaluator (`plan` assumes the checks pass, as it assumes deployments succeed).
+    Evaluator(&'a dyn HealthEvaluator),
+}
+
+/// `plan`'s assumption: checks pass.
+pub struct AssumeHealthy;
+
+impl HealthEvaluator for AssumeHealthy {
+    fn evaluate<'a>(
+        &'a self,
+        _: &'a ClusterPromotion,
+        _: &'a str,
+        _: &'a crate::pass::World,
+    ) -> futures::future::BoxFuture<'a, crate::pass::HealthVerdict> {
+        Box::pin(async { crate::pass::HealthVerdict::Passed })
+    }
+}
+
+pub async fn simulate(world: SimWorld, health: SimHealth<'_>, opts: &SimOptions) -> anyhow::Result<SimReport> {
     let SimWorld {
         promotions,
         fleet,
@@ -203,6 +221,14 @@ pub async fn simulate(
     }
     let mut pending_updates = opts.updates.clone();
     let client = server.client().await?;
+    let has_checks = promotions.iter().flat_map(|p| &p.spec.stages).any(|s| {
+        s.trigger.as_ref().and_then(|t| t.gates()).is_some_and(|g| !g.post_delay_health_checks.is_empty())
+    });
+    // Kept alive for the whole simulation: the health checks reach them over loopback.
+    let _managed = match (&health, has_checks) {
+        (SimHealth::FleetObjects, true) => super::managed::start(&fleet, &server).await?,
+        _ => Vec::new(),
+    };
     let mut pending_approvals = opts.approvals.clone();
     let deadline = opts.start + opts.until;
     let mut now = opts.start;
@@ -271,7 +297,10 @@ pub async fn simulate(
             default_tz: opts.default_tz,
             now,
         };
-        let report = run_pass(&client, health, &pass_opts).await?;
+        let report = match &health {
+            SimHealth::FleetObjects => run_pass(&client, &crate::health::HealthEngine::new(client.clone(), now), &pass_opts).await?,
+            SimHealth::Evaluator(e) => run_pass(&client, *e, &pass_opts).await?,
+        };
         passes += 1;
         for (timeline, p) in timelines.iter_mut().zip(&promotions) {
             let name = p.metadata.name.clone().unwrap_or_default();
