@@ -61,8 +61,15 @@ fn main() {
         }),
     );
     let rules = vec![
-        ("ready".to_string(), "resource.status.availableReplicas == resource.spec.replicas".to_string()),
-        ("available".to_string(), "resource.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')".to_string()),
+        (
+            "ready".to_string(),
+            "resource.status.availableReplicas == resource.spec.replicas".to_string(),
+        ),
+        (
+            "available".to_string(),
+            "resource.status.conditions.exists(c, c.type == 'Available' && c.status == 'True')"
+                .to_string(),
+        ),
     ];
     let programs = cel::compile(&rules).unwrap_or_default();
     report(
@@ -78,15 +85,31 @@ fn main() {
             black_box(cel::evaluate(&p, &deployment).ok());
         }),
     );
-    let now = Utc.with_ymd_and_hms(2026, 2, 17, 17, 30, 0).single().unwrap_or_default();
+    let now = Utc
+        .with_ymd_and_hms(2026, 2, 17, 17, 30, 0)
+        .single()
+        .unwrap_or_default();
     for (name, from, to) in [
         ("window: * * * * *", "* * * * *", "* * * * *"),
-        ("window: weekly (Sat 10:00 to Sun 22:00)", "0 10 * * 6", "0 22 * * 0"),
-        ("window: CRON_TZ=Europe/Berlin business hours", "CRON_TZ=Europe/Berlin 0 9 * * 1-5", "CRON_TZ=Europe/Berlin 0 17 * * 1-5"),
+        (
+            "window: weekly (Sat 10:00 to Sun 22:00)",
+            "0 10 * * 6",
+            "0 22 * * 0",
+        ),
+        (
+            "window: CRON_TZ=Europe/Berlin business hours",
+            "CRON_TZ=Europe/Berlin 0 9 * * 1-5",
+            "CRON_TZ=Europe/Berlin 0 17 * * 1-5",
+        ),
     ] {
-        let Ok(w) = PromotionWindow::parse(from, to, chrono_tz::Tz::UTC) else { continue };
-        report(name, &measure(rounds, 20_000 * scale, || {
-            black_box(w.state(now));
-        }));
+        let Ok(w) = PromotionWindow::parse(from, to, chrono_tz::Tz::UTC) else {
+            continue;
+        };
+        report(
+            name,
+            &measure(rounds, 20_000 * scale, || {
+                black_box(w.state(now));
+            }),
+        );
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! Each pass observes the cluster, decides purely, acts idempotently, and exits.
 
+pub mod annotations;
 pub mod api;
 pub mod client;
 pub mod crd;
@@ -11,6 +12,7 @@ pub mod health;
 pub mod labels;
 pub mod logging;
 pub mod manifest;
+pub mod ops;
 pub mod pass;
 pub mod sim;
 pub mod validation;

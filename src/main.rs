@@ -147,10 +147,196 @@ enum Command {
         #[command(flatten)]
         sim: SimArgs,
     },
+    /// One line per ClusterPromotion: current stage, phase, age of the phase, message.
+    ///
+    /// Phases: Progressing, Soaking until T, Awaiting approval, Window closed until T, Checks failing,
+    /// Running checks, Blocked, Failed, Paused, Deleting, Complete.
+    /// With --exit-code and NAME, the exit status tells CI where the rollout is:
+    /// 0 complete; 3 progressing or waiting (soak, window, checks, paused); 4 awaiting approval;
+    /// 5 failed or blocked; 1 could not run (not found, API unreachable).
+    ///
+    /// Examples:
+    ///   promoter status
+    ///   promoter status kyverno-rollout-auto -o wide
+    ///   promoter status kyverno-rollout-auto --exit-code && echo "in production"
+    #[command(verbatim_doc_comment)]
+    Status {
+        /// One ClusterPromotion (default: all).
+        name: Option<String>,
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, short = 'o', value_enum, default_value = "table")]
+        output: StatusOutput,
+        /// Exit status by phase (needs NAME).
+        #[arg(long, requires = "name")]
+        exit_code: bool,
+        /// Time zone of promotion windows without a `CRON_TZ=` prefix.
+        #[arg(long, default_value = "UTC", env = "TZ")]
+        timezone: String,
+    },
+    /// Explain a ClusterPromotion: per stage and cluster, what is deployed, why it waits, until when,
+    /// and what the next pass will do.
+    ///
+    /// Example: promoter explain kyverno-rollout-auto
+    Explain {
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+        #[arg(long, default_value = "UTC", env = "TZ")]
+        timezone: String,
+    },
+    /// Approve a manual stage: sets `approved: true` and records who, when and for which revision.
+    ///
+    /// A later change of the profileSpec voids the approval. Default stage: the current one.
+    ///
+    /// Example: promoter approve kyverno-prog-rollout-man --stage staging
+    Approve {
+        name: String,
+        #[arg(long)]
+        stage: Option<String>,
+        /// Who approves (recorded in the annotation).
+        #[arg(long, env = "USER", default_value = "unknown")]
+        by: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Pause a ClusterPromotion: every pass leaves it alone until it is resumed.
+    Pause {
+        name: String,
+        #[arg(long, env = "USER", default_value = "unknown")]
+        by: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Resume a paused ClusterPromotion.
+    Resume {
+        name: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Print shell completions (bash, zsh, fish, …).
+    ///
+    /// Example: promoter completions bash > /etc/bash_completion.d/promoter
+    Completions { shell: clap_complete::Shell },
     /// Print the ClusterPromotion CRD (generated from promoter's types) as YAML.
     ///
     /// Example: promoter crd | kubectl apply -f -
     Crd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StatusOutput {
+    Table,
+    Wide,
+    Json,
+    Yaml,
+}
+
+async fn status(
+    name: Option<String>,
+    client: ClientArgs,
+    output: StatusOutput,
+    exit_code: bool,
+    tz: String,
+) -> anyhow::Result<ExitCode> {
+    use promoter::ops::inspect::{age, exit_code as code_of, status_row};
+    let tz = timezone(&tz)?;
+    let client = promoter::client::client(&client).await?;
+    let observation = promoter::pass::observe::observe(&client, None).await?;
+    let now = Utc::now();
+    let rows: Vec<_> = observation
+        .promotions
+        .iter()
+        .filter(|p| name.is_none() || p.metadata.name == name)
+        .map(|p| status_row(p, &observation.world, now, tz))
+        .collect();
+    if let Some(n) = &name
+        && rows.is_empty()
+    {
+        anyhow::bail!("ClusterPromotion {n} not found");
+    }
+    match output {
+        StatusOutput::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
+        StatusOutput::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+        StatusOutput::Table | StatusOutput::Wide => {
+            let wide = output == StatusOutput::Wide;
+            let mut lines = vec![vec![
+                "NAME".to_string(),
+                "STAGE".into(),
+                "PHASE".into(),
+                "AGE".into(),
+                "MESSAGE".into(),
+            ]];
+            if wide {
+                lines[0].push("NEXT PASS".into());
+            }
+            for r in &rows {
+                let mut line = vec![
+                    r.name.clone(),
+                    format!("{} {}", r.stage, r.position),
+                    r.phase.clone(),
+                    age(r.since, now),
+                    r.message.clone(),
+                ];
+                if wide {
+                    line.push(if r.next_actions.is_empty() {
+                        "-".into()
+                    } else {
+                        r.next_actions.join("; ")
+                    });
+                }
+                lines.push(line);
+            }
+            let widths: Vec<usize> = (0..lines[0].len())
+                .map(|i| {
+                    lines
+                        .iter()
+                        .map(|l| l[i].chars().count())
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            for l in &lines {
+                let cells: Vec<String> = l
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        if i + 1 == l.len() {
+                            c.clone()
+                        } else {
+                            format!("{c:<w$}", w = widths[i])
+                        }
+                    })
+                    .collect();
+                println!("{}", cells.join("  "));
+            }
+        }
+    }
+    Ok(match (exit_code, rows.first()) {
+        (true, Some(r)) => ExitCode::from(code_of(r.kind)),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+async fn explain(name: String, client: ClientArgs, tz: String) -> anyhow::Result<ExitCode> {
+    let tz = timezone(&tz)?;
+    let client = promoter::client::client(&client).await?;
+    let mut observation = promoter::pass::observe::observe(&client, None).await?;
+    let p = observation
+        .promotions
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("ClusterPromotion {name} not found"))?;
+    if observation.world.clusters.is_empty() {
+        observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
+    }
+    promoter::ops::explain::load_summaries(&client, &p, &mut observation.world).await?;
+    print!(
+        "{}",
+        promoter::ops::explain::render(&p, &observation.world, Utc::now(), tz)
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_report(report: &PassReport, output: Output) -> anyhow::Result<()> {
@@ -337,7 +523,12 @@ async fn plan(
         promoter::api::GoDuration::parse(&deploy_time)
             .map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?,
     );
-    let report = promoter::sim::simulate(world, promoter::sim::SimHealth::Evaluator(&promoter::sim::AssumeHealthy), &opts).await?;
+    let report = promoter::sim::simulate(
+        world,
+        promoter::sim::SimHealth::Evaluator(&promoter::sim::AssumeHealthy),
+        &opts,
+    )
+    .await?;
     print_sim(&report, sim.output)
 }
 
@@ -390,6 +581,64 @@ fn main() -> ExitCode {
                 deploy_time,
                 sim,
             } => plan(name, client, deploy_time, sim).await,
+            Command::Status {
+                name,
+                client,
+                output,
+                exit_code,
+                timezone,
+            } => status(name, client, output, exit_code, timezone).await,
+            Command::Explain {
+                name,
+                client,
+                timezone,
+            } => explain(name, client, timezone).await,
+            Command::Approve {
+                name,
+                stage,
+                by,
+                client,
+            } => {
+                let client = promoter::client::client(&client).await?;
+                let msg = promoter::ops::control::approve(
+                    &client,
+                    &name,
+                    stage.as_deref(),
+                    &by,
+                    Utc::now(),
+                )
+                .await?;
+                println!("{msg}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Pause { name, by, client } => {
+                let client = promoter::client::client(&client).await?;
+                println!(
+                    "{}",
+                    promoter::ops::control::set_paused(&client, &name, true, &by, Utc::now())
+                        .await?
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Resume { name, client } => {
+                let client = promoter::client::client(&client).await?;
+                println!(
+                    "{}",
+                    promoter::ops::control::set_paused(&client, &name, false, "", Utc::now())
+                        .await?
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Completions { shell } => {
+                use clap::CommandFactory;
+                clap_complete::generate(
+                    shell,
+                    &mut Cli::command(),
+                    "promoter",
+                    &mut std::io::stdout(),
+                );
+                Ok(ExitCode::SUCCESS)
+            }
             Command::Crd => promoter::crd::cluster_promotion_crd_yaml().map(|yaml| {
                 print!("{yaml}");
                 ExitCode::SUCCESS

@@ -2,38 +2,8 @@
 
 mod common;
 
-use common::Env;
+use common::{Env, promoter, rand_suffix};
 use std::process::Command;
-
-fn promoter(env: &Env, args: &[&str]) -> (i32, String, String) {
-    let dir = std::env::temp_dir().join(format!(
-        "promoter-cli-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, env.server.kubeconfig_yaml("admin")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_promoter"))
-        .args(args)
-        .env("KUBECONFIG", &kubeconfig)
-        .env_remove("TZ")
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn step_runs_one_pass_and_reports() {

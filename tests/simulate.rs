@@ -5,9 +5,9 @@ mod common;
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use promoter::api::ClusterPromotion;
 use promoter::sim::timeline::PromotionTimeline;
-use promoter::sim::{SimHealth, 
-    Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
-    simulate,
+use promoter::sim::{
+    Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimHealth, SimOptions, SimReport,
+    SimWorld, simulate,
 };
 use serde_json::json;
 use std::path::Path;
@@ -276,7 +276,12 @@ async fn plan_predicts_the_rest_from_live_state() {
 
 #[tokio::test]
 async fn health_checks_run_against_the_objects_each_fleet_cluster_holds() {
-    let report = run(example("docs-cert-manager.yaml"), fleet("cert-manager.yaml"), &opts()).await;
+    let report = run(
+        example("docs-cert-manager.yaml"),
+        fleet("cert-manager.yaml"),
+        &opts(),
+    )
+    .await;
     let t = &report.promotions[0];
     assert!(t.complete, "{}", report.render_text());
     // Without the objects (a derived fleet), the checks fail and the rollout waits at dev, saying why.
@@ -287,5 +292,9 @@ async fn health_checks_run_against_the_objects_each_fleet_cluster_holds() {
     let report = run(promotions, derived, &o).await;
     let stop = report.promotions[0].stopped.clone().unwrap();
     assert_eq!(stop.stage.as_deref(), Some("dev"));
-    assert!(stop.reason.contains("check cert-manager-resources-health"), "{}", stop.reason);
+    assert!(
+        stop.reason.contains("check cert-manager-resources-health"),
+        "{}",
+        stop.reason
+    );
 }

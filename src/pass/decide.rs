@@ -52,6 +52,8 @@ pub enum Phase {
     /// The ClusterPromotion cannot be processed as written (invalid, overlapping stages, …).
     Error,
     Deleting,
+    /// `promoter pause`: left alone until resumed.
+    Paused,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -159,6 +161,29 @@ pub fn decide(
 ) -> Decision {
     let name = p.metadata.name.clone().unwrap_or_default();
     let mut d = Decision::new(&name);
+    let old = p.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    if let Some(by) = crate::annotations::paused(p) {
+        // Left alone, even when deleted: nothing applied or deleted; only the status says so, once.
+        let text = format!(
+            "Paused: promotion paused by {}{}",
+            by.by,
+            if by.at.is_empty() {
+                String::new()
+            } else {
+                format!(" since {}", by.at)
+            }
+        );
+        if let Some(stage) = status.current_stage_name.clone().filter(|s| !s.is_empty()) {
+            set_description(entry(&mut status, &stage), &text, ctx.now);
+            d.stage = Some(stage);
+        }
+        if status != old {
+            d.status = Some(status);
+        }
+        d.outcome(Phase::Paused, text);
+        return d;
+    }
     if p.metadata.deletion_timestamp.is_some() {
         deletion(p, &name, world, &mut d);
         return d;
@@ -166,8 +191,6 @@ pub fn decide(
     if !has_finalizer(p) {
         d.actions.push(Action::AddFinalizer);
     }
-    let old = p.status.clone().unwrap_or_default();
-    let mut status = old.clone();
     Planner {
         p,
         name: &name,
@@ -709,6 +732,20 @@ impl<'a> Planner<'a> {
             }
         }
         if let Some(manual) = &trigger.manual {
+            // An approval recorded by `promoter approve` is for one revision; a spec change voids it.
+            let revision = status.profile_spec_hash.clone();
+            let stale = crate::annotations::approval(self.p, &stage.name)
+                .filter(|r| manual.is_approved() && r.revision.is_some() && r.revision != revision);
+            if let Some(r) = stale {
+                let e = entry(status, &stage.name);
+                set_description(e, "Paused: Awaiting Manual Approval", now);
+                let why = format!(
+                    "the approval by {} at {} was for an earlier revision of the profileSpec; approve again",
+                    r.by, r.at
+                );
+                let summary = format!("stage {}: awaiting manual approval ({why})", stage.name);
+                return Some(Wait::new(Phase::AwaitingApproval, summary, Some(why)));
+            }
             if !manual.is_approved() {
                 let e = entry(status, &stage.name);
                 let was = e

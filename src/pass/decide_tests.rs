@@ -897,3 +897,97 @@ fn every_wait_is_quiet() {
         assert_ne!(d.phase, Phase::Progressing, "{trigger}: {}", d.summary);
     }
 }
+
+#[test]
+fn a_paused_promotion_is_left_alone_and_says_so() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    p.metadata.annotations = Some(
+        [(
+            crate::annotations::PAUSED.to_string(),
+            r#"{"by":"alice","at":"2026-02-16T06:00:30Z"}"#.to_string(),
+        )]
+        .into(),
+    );
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(d.phase, Phase::Paused);
+    assert!(d.actions.is_empty());
+    assert_eq!(
+        description(&p, "dev"),
+        "Paused: promotion paused by alice since 2026-02-16T06:00:30Z (2026-02-16T06:01:00Z)"
+    );
+    assert!(!run(&mut p, &mut w, 2).writes(), "said once");
+    // Even deletion waits for resume.
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Default::default(),
+    ));
+    assert!(
+        decide(&p, &w, &HealthResults::new(), &ctx(3))
+            .actions
+            .is_empty()
+    );
+    p.metadata.deletion_timestamp = None;
+    p.metadata.annotations = None;
+    assert_eq!(
+        run(&mut p, &mut w, 4).phase,
+        Phase::Waiting,
+        "resumed: soaking"
+    );
+}
+
+#[test]
+fn an_approval_for_another_revision_is_ignored() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    run(&mut p, &mut w, 3);
+    summarize(&mut w, "kyverno-staging", "Provisioned");
+    p.spec.stages[1]
+        .trigger
+        .as_mut()
+        .unwrap()
+        .manual
+        .as_mut()
+        .unwrap()
+        .approved = Some(true);
+    let record =
+        |rev: &str| format!(r#"{{"by":"bob","at":"2026-02-16T06:04:00Z","revision":"{rev}"}}"#);
+    p.metadata.annotations =
+        Some([(crate::annotations::approval_key("staging"), record("b2xk"))].into());
+    let d = run(&mut p, &mut w, 4);
+    assert_eq!(d.phase, Phase::AwaitingApproval);
+    assert_eq!(
+        stage_status(&p, "staging").failure_message.as_deref(),
+        Some(
+            "the approval by bob at 2026-02-16T06:04:00Z was for an earlier revision of the profileSpec; approve again"
+        )
+    );
+    // Recorded for the current revision: it counts. Set by hand (no record): it counts too.
+    let current = p
+        .status
+        .as_ref()
+        .unwrap()
+        .profile_spec_hash
+        .clone()
+        .unwrap();
+    p.metadata.annotations = Some(
+        [(
+            crate::annotations::approval_key("staging"),
+            record(&current),
+        )]
+        .into(),
+    );
+    assert_eq!(
+        decide(&p, &w, &HealthResults::new(), &ctx(5)).summary,
+        "promoted staging -> production"
+    );
+    p.metadata.annotations = None;
+    assert_eq!(
+        decide(&p, &w, &HealthResults::new(), &ctx(5)).summary,
+        "promoted staging -> production"
+    );
+}

@@ -90,7 +90,8 @@ impl PassReport {
     }
 }
 
-fn planned(d: &Decision) -> Vec<String> {
+/// The actions of a decision, one line each (what a dry run prints).
+pub fn planned(d: &Decision) -> Vec<String> {
     let mut out: Vec<String> = d
         .actions
         .iter()

@@ -25,12 +25,24 @@ fn common_types() -> Vec<ResourceType> {
 fn type_of(obj: &Value) -> Option<ResourceType> {
     let api_version = obj["apiVersion"].as_str()?;
     let kind = obj["kind"].as_str()?;
-    if let Some(t) = common_types().into_iter().find(|t| t.api_version() == api_version && t.kind == kind) {
+    if let Some(t) = common_types()
+        .into_iter()
+        .find(|t| t.api_version() == api_version && t.kind == kind)
+    {
         return Some(t);
     }
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let namespaced = obj.pointer("/metadata/namespace").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    Some(ResourceType::custom(group, version, kind, &format!("{}s", kind.to_lowercase()), namespaced))
+    let namespaced = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    Some(ResourceType::custom(
+        group,
+        version,
+        kind,
+        &format!("{}s", kind.to_lowercase()),
+        namespaced,
+    ))
 }
 
 /// Starts one server per fleet cluster and records its kubeconfig Secret in the management server.
@@ -42,18 +54,31 @@ pub async fn start(fleet: &Fleet, mgmt: &FakeApiServer) -> anyhow::Result<Vec<Fa
             server.register(t);
         }
         for obj in &c.objects {
-            let t = type_of(obj).ok_or_else(|| anyhow::anyhow!("cluster {}: an object without apiVersion or kind", c.key()))?;
-            if server.store().resource(&t.group, &t.version, &t.plural).is_none() {
+            let t = type_of(obj).ok_or_else(|| {
+                anyhow::anyhow!("cluster {}: an object without apiVersion or kind", c.key())
+            })?;
+            if server
+                .store()
+                .resource(&t.group, &t.version, &t.plural)
+                .is_none()
+            {
                 server.register(t.clone());
             }
-            server.store().seed(&t, obj.clone()).map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
+            server
+                .store()
+                .seed(&t, obj.clone())
+                .map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
         }
-        let kubeconfig = base64::engine::general_purpose::STANDARD.encode(server.kubeconfig_yaml("promoter"));
+        let kubeconfig =
+            base64::engine::general_purpose::STANDARD.encode(server.kubeconfig_yaml("promoter"));
         let secret = json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": format!("{}-sveltos-kubeconfig", c.name), "namespace": c.namespace},
             "data": {"kubeconfig": kubeconfig}});
         mgmt.store()
-            .seed(&ResourceType::builtin("", "v1", "Secret", "secrets", true), secret)
+            .seed(
+                &ResourceType::builtin("", "v1", "Secret", "secrets", true),
+                secret,
+            )
             .map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
         servers.push(server);
     }

@@ -142,7 +142,11 @@ impl HealthEvaluator for AssumeHealthy {
     }
 }
 
-pub async fn simulate(world: SimWorld, health: SimHealth<'_>, opts: &SimOptions) -> anyhow::Result<SimReport> {
+pub async fn simulate(
+    world: SimWorld,
+    health: SimHealth<'_>,
+    opts: &SimOptions,
+) -> anyhow::Result<SimReport> {
     let SimWorld {
         promotions,
         fleet,
@@ -222,7 +226,10 @@ pub async fn simulate(world: SimWorld, health: SimHealth<'_>, opts: &SimOptions)
     let mut pending_updates = opts.updates.clone();
     let client = server.client().await?;
     let has_checks = promotions.iter().flat_map(|p| &p.spec.stages).any(|s| {
-        s.trigger.as_ref().and_then(|t| t.gates()).is_some_and(|g| !g.post_delay_health_checks.is_empty())
+        s.trigger
+            .as_ref()
+            .and_then(|t| t.gates())
+            .is_some_and(|g| !g.post_delay_health_checks.is_empty())
     });
     // Kept alive for the whole simulation: the health checks reach them over loopback.
     let _managed = match (&health, has_checks) {
@@ -298,7 +305,14 @@ pub async fn simulate(world: SimWorld, health: SimHealth<'_>, opts: &SimOptions)
             now,
         };
         let report = match &health {
-            SimHealth::FleetObjects => run_pass(&client, &crate::health::HealthEngine::new(client.clone(), now), &pass_opts).await?,
+            SimHealth::FleetObjects => {
+                run_pass(
+                    &client,
+                    &crate::health::HealthEngine::new(client.clone(), now),
+                    &pass_opts,
+                )
+                .await?
+            }
             SimHealth::Evaluator(e) => run_pass(&client, *e, &pass_opts).await?,
         };
         passes += 1;

@@ -183,3 +183,35 @@ impl Env {
         .unwrap();
     }
 }
+
+pub fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Runs the real `promoter` binary against the environment's API server; (exit code, stdout, stderr).
+pub fn promoter(env: &Env, args: &[&str]) -> (i32, String, String) {
+    let dir = std::env::temp_dir().join(format!(
+        "promoter-cli-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, env.server.kubeconfig_yaml("admin")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(args)
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("TZ")
+        .env("USER", "alice")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}

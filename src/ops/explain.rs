@@ -1,0 +1,254 @@
+//! `promoter explain NAME`: per stage, its profile and matching clusters; per cluster, its
+//! ClusterSummary and feature statuses; the checks and their last result; why the promotion waits
+//! and until when; and what the next pass will do.
+
+use super::inspect::{decision, status_row};
+use crate::api::sveltos::CLUSTER_PROFILE_NAME_LABEL;
+use crate::api::{ClusterPromotion, ClusterSummary};
+use crate::pass::World;
+use crate::pass::deployment::{is_provisioned, matching_clusters};
+use crate::pass::profiles::{main_profile, preverification_name, profile_name};
+use crate::window::{PromotionWindow, WindowState};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use kube::api::{Api, ListParams};
+use std::fmt::Write;
+
+/// Adds the ClusterSummaries of every profile of the promotion (a pass reads only the current one's).
+pub async fn load_summaries(
+    client: &kube::Client,
+    p: &ClusterPromotion,
+    world: &mut World,
+) -> anyhow::Result<()> {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let names: Vec<String> = world
+        .profiles_of(&name)
+        .filter_map(|cp| cp.metadata.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", names.join(","));
+    world.summaries.clear();
+    for cs in Api::<ClusterSummary>::all(client.clone())
+        .list(&ListParams::default().labels(&sel))
+        .await?
+        .items
+    {
+        if let Some(profile) = cs
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
+            .cloned()
+        {
+            world.summaries.entry(profile).or_default().push(cs);
+        }
+    }
+    Ok(())
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> String {
+    let mut out = String::new();
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let row = status_row(p, world, now, tz);
+    let d = decision(p, world, now, tz);
+    let status = p.status.clone().unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "ClusterPromotion {name}: {} (stage {} {})",
+        row.phase, row.stage, row.position
+    );
+    let _ = writeln!(out, "  {}", row.message);
+    if let Some(t) = row.next_check {
+        let _ = writeln!(out, "  waits until {}", ts(t));
+    }
+    if let Some(r) = crate::annotations::paused(p) {
+        let _ = writeln!(
+            out,
+            "  paused by {} {}; `promoter resume {name}` lets passes act again",
+            r.by, r.at
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  revision (profileSpecHash): {}",
+        status.profile_spec_hash.as_deref().unwrap_or("none yet")
+    );
+    for (i, stage) in p.spec.stages.iter().enumerate() {
+        let trigger = match stage.trigger.as_ref() {
+            Some(t) if t.auto.is_some() => "auto",
+            Some(t) if t.manual.is_some() => "manual",
+            _ => "none",
+        };
+        let _ = writeln!(
+            out,
+            "\nStage {}/{} {} (trigger: {trigger})",
+            i + 1,
+            p.spec.stages.len(),
+            stage.name
+        );
+        let profile = profile_name(&name, &stage.name);
+        let state = match world.profiles.get(&profile) {
+            None => "not created".to_string(),
+            Some(cp) if cp.metadata.deletion_timestamp.is_some() => "being deleted".into(),
+            Some(cp) if main_profile(p, stage).is_applied(cp) => "applied, current revision".into(),
+            Some(_) => "applied, an earlier revision".into(),
+        };
+        let _ = writeln!(out, "  ClusterProfile {profile}: {state}");
+        if world
+            .profiles
+            .contains_key(&preverification_name(&name, &stage.name))
+        {
+            let _ = writeln!(
+                out,
+                "  ClusterProfile {}: applied (preHealthCheckDeployment)",
+                preverification_name(&name, &stage.name)
+            );
+        }
+        if let Some(s) = status
+            .stages
+            .iter()
+            .flatten()
+            .find(|s| s.name == stage.name)
+        {
+            if let Some(t) = &s.current_status_description {
+                let _ = writeln!(out, "  status: {t}");
+            }
+            if let Some(f) = &s.failure_message {
+                let _ = writeln!(out, "  failure: {f}");
+            }
+            if let Some(t) = s.last_successful_applied_time {
+                let _ = writeln!(out, "  provisioned: {t}");
+            }
+        }
+        let selector = stage.cluster_selector.clone().unwrap_or_default();
+        let clusters = matching_clusters(&selector, world);
+        let _ = writeln!(out, "  clusters ({}):", clusters.len());
+        let summaries = world.summaries.get(&profile).cloned().unwrap_or_default();
+        for c in clusters {
+            let flags = format!(
+                "{}{}",
+                if c.ready { "ready" } else { "NOT READY" },
+                if c.paused { ", paused (skipped)" } else { "" }
+            );
+            let cs = summaries.iter().find(|cs| {
+                cs.spec.cluster_name == c.name && cs.spec.cluster_namespace == c.namespace
+            });
+            let detail = match cs {
+                None => "no ClusterSummary".to_string(),
+                Some(cs) => {
+                    let features: Vec<String> = cs
+                        .status
+                        .iter()
+                        .flat_map(|s| s.feature_summaries.iter().flatten())
+                        .map(|f| {
+                            let mut t =
+                                format!("{} {}", f.feature_id, f.status.as_deref().unwrap_or("?"));
+                            if let Some(m) = &f.failure_message {
+                                let _ = write!(t, " ({m})");
+                            }
+                            t
+                        })
+                        .collect();
+                    format!(
+                        "{}: {}{}",
+                        cs.metadata.name.clone().unwrap_or_default(),
+                        if features.is_empty() {
+                            "no features yet".into()
+                        } else {
+                            features.join(", ")
+                        },
+                        if is_provisioned(cs) {
+                            ""
+                        } else {
+                            " [not provisioned]"
+                        }
+                    )
+                }
+            };
+            let _ = writeln!(out, "    {c} ({flags}): {detail}");
+        }
+        if let Some(gates) = stage.trigger.as_ref().and_then(|t| t.gates()) {
+            if let Some(delay) = gates.delay {
+                let _ = writeln!(out, "  delay: {delay}");
+            }
+            for check in gates.post_delay_health_checks {
+                let what = [
+                    check.group.as_deref(),
+                    check.version.as_deref(),
+                    check.kind.as_deref(),
+                ]
+                .iter()
+                .flatten()
+                .copied()
+                .collect::<Vec<_>>()
+                .join("/");
+                let _ = writeln!(
+                    out,
+                    "  health check {} ({})",
+                    check.name,
+                    if what.is_empty() {
+                        "metrics".into()
+                    } else {
+                        what
+                    }
+                );
+            }
+        }
+        if let Some(w) = stage
+            .trigger
+            .as_ref()
+            .and_then(|t| t.auto.as_ref())
+            .and_then(|a| a.promotion_window.as_ref())
+        {
+            let state = match PromotionWindow::parse(&w.from, &w.to, tz) {
+                Ok(pw) => match pw.state(now) {
+                    WindowState::Open { closes_at } => format!(
+                        "open, closes at {}",
+                        closes_at.map(ts).unwrap_or_else(|| "never".into())
+                    ),
+                    WindowState::Closed { opens_at } => format!(
+                        "closed, opens at {}",
+                        opens_at.map(ts).unwrap_or_else(|| "never".into())
+                    ),
+                },
+                Err(e) => format!("invalid: {e}"),
+            };
+            let _ = writeln!(
+                out,
+                "  promotion window {:?} to {:?}: {state}",
+                w.from, w.to
+            );
+        }
+        if let Some(m) = stage.trigger.as_ref().and_then(|t| t.manual.as_ref()) {
+            let approval = match (
+                m.is_approved(),
+                crate::annotations::approval(p, &stage.name),
+            ) {
+                (true, Some(r)) => format!("approved by {} at {}", r.by, r.at),
+                (true, None) => "approved".into(),
+                (false, _) => format!(
+                    "not approved (`promoter approve {name} --stage {}`)",
+                    stage.name
+                ),
+            };
+            let _ = writeln!(out, "  manual approval: {approval}");
+        }
+    }
+    let actions = crate::pass::planned(&d);
+    let _ = writeln!(
+        out,
+        "\nNext pass will: {}",
+        if actions.is_empty() {
+            "change nothing".into()
+        } else {
+            actions.join("; ")
+        }
+    );
+    out
+}
