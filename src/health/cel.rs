@@ -36,7 +36,26 @@ pub fn to_cel(v: &Value) -> CelValue {
 /// cel-interpreter's generated parser panics on some syntax errors (`a ==`); a user's typo must
 /// fail its check, not the pass.
 fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    quiet_parser_panics();
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).ok()
+}
+
+/// Such a panic is caught and reported as a compile error; keep the default hook from printing it.
+/// Panics anywhere else are printed as usual.
+fn quiet_parser_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let file = info.location().map(|l| l.file()).unwrap_or_default();
+            if !(file.contains("antlr4rust")
+                || file.contains("cel-parser")
+                || file.contains("cel_parser"))
+            {
+                default(info);
+            }
+        }));
+    });
 }
 
 /// Compiles every rule first, so that a typo is reported even when an earlier rule is true.

@@ -360,3 +360,13 @@ pub fn evaluate(
 #[cfg(test)]
 #[path = "lua_tests.rs"]
 mod tests;
+
+/// Compiles a script without running it (lint).
+pub fn syntax_check(script: &str) -> Result<(), String> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::new()).map_err(|e| e.to_string())?;
+    lua.load(script)
+        .set_name("health check")
+        .into_function()
+        .map(|_| ())
+        .map_err(|e| describe(&e))
+}

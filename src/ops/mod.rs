@@ -3,3 +3,4 @@
 pub mod control;
 pub mod explain;
 pub mod inspect;
+pub mod lint;

@@ -180,7 +180,7 @@ impl Fleet {
 }
 
 /// Labels that a selector selects, if it can be satisfied (an empty selector selects nothing).
-fn labels_satisfying(selector: &LabelSelector) -> Option<BTreeMap<String, String>> {
+pub fn labels_satisfying(selector: &LabelSelector) -> Option<BTreeMap<String, String>> {
     if selector.is_empty() {
         return None;
     }
