@@ -14,6 +14,7 @@
 mod control;
 mod http;
 pub mod patch;
+pub mod rbac;
 pub mod store;
 
 pub use control::{

@@ -1,0 +1,227 @@
+//! The CronJob installation in cronjob/: every manifest is a valid Kubernetes object with no unknown
+//! field, and the shipped ClusterRole is both sufficient (a complete rollout with health checks,
+//! preverification, approval reset and deletions passes under it, enforced by the fake API server as
+//! RBAC does) and minimal (dropping any one verb makes some pass fail with 403).
+
+mod common;
+
+use base64::Engine;
+use common::Env;
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use promoter::fake::rbac::Rbac;
+use promoter::fake::{FakeApiServer, ResourceType};
+use promoter::health::HealthEngine;
+use promoter::pass::{PassOptions, run_pass};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+
+const SA: &str = "system:serviceaccount:promoter-system:promoter";
+
+fn manifest(file: &str) -> Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cronjob")
+            .join(file),
+    )
+    .unwrap();
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+/// Parses into the typed object and back: an unknown (misspelt) field would not survive.
+fn typed<K: DeserializeOwned + serde::Serialize>(file: &str) -> K {
+    let raw = manifest(file);
+    let obj: K = serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+    assert_eq!(
+        serde_json::to_value(&obj).unwrap(),
+        raw,
+        "{file} has fields its type does not know"
+    );
+    obj
+}
+
+#[test]
+fn manifests_are_valid_objects() {
+    let kustomization = manifest("kustomization.yaml");
+    let resources: Vec<&str> = kustomization["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        resources,
+        [
+            "namespace.yaml",
+            "serviceaccount.yaml",
+            "clusterrole.yaml",
+            "clusterrolebinding.yaml",
+            "cronjob.yaml"
+        ]
+    );
+    typed::<Namespace>("namespace.yaml");
+    let sa: ServiceAccount = typed("serviceaccount.yaml");
+    let binding: ClusterRoleBinding = typed("clusterrolebinding.yaml");
+    typed::<ClusterRole>("clusterrole.yaml");
+    let subject = &binding.subjects.unwrap()[0];
+    assert_eq!(
+        format!(
+            "system:serviceaccount:{}:{}",
+            subject.namespace.clone().unwrap(),
+            subject.name
+        ),
+        SA
+    );
+    assert_eq!(sa.metadata.name.as_deref(), Some("promoter"));
+    let cron: CronJob = typed("cronjob.yaml");
+    let spec = cron.spec.unwrap();
+    assert_eq!(spec.schedule, "* * * * *");
+    assert_eq!(spec.concurrency_policy.as_deref(), Some("Forbid"));
+    assert!(spec.starting_deadline_seconds.is_some());
+    let job = spec.job_template.spec.unwrap();
+    assert!(
+        job.active_deadline_seconds.unwrap() < 60,
+        "a pass ends before the next one starts"
+    );
+    assert!(job.ttl_seconds_after_finished.is_some());
+    let pod = job.template.spec.unwrap();
+    let psc = pod.security_context.unwrap();
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert_eq!(psc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+    let c = &pod.containers[0];
+    let sc = c.security_context.clone().unwrap();
+    assert_eq!(
+        (sc.allow_privilege_escalation, sc.read_only_root_filesystem),
+        (Some(false), Some(true))
+    );
+    assert_eq!(sc.capabilities.unwrap().drop.unwrap(), ["ALL"]);
+    let resources = c.resources.clone().unwrap();
+    assert!(resources.requests.is_some() && resources.limits.is_some());
+    let env: Vec<String> = c.env.clone().unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(env, ["TZ", "PROMOTER_LOG_FORMAT", "PROMOTER_LOG_LEVEL"]);
+}
+
+fn secret_type() -> ResourceType {
+    ResourceType::builtin("", "v1", "Secret", "secrets", true)
+}
+
+/// A rollout that uses every permission: health checks (kubeconfig Secret, a jobCheck ConfigMap),
+/// a preverification profile (created, then deleted), a new revision (profile updated), a manual
+/// stage (approval reset), a CAPI
+/// inventory, and a promotion deleted with preserveClusterProfilesOnDelete. Returns the number of
+/// 403 answers and whether everything completed.
+async fn scenario(role: &ClusterRole) -> (usize, bool) {
+    let env = Env::new(&[("dev", "dev01", "dev"), ("prod", "prod01", "prod")]).await;
+    env.server.register(promoter::fake::capi_cluster_type());
+    env.server.store().seed(&promoter::fake::capi_cluster_type(), json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+        "metadata": {"name": "capi01", "namespace": "other", "labels": {"env": "lab"}}, "spec": {}, "status": {"controlPlaneReady": true}})).unwrap();
+    let managed = FakeApiServer::start().await.unwrap();
+    managed.register(ResourceType::builtin("batch", "v1", "Job", "jobs", true));
+    managed.register(secret_type());
+    managed.store().seed(&ResourceType::builtin("batch", "v1", "Job", "jobs", true), json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "verify", "namespace": "checks"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})).unwrap();
+    managed.store().seed(&secret_type(), json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "app"}})).unwrap();
+    env.server.store().seed(&secret_type(), json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "dev01-sveltos-kubeconfig", "namespace": "dev"},
+        "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(managed.kubeconfig_yaml("promoter"))}})).unwrap();
+    env.server.store().seed(&ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true), json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "verify", "namespace": "dev"},
+        "data": {"job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: verify\n  namespace: checks\n"}})).unwrap();
+    let main: promoter::api::ClusterPromotion = serde_json::from_value(json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "metadata": {"name": "main"},
+        "spec": {"profileSpec": {"helmCharts": [{"repositoryURL": "https://x", "releaseName": "r", "releaseNamespace": "n"}]},
+          "stages": [
+            {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"manual": {"approved": true,
+              "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "dev", "name": "verify"}],
+              "postDelayHealthChecks": [
+                {"name": "job", "featureID": "Resources", "jobCheck": {"jobRef": {"kind": "ConfigMap", "name": "verify", "namespace": ""}}},
+                {"name": "token", "featureID": "Resources", "version": "v1", "kind": "Secret", "namespace": "app",
+                 "script": "function evaluate() return {healthy = true} end"}]}}},
+            {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}}]}
+    })).unwrap();
+    env.apply_promotion(&main);
+    let mut kept = main.clone();
+    kept.metadata.name = Some("kept".into());
+    kept.spec.stages.truncate(1);
+    kept.spec.stages[0].trigger = None;
+    kept.spec.preserve_cluster_profiles_on_delete = Some(true);
+    env.apply_promotion(&kept);
+    env.server
+        .set_authorizer(Arc::new(Rbac::bind(SA, role, &["admin"])));
+    let sa = env.server.client_as(SA).await.unwrap();
+    let mut deleted = false;
+    for tick in 0..30 {
+        if tick == 2 {
+            // A new revision mid-rollout: stage 1's profile is updated in place.
+            let mut v2 = main.clone();
+            v2.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] =
+                json!("2.0.0");
+            env.apply_promotion(&v2);
+        }
+        let opts = PassOptions {
+            dry_run: false,
+            selector: None,
+            default_tz: chrono_tz::Tz::UTC,
+            now: env.now(),
+        };
+        let _ = run_pass(&sa, &HealthEngine::new(sa.clone(), env.now()), &opts).await;
+        env.addon.reconcile(&env.server, env.now());
+        env.advance(chrono::Duration::minutes(1));
+        if tick == 12 && !deleted {
+            let api: kube::Api<promoter::api::ClusterPromotion> =
+                kube::Api::all(env.client.clone());
+            deleted = api.delete("kept", &Default::default()).await.is_ok();
+        }
+    }
+    let forbidden = env.server.count(|r| r.code == 403);
+    let main_done = env
+        .description("main", "prod")
+        .is_some_and(|d| d.starts_with("Successfully provisioned"));
+    let approval_reset = env.promotion("main").is_some_and(|p| {
+        p.spec.stages[0]
+            .trigger
+            .as_ref()
+            .unwrap()
+            .manual
+            .as_ref()
+            .unwrap()
+            .approved
+            .is_none()
+    });
+    let preserved = env.promotion("kept").is_none()
+        && env
+            .profile("kept-dev")
+            .is_some_and(|p| p.metadata.owner_references.unwrap_or_default().is_empty());
+    (
+        forbidden,
+        main_done
+            && approval_reset
+            && preserved
+            && env.profile("preverification-main-dev").is_none(),
+    )
+}
+
+#[tokio::test]
+async fn the_cluster_role_is_sufficient_and_minimal() {
+    let role: ClusterRole = serde_json::from_value(manifest("clusterrole.yaml")).unwrap();
+    let (forbidden, done) = scenario(&role).await;
+    assert_eq!(forbidden, 0, "the shipped role lacks a permission");
+    assert!(done, "the rollout completed under the shipped role");
+    let rules = role.rules.clone().unwrap();
+    for (i, rule) in rules.iter().enumerate() {
+        for verb in &rule.verbs {
+            let mut reduced = role.clone();
+            let r = &mut reduced.rules.as_mut().unwrap()[i];
+            r.verbs.retain(|v| v != verb);
+            let (forbidden, _) = scenario(&reduced).await;
+            assert!(
+                forbidden > 0,
+                "verb {verb} on {:?} is never needed",
+                rule.resources
+            );
+        }
+    }
+}
