@@ -19,6 +19,10 @@ pub struct RequestRecord {
     pub user: String,
     pub code: u16,
     pub content_type: Option<String>,
+    /// Size of the response body.
+    pub bytes: usize,
+    /// When the request arrived.
+    pub at: std::time::Instant,
 }
 
 impl RequestRecord {

@@ -26,9 +26,11 @@ where
     let body = match body.collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            return Ok(respond(status_body(&ApiError::bad_request(format!(
-                "reading body: {e}"
-            )))));
+            let (code, value) = status_body(&ApiError::bad_request(format!("reading body: {e}")));
+            return Ok(respond(
+                code,
+                serde_json::to_vec(&value).unwrap_or_default(),
+            ));
         }
     };
     let path = parts.uri.path().to_string();
@@ -62,6 +64,8 @@ where
         user: user.clone(),
         code: 0,
         content_type: content_type.clone(),
+        bytes: 0,
+        at: std::time::Instant::now(),
     };
 
     let fault = {
@@ -98,13 +102,16 @@ where
             &body,
         ),
     };
+    // Serialised once: its size goes to the request log ("bytes read" in benchmarks).
+    let body = serde_json::to_vec(&value).unwrap_or_default();
     record.code = code;
+    record.bytes = body.len();
     shared
         .log
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push(record);
-    Ok(respond((code, value)))
+    Ok(respond(code, body))
 }
 
 fn injected(code: u16) -> ApiError {
@@ -120,8 +127,7 @@ fn injected(code: u16) -> ApiError {
     ApiError::new(code, reason, format!("injected fault: {reason}"))
 }
 
-fn respond((code, value): Reply) -> Response<Full<Bytes>> {
-    let body = serde_json::to_vec(&value).unwrap_or_default();
+fn respond(code: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut().insert(

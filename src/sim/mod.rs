@@ -6,6 +6,7 @@ pub mod fleet;
 pub mod managed;
 pub mod plan;
 pub mod run;
+pub mod scale;
 pub mod timeline;
 
 pub use addon::{AddonController, sveltos_cluster};

@@ -1,0 +1,194 @@
+//! Fleet-scale benchmark: one pass over N promotions × S stages × C clusters served by the fake API
+//! server over HTTP. Prints, per size: wall time of a first and of a steady pass, requests by verb and
+//! bytes read, writes (0 expected for a steady pass), CPU time of the decision alone, and, when a
+//! release binary exists, peak RSS of the `promoter` process and its start-to-first-request time.
+//!
+//!     cargo build --release && cargo bench --bench fleet
+//!     cargo bench --bench fleet -- --quick        (smallest size only; CI's smoke test)
+
+use chrono::Utc;
+use promoter::fake::FakeApiServer;
+use promoter::pass::{ChecksNotEvaluated, Context, HealthResults, PassOptions, decide, run_pass};
+use promoter::sim::scale::{Scale, populate};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn verbs(server: &FakeApiServer) -> (String, usize, usize) {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    let requests = server.requests();
+    for r in &requests {
+        *by.entry(r.verb.clone()).or_default() += 1;
+    }
+    let text = by
+        .iter()
+        .map(|(v, n)| format!("{v} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (
+        text,
+        requests.iter().map(|r| r.bytes).sum(),
+        server.writes(),
+    )
+}
+
+async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
+    let server = FakeApiServer::start_with_sveltos().await?;
+    let now = Utc::now();
+    let started = Instant::now();
+    let summaries = populate(&server, scale, now)?;
+    println!(
+        "\n== {} promotions × {} stages × {} clusters ({} ClusterSummaries; generated in {:.1}s)",
+        scale.promotions,
+        scale.stages,
+        scale.clusters,
+        summaries,
+        started.elapsed().as_secs_f64()
+    );
+    let client = server.client().await?;
+    let opts = PassOptions {
+        dry_run: false,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now,
+    };
+    server.clear_requests();
+    let t = Instant::now();
+    run_pass(&client, &ChecksNotEvaluated, &opts).await?;
+    let first = t.elapsed();
+    let (v, bytes, writes) = verbs(&server);
+    println!(
+        "first pass:   {:>8.1} ms   requests: {v}; {:.1} MB read; {writes} writes",
+        first.as_secs_f64() * 1e3,
+        bytes as f64 / 1e6
+    );
+    let mut steady = Vec::new();
+    let mut last = (String::new(), 0, 0);
+    for _ in 0..rounds {
+        server.clear_requests();
+        let t = Instant::now();
+        run_pass(&client, &ChecksNotEvaluated, &opts).await?;
+        steady.push(t.elapsed().as_secs_f64() * 1e3);
+        last = verbs(&server);
+    }
+    println!(
+        "steady pass:  {:>8.1} ms (median of {rounds}, {:.1}–{:.1})   requests: {}; {:.1} MB read; {} writes",
+        median(steady.clone()),
+        steady.iter().cloned().fold(f64::MAX, f64::min),
+        steady.iter().cloned().fold(0.0, f64::max),
+        last.0,
+        last.1 as f64 / 1e6,
+        last.2
+    );
+    let observation = promoter::pass::observe::observe(&client, None).await?;
+    let ctx = Context {
+        now,
+        default_tz: chrono_tz::Tz::UTC,
+    };
+    let mut decision = Vec::new();
+    for _ in 0..rounds.max(3) {
+        let t = Instant::now();
+        for p in &observation.promotions {
+            std::hint::black_box(decide(p, &observation.world, &HealthResults::new(), &ctx));
+        }
+        decision.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!(
+        "decision:     {:>8.2} ms for {} promotions (median, one core)",
+        median(decision),
+        observation.promotions.len()
+    );
+    process_figures(&server).await;
+    Ok(())
+}
+
+/// Peak RSS and start-to-first-request of the real binary (a dry-run pass), if it was built.
+async fn process_figures(server: &FakeApiServer) {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/promoter");
+    if !bin.exists() {
+        println!(
+            "process:      (no target/release/promoter: run `cargo build --release` for these figures)"
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("promoter-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let kubeconfig = dir.join("kubeconfig");
+    if std::fs::write(&kubeconfig, server.kubeconfig_yaml("bench")).is_err() {
+        return;
+    }
+    let mut starts = Vec::new();
+    for _ in 0..5 {
+        server.clear_requests();
+        let spawned = Instant::now();
+        let status = tokio::process::Command::new(&bin)
+            .args(["step", "--dry-run"])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .await;
+        if status.is_err() {
+            return;
+        }
+        if let Some(first) = server.requests().first() {
+            starts.push(first.at.duration_since(spawned).as_secs_f64() * 1e3);
+        }
+    }
+    let rss = tokio::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(&bin)
+        .args(["step", "--dry-run"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .await
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .and_then(|l| l.trim().parse::<f64>().ok())
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "process:      start to first request {:.1} ms (median of {}); peak RSS {}",
+        if starts.is_empty() {
+            f64::NAN
+        } else {
+            median(starts.clone())
+        },
+        starts.len(),
+        rss.map(|kb| format!("{:.1} MB", kb / 1024.0))
+            .unwrap_or_else(|| "n/a (no /usr/bin/time)".into())
+    );
+}
+
+fn main() -> anyhow::Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let sizes: &[(usize, usize, usize)] = if quick {
+        &[(1, 4, 10)]
+    } else {
+        &[(1, 4, 10), (100, 4, 200), (1000, 4, 2000)]
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        for (n, s, c) in sizes {
+            bench(
+                Scale {
+                    promotions: *n,
+                    stages: *s,
+                    clusters: *c,
+                },
+                if quick { 2 } else { 5 },
+            )
+            .await?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,148 @@
+//! Generated management clusters for benchmarks: N promotions × S stages × C clusters, in the states
+//! a real one holds. Clusters are split into S rings (stage k selects ring k). Of the promotions,
+//! 85 % are complete; the rest are spread over the stages, deploying, soaking or failing. Profiles
+//! exist for every stage reached; ClusterSummaries for every cluster of a reached stage of the
+//! in-progress promotions (those are the ones a pass reads).
+
+use crate::api::sveltos::{CLUSTER_NAME_LABEL, CLUSTER_PROFILE_NAME_LABEL, CLUSTER_TYPE_LABEL};
+use crate::api::{
+    ClusterPromotion, ClusterPromotionSpec, ClusterPromotionStatus, StageStatus, Timestamp,
+};
+use crate::fake::{
+    FakeApiServer, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
+    sveltos_cluster_type,
+};
+use crate::hash::{profile_spec_hash, stages_hash};
+use crate::pass::profiles::main_profile;
+use crate::pass::stage_status::with_timestamp;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scale {
+    pub promotions: usize,
+    pub stages: usize,
+    pub clusters: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Complete,
+    Deploying,
+    Soaking,
+    Failing,
+}
+
+fn state_of(j: usize) -> State {
+    match j % 20 {
+        0 => State::Deploying,
+        1 => State::Soaking,
+        2 => State::Failing,
+        _ => State::Complete,
+    }
+}
+
+fn promotion(j: usize, stages: usize) -> serde_json::Result<ClusterPromotion> {
+    let stage_list: Vec<Value> = (0..stages)
+        .map(|k| {
+            let mut s = json!({"name": format!("s{k}"), "clusterSelector": {"matchLabels": {"ring": format!("r{k}")}}});
+            if k + 1 < stages {
+                s["trigger"] = json!({"auto": {"delay": "30m"}});
+            }
+            s
+        })
+        .collect();
+    let spec: ClusterPromotionSpec = serde_json::from_value(json!({
+        "profileSpec": {"syncMode": "Continuous", "helmCharts": [{"repositoryURL": "https://charts.example.com",
+            "repositoryName": "example", "chartName": format!("example/app-{j}"), "chartVersion": "1.2.3",
+            "releaseName": format!("app-{j}"), "releaseNamespace": "apps", "helmChartAction": "Install",
+            "values": "replicas: 3\nresources:\n  requests: {cpu: 100m, memory: 128Mi}\n"}]},
+        "stages": stage_list
+    }))?;
+    let mut p = ClusterPromotion::new(&format!("app-{j:04}"), spec);
+    p.metadata.uid = Some(format!("00000000-0000-4000-9000-{j:012}"));
+    p.metadata.finalizers = Some(vec!["config.projectsveltos.io/clusterpromotion".into()]);
+    Ok(p)
+}
+
+/// Fills the server; returns the number of ClusterSummaries created.
+pub fn populate(
+    server: &FakeApiServer,
+    scale: Scale,
+    now: DateTime<Utc>,
+) -> serde_json::Result<usize> {
+    let mut store = server.store();
+    for i in 0..scale.clusters {
+        let ring = i % scale.stages.max(1);
+        let obj = json!({"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
+            "metadata": {"name": format!("c{i:05}"), "namespace": "fleet", "labels": {"ring": format!("r{ring}"), "region": "eu"}},
+            "spec": {}, "status": {"ready": true}});
+        let _ = store.seed(&sveltos_cluster_type(), obj);
+    }
+    let mut summaries = 0;
+    let ts = |t: DateTime<Utc>| Some(Timestamp::new(t));
+    for j in 0..scale.promotions {
+        let mut p = promotion(j, scale.stages)?;
+        let state = state_of(j);
+        let reached = if state == State::Complete {
+            scale.stages
+        } else {
+            1 + (j / 20) % scale.stages
+        };
+        let mut stages = Vec::new();
+        for k in 0..reached {
+            let name = format!("s{k}");
+            let promoted = state == State::Complete || k + 1 < reached;
+            let mut s = StageStatus {
+                name: name.clone(),
+                last_update_reconciled_time: ts(now - Duration::hours(6)),
+                ..Default::default()
+            };
+            if promoted {
+                s.last_successful_applied_time = ts(now - Duration::hours(2));
+                s.last_status_check_time = s.last_successful_applied_time;
+                s.current_status_description = Some(with_timestamp(
+                    "Successfully provisioned",
+                    now - Duration::hours(2),
+                ));
+            }
+            stages.push(s);
+        }
+        p.status = Some(ClusterPromotionStatus {
+            stages: Some(stages),
+            profile_spec_hash: Some(profile_spec_hash(p.spec.profile_spec.as_ref())),
+            stages_hash: Some(stages_hash(&p.spec.stages)),
+            current_stage_name: Some(format!("s{}", reached - 1)),
+            last_promotion_time: ts(now - Duration::hours(1)),
+        });
+        for k in 0..reached {
+            let profile = main_profile(&p, &p.spec.stages[k]).to_object();
+            let profile_name = profile.metadata.name.clone().unwrap_or_default();
+            let spec = serde_json::to_value(&profile.spec).unwrap_or_default();
+            let _ = store.seed(
+                &cluster_profile_type(),
+                serde_json::to_value(&profile).unwrap_or_default(),
+            );
+            if state == State::Complete || k + 1 < reached {
+                continue;
+            }
+            let feature = match state {
+                State::Deploying => "Provisioning",
+                State::Failing => "Failed",
+                _ => "Provisioned",
+            };
+            for i in (0..scale.clusters).filter(|i| i % scale.stages.max(1) == k) {
+                let cluster = format!("c{i:05}");
+                let cs = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+                    "metadata": {"name": format!("{profile_name}-sveltos-{cluster}"), "namespace": "fleet",
+                                 "labels": {CLUSTER_PROFILE_NAME_LABEL: profile_name, CLUSTER_NAME_LABEL: cluster, CLUSTER_TYPE_LABEL: "Sveltos"}},
+                    "spec": {"clusterNamespace": "fleet", "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": spec},
+                    "status": {"featureSummaries": [{"featureID": "Helm", "status": feature}]}});
+                let _ = store.seed(&cluster_summary_type(), cs);
+                summaries += 1;
+            }
+        }
+        let _ = store.seed(&cluster_promotion_type(), serde_json::to_value(&p)?);
+    }
+    Ok(summaries)
+}
