@@ -160,10 +160,32 @@ impl LabelSelector {
 
     /// Sveltos semantics: an empty `clusterSelector` selects no cluster at all.
     pub fn selects(&self, labels: &BTreeMap<String, String>) -> Result<bool, SelectorError> {
-        if self.is_empty() {
-            return Ok(false);
-        }
-        Ok(matches_all(&self.requirements()?, labels))
+        Ok(self.matcher()?.matches(labels))
+    }
+
+    /// The selector compiled once, for matching many label sets.
+    pub fn matcher(&self) -> Result<Matcher, SelectorError> {
+        Ok(Matcher {
+            requirements: if self.is_empty() {
+                None
+            } else {
+                Some(self.requirements()?)
+            },
+        })
+    }
+}
+
+/// A compiled `clusterSelector` (Sveltos semantics: empty selects nothing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Matcher {
+    requirements: Option<Vec<Requirement>>,
+}
+
+impl Matcher {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.requirements
+            .as_ref()
+            .is_some_and(|r| matches_all(r, labels))
     }
 }
 

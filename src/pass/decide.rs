@@ -335,21 +335,31 @@ fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<String> {
         out.extend(checks.into_iter().flatten().map(|e| format!("spec.{e}")));
     }
     // A cluster in two stages would receive two conflicting ClusterProfiles (upstream Q11).
-    for c in &world.clusters {
-        let stages: Vec<&str> = p
-            .spec
-            .stages
-            .iter()
-            .filter(|s| {
+    let matchers: Vec<(&str, crate::labels::Matcher)> = p
+        .spec
+        .stages
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s.name.as_str(),
                 s.cluster_selector
                     .clone()
                     .unwrap_or_default()
-                    .selects(&c.labels)
-                    .unwrap_or(false)
-            })
-            .map(|s| s.name.as_str())
+                    .matcher()
+                    .ok()?,
+            ))
+        })
+        .collect();
+    for (labels, ids) in world.label_sets() {
+        let stages: Vec<&str> = matchers
+            .iter()
+            .filter(|(_, m)| m.matches(&labels))
+            .map(|(n, _)| *n)
             .collect();
-        if stages.len() > 1 {
+        if stages.len() < 2 {
+            continue;
+        }
+        for c in ids.iter().map(|i| &world.clusters[*i]) {
             out.push(format!(
                 "cluster {c} ({}Cluster) is selected by more than one stage: {}",
                 if c.kind == super::world::ClusterKind::Capi {

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 /// Profile names per ClusterSummary list call; keeps the label selector well below URL limits.
 const NAMES_PER_LIST: usize = 100;
-const PAGE: u32 = 500;
+const PAGE: u32 = 2000;
 
 pub struct Observation {
     pub promotions: Vec<ClusterPromotion>,

@@ -5,6 +5,7 @@ use crate::api::sveltos::PROMOTION_NAME_LABEL;
 use crate::api::{ClusterProfile, ClusterSummary};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ClusterKind {
@@ -51,27 +52,125 @@ impl fmt::Display for InventoryCluster {
     }
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct World {
     /// Profiles labelled `config.projectsveltos.io/promotionname`, by name.
     pub profiles: BTreeMap<String, ClusterProfile>,
     /// ClusterSummaries by the value of their `projectsveltos.io/cluster-profile-name` label.
     pub summaries: BTreeMap<String, Vec<ClusterSummary>>,
     pub clusters: Vec<InventoryCluster>,
+    /// A cache (leave it at its default): built on first use, since every decision of a pass reads
+    /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
+    pub cache: IndexCache,
+}
+
+impl Clone for World {
+    fn clone(&self) -> Self {
+        World::new(
+            self.profiles.clone(),
+            self.summaries.clone(),
+            self.clusters.clone(),
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct IndexCache(Mutex<Option<((usize, usize), Arc<Index>)>>);
+
+#[derive(Debug, Default)]
+pub struct Index {
+    /// Profile names by the promotion label.
+    profiles_by_promotion: BTreeMap<String, Vec<String>>,
+    /// Cluster indices grouped by identical label sets: fleets have few distinct sets, so
+    /// selectors are matched once per set rather than once per cluster.
+    label_groups: Vec<(BTreeMap<String, String>, Vec<usize>)>,
 }
 
 impl World {
-    /// The profiles carrying this promotion's label.
-    pub fn profiles_of<'a>(
-        &'a self,
-        promotion: &'a str,
-    ) -> impl Iterator<Item = &'a ClusterProfile> + 'a {
-        self.profiles.values().filter(move |p| {
-            p.metadata
+    pub fn new(
+        profiles: BTreeMap<String, ClusterProfile>,
+        summaries: BTreeMap<String, Vec<ClusterSummary>>,
+        clusters: Vec<InventoryCluster>,
+    ) -> Self {
+        World {
+            profiles,
+            summaries,
+            clusters,
+            cache: IndexCache::default(),
+        }
+    }
+
+    fn index(&self) -> Arc<Index> {
+        let key = (self.profiles.len(), self.clusters.len());
+        let mut cache = self.cache.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, index)) = cache.as_ref()
+            && *k == key
+        {
+            return index.clone();
+        }
+        let mut profiles_by_promotion: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, p) in &self.profiles {
+            if let Some(promotion) = p
+                .metadata
                 .labels
                 .as_ref()
                 .and_then(|l| l.get(PROMOTION_NAME_LABEL))
-                .is_some_and(|v| v == promotion)
-        })
+            {
+                profiles_by_promotion
+                    .entry(promotion.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+        }
+        let mut groups: BTreeMap<&BTreeMap<String, String>, Vec<usize>> = BTreeMap::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            groups.entry(&c.labels).or_default().push(i);
+        }
+        let label_groups = groups
+            .into_iter()
+            .map(|(l, ids)| (l.clone(), ids))
+            .collect();
+        let index = Arc::new(Index {
+            profiles_by_promotion,
+            label_groups,
+        });
+        *cache = Some((key, index.clone()));
+        index
+    }
+
+    /// The profiles carrying this promotion's label.
+    pub fn profiles_of<'a>(
+        &'a self,
+        promotion: &str,
+    ) -> impl Iterator<Item = &'a ClusterProfile> + 'a {
+        let names = self
+            .index()
+            .profiles_by_promotion
+            .get(promotion)
+            .cloned()
+            .unwrap_or_default();
+        names.into_iter().filter_map(|n| self.profiles.get(&n))
+    }
+
+    /// The clusters whose labels satisfy `matches`, evaluated once per distinct label set, in
+    /// (kind, namespace, name) order.
+    pub fn clusters_where(
+        &self,
+        matches: impl Fn(&BTreeMap<String, String>) -> bool,
+    ) -> Vec<&InventoryCluster> {
+        let index = self.index();
+        let mut out: Vec<&InventoryCluster> = index
+            .label_groups
+            .iter()
+            .filter(|(labels, _)| matches(labels))
+            .flat_map(|(_, ids)| ids.iter().map(|i| &self.clusters[*i]))
+            .collect();
+        out.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+        out
+    }
+
+    /// The distinct label sets of the inventory, with the indices of their clusters.
+    pub fn label_sets(&self) -> Vec<(BTreeMap<String, String>, Vec<usize>)> {
+        self.index().label_groups.clone()
     }
 }
