@@ -76,8 +76,10 @@ where
     };
     let (code, value) = match fault {
         Some(FaultAction::Status(code)) => status_body(&injected(code)),
-        Some(FaultAction::Hang(d)) => {
-            tokio::time::sleep(d).await;
+        hang => {
+            if let Some(FaultAction::Hang(d)) = hang {
+                tokio::time::sleep(d).await;
+            }
             dispatch(
                 &shared,
                 &parts.method,
@@ -90,17 +92,6 @@ where
                 &body,
             )
         }
-        None => dispatch(
-            &shared,
-            &parts.method,
-            &path,
-            target.as_ref(),
-            &verb,
-            &user,
-            &query,
-            content_type.as_deref(),
-            &body,
-        ),
     };
     // Serialised once: its size goes to the request log ("bytes read" in benchmarks).
     let body = serde_json::to_vec(&value).unwrap_or_default();

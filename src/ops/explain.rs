@@ -3,15 +3,13 @@
 //! and until when; and what the next pass will do.
 
 use super::inspect::{decision, status_row};
-use crate::api::sveltos::CLUSTER_PROFILE_NAME_LABEL;
-use crate::api::{ClusterPromotion, ClusterSummary};
+use crate::api::ClusterPromotion;
 use crate::pass::World;
 use crate::pass::deployment::{is_provisioned, matching_clusters};
 use crate::pass::profiles::{main_profile, preverification_name, profile_name};
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use kube::api::{Api, ListParams};
 use std::fmt::Write;
 
 /// Adds the ClusterSummaries of every profile of the promotion (a pass reads only the current one's).
@@ -25,26 +23,7 @@ pub async fn load_summaries(
         .profiles_of(&name)
         .filter_map(|cp| cp.metadata.name.clone())
         .collect();
-    if names.is_empty() {
-        return Ok(());
-    }
-    let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", names.join(","));
-    world.summaries.clear();
-    for cs in Api::<ClusterSummary>::all(client.clone())
-        .list(&ListParams::default().labels(&sel))
-        .await?
-        .items
-    {
-        if let Some(profile) = cs
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
-            .cloned()
-        {
-            world.summaries.entry(profile).or_default().push(cs);
-        }
-    }
+    world.summaries = crate::pass::observe::summaries_of(client, &names).await?;
     Ok(())
 }
 

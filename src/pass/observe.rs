@@ -70,11 +70,22 @@ pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::R
     if watched.is_empty() {
         return Ok(Observation { promotions, world });
     }
-    let summaries_api = Api::<ClusterSummary>::all(client.clone());
-    let mut summaries: BTreeMap<String, Vec<ClusterSummary>> = BTreeMap::new();
-    for chunk in watched.chunks(NAMES_PER_LIST) {
+    let summaries = summaries_of(client, &watched).await?;
+    world.summaries = summaries;
+    world.clusters = inventory(client).await?;
+    Ok(Observation { promotions, world })
+}
+
+/// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks.
+pub async fn summaries_of(
+    client: &kube::Client,
+    profiles: &[String],
+) -> anyhow::Result<BTreeMap<String, Vec<ClusterSummary>>> {
+    let api = Api::<ClusterSummary>::all(client.clone());
+    let mut out: BTreeMap<String, Vec<ClusterSummary>> = BTreeMap::new();
+    for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
-        for cs in list_all(&summaries_api, ListParams::default().labels(&sel))
+        for cs in list_all(&api, ListParams::default().labels(&sel))
             .await
             .context("listing ClusterSummaries")?
         {
@@ -85,13 +96,11 @@ pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::R
                 .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
                 .cloned()
             {
-                summaries.entry(profile).or_default().push(cs);
+                out.entry(profile).or_default().push(cs);
             }
         }
     }
-    world.summaries = summaries;
-    world.clusters = inventory(client).await?;
-    Ok(Observation { promotions, world })
+    Ok(out)
 }
 
 /// SveltosClusters and, when Cluster API is installed, CAPI Clusters (in its served version).

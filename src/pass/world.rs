@@ -74,8 +74,11 @@ impl Clone for World {
     }
 }
 
+/// The index, keyed by (number of profiles, number of clusters).
+type Cached = Option<((usize, usize), Arc<Index>)>;
+
 #[derive(Debug, Default)]
-pub struct IndexCache(Mutex<Option<((usize, usize), Arc<Index>)>>);
+pub struct IndexCache(Mutex<Cached>);
 
 #[derive(Debug, Default)]
 pub struct Index {
