@@ -576,6 +576,7 @@ impl<'a> Planner<'a> {
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
+            let was = e.failure_message.clone();
             set_failure(e, Some(&check.message), now);
             if provisioned {
                 // Regressed after it had been provisioned: the same wait as failing checks.
@@ -591,16 +592,9 @@ impl<'a> Planner<'a> {
                     format!("stage {}: deploying: {}", stage.name, check.message),
                 ),
             };
+            // A failure is announced once, when it appears.
             if let Some(f) = &check.failure
-                && e.failure_message.as_deref() == Some(check.message.as_str())
-                && self
-                    .p
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.stages.as_ref())
-                    .and_then(|s| s.iter().find(|x| x.name == stage.name))
-                    .and_then(|x| x.failure_message.as_deref())
-                    != Some(check.message.as_str())
+                && was.as_deref() != Some(check.message.as_str())
             {
                 self.d
                     .warn("DeploymentFailed", format!("Stage {}: {f}", stage.name));

@@ -27,8 +27,8 @@ pub trait HealthEvaluator: Send + Sync {
     ) -> BoxFuture<'a, HealthVerdict>;
 }
 
-/// Used until promoter's own health-check engine is wired in: a stage with postDelayHealthChecks
-/// waits, and its status says why, rather than promoting on checks nobody ran.
+/// Evaluates nothing: a stage with postDelayHealthChecks waits, and its status says why (tests and
+/// benchmarks of the pass alone; `promoter step` uses the health-check engine).
 pub struct ChecksNotEvaluated;
 
 impl HealthEvaluator for ChecksNotEvaluated {
@@ -40,7 +40,7 @@ impl HealthEvaluator for ChecksNotEvaluated {
     ) -> BoxFuture<'a, HealthVerdict> {
         Box::pin(async {
             HealthVerdict::NotEvaluated(
-                "postDelayHealthChecks are evaluated by promoter's health-check engine, which this build does not include; the stage waits".into(),
+                "postDelayHealthChecks are not evaluated by this evaluator; the stage waits".into(),
             )
         })
     }
