@@ -142,6 +142,25 @@ impl HealthEvaluator for AssumeHealthy {
     }
 }
 
+/// Loads an object as it is, status and uid included; its resourceVersion belongs to another server.
+fn load(
+    server: &FakeApiServer,
+    rt: &crate::fake::ResourceType,
+    mut obj: serde_json::Value,
+) -> anyhow::Result<()> {
+    if let Some(m) = obj
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        m.remove("resourceVersion");
+    }
+    server
+        .store()
+        .seed(rt, obj)
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    Ok(())
+}
+
 pub async fn simulate(
     world: SimWorld,
     health: SimHealth<'_>,
@@ -183,17 +202,7 @@ pub async fn simulate(
     }
     let mut timelines = Vec::new();
     for p in &promotions {
-        let mut obj = serde_json::to_value(p)?;
-        if let Some(m) = obj
-            .get_mut("metadata")
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            m.remove("resourceVersion");
-        }
-        server
-            .store()
-            .seed(&cluster_promotion_type(), obj)
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        load(&server, &cluster_promotion_type(), serde_json::to_value(p)?)?;
         let clusters_of = |stage: &str| -> Vec<String> {
             let selector = p
                 .spec
@@ -211,17 +220,8 @@ pub async fn simulate(
         };
         timelines.push(PromotionTimeline::new(p, clusters_of));
     }
-    for (rt, mut obj) in objects {
-        if let Some(m) = obj
-            .get_mut("metadata")
-            .and_then(serde_json::Value::as_object_mut)
-        {
-            m.remove("resourceVersion");
-        }
-        server
-            .store()
-            .seed(&rt, obj)
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    for (rt, obj) in objects {
+        load(&server, &rt, obj)?;
     }
     let mut pending_updates = opts.updates.clone();
     let client = server.client().await?;
