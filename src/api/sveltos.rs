@@ -57,19 +57,46 @@ pub struct ClusterSummarySpec {
     /// `Capi` or `Sveltos`.
     #[serde(default)]
     pub cluster_type: String,
-    #[serde(default)]
+    /// Only the lists the completion check compares: promoter reads ClusterSummaries, never writes
+    /// them, and a fleet has one per cluster and profile, each with a full copy of the profile's
+    /// spec; the rest is skipped while parsing.
+    #[serde(default, deserialize_with = "compared_lists")]
     pub cluster_profile_spec: Map<String, Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ComparedLists {
+    helm_charts: Option<Value>,
+    policy_refs: Option<Value>,
+    kustomization_refs: Option<Value>,
+}
+
+fn compared_lists<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
+    let lists = Option::<ComparedLists>::deserialize(d)?;
+    let mut out = Map::new();
+    if let Some(l) = lists {
+        for (k, v) in [
+            ("helmCharts", l.helm_charts),
+            ("policyRefs", l.policy_refs),
+            ("kustomizationRefs", l.kustomization_refs),
+        ] {
+            if let Some(v) = v {
+                out.insert(k.to_string(), v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Only the feature statuses (the rest of a ClusterSummary's status is not read).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterSummaryStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub feature_summaries: Option<Vec<FeatureSummary>>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -85,6 +112,33 @@ pub struct FeatureSummary {
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_cluster_summary_keeps_only_what_the_completion_check_reads() {
+        let cs: ClusterSummary = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+            "metadata": {"name": "p-dev-sveltos-c1", "namespace": "dev"},
+            "spec": {"clusterNamespace": "dev", "clusterName": "c1", "clusterType": "Sveltos",
+                     "clusterProfileSpec": {"helmCharts": [{"releaseName": "r"}], "policyRefs": [], "tier": 100,
+                                            "validateHealths": [{"name": "big", "script": "..."}]}},
+            "status": {"featureSummaries": [{"featureID": "Helm", "status": "Provisioned", "hash": "aGFzaA=="}],
+                       "helmReleaseSummaries": [{"releaseName": "r"}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            Value::Object(cs.spec.cluster_profile_spec.clone()),
+            json!({"helmCharts": [{"releaseName": "r"}], "policyRefs": []})
+        );
+        assert_eq!(cs.status.unwrap().feature_summaries.unwrap()[0].status.as_deref(), Some("Provisioned"));
+        for spec in [json!({}), json!({"clusterProfileSpec": null})] {
+            let s: ClusterSummarySpec = serde_json::from_value(spec).unwrap();
+            assert!(s.cluster_profile_spec.is_empty());
+        }
+    }
 }

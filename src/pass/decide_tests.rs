@@ -144,7 +144,6 @@ fn summarize(world: &mut World, profile: &str, feature_status: &str) {
             .collect();
         cs.status = Some(crate::api::ClusterSummaryStatus {
             feature_summaries: Some(features),
-            ..Default::default()
         });
         out.push(cs);
     }

@@ -29,7 +29,9 @@ pub async fn load_live(client: &kube::Client, name: &str) -> anyhow::Result<SimW
         .collect();
     if !names.is_empty() {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", names.join(","));
-        let summaries = Api::<ClusterSummary>::all(client.clone())
+        // Untyped: the simulator needs them whole (the typed ClusterSummary keeps only what a pass reads).
+        let resource = kube::discovery::ApiResource::erase::<ClusterSummary>(&());
+        let summaries = Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource)
             .list(&ListParams::default().labels(&sel))
             .await
             .context("listing ClusterSummaries")?
