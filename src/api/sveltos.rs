@@ -135,7 +135,12 @@ mod tests {
             Value::Object(cs.spec.cluster_profile_spec.clone()),
             json!({"helmCharts": [{"releaseName": "r"}], "policyRefs": []})
         );
-        assert_eq!(cs.status.unwrap().feature_summaries.unwrap()[0].status.as_deref(), Some("Provisioned"));
+        assert_eq!(
+            cs.status.unwrap().feature_summaries.unwrap()[0]
+                .status
+                .as_deref(),
+            Some("Provisioned")
+        );
         for spec in [json!({}), json!({"clusterProfileSpec": null})] {
             let s: ClusterSummarySpec = serde_json::from_value(spec).unwrap();
             assert!(s.cluster_profile_spec.is_empty());
