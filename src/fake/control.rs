@@ -26,6 +26,19 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// What the authorizer decides on.
+    pub fn attributes(&self) -> Attributes {
+        Attributes {
+            user: self.user.clone(),
+            verb: self.verb.clone(),
+            group: self.group.clone(),
+            resource: self.resource.clone(),
+            subresource: self.subresource.clone(),
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+        }
+    }
+
     pub fn is_write(&self) -> bool {
         matches!(
             self.verb.as_str(),

@@ -85,8 +85,7 @@ where
                 &parts.method,
                 &path,
                 target.as_ref(),
-                &verb,
-                &user,
+                &record.attributes(),
                 &query,
                 content_type.as_deref(),
                 &body,
@@ -239,8 +238,7 @@ fn dispatch(
     method: &Method,
     path: &str,
     target: Option<&Target>,
-    verb: &str,
-    user: &str,
+    attrs: &Attributes,
     query: &BTreeMap<String, String>,
     content_type: Option<&str>,
     body: &Bytes,
@@ -259,24 +257,24 @@ fn dispatch(
             "the server could not find the requested resource",
         ));
     };
-    let attrs = Attributes {
-        user: user.into(),
-        verb: verb.into(),
-        group: t.group.clone(),
-        resource: t.plural.clone(),
-        subresource: t.subresource.clone(),
-        namespace: t.namespace.clone(),
-        name: t.name.clone(),
-    };
     let authorizer = shared
         .authorizer
         .read()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    if let Err(reason) = authorizer.authorize(&attrs) {
-        return status_body(&forbidden(&rt, &attrs, &reason));
+    if let Err(reason) = authorizer.authorize(attrs) {
+        return status_body(&forbidden(&rt, attrs, &reason));
     }
-    match serve(shared, method, &rt, t, verb, query, content_type, body) {
+    match serve(
+        shared,
+        method,
+        &rt,
+        t,
+        &attrs.verb,
+        query,
+        content_type,
+        body,
+    ) {
         Ok(reply) => reply,
         Err(e) => status_body(&e),
     }
