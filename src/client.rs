@@ -21,7 +21,7 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
         context: args.context.clone(),
         ..Default::default()
     };
-    let mut config = match &args.kubeconfig {
+    let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -32,6 +32,11 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("no kubeconfig found and not running in a cluster")?,
     };
+    from_config(config)
+}
+
+/// A client with promoter's connection policy, whatever the configuration came from.
+pub fn from_config(mut config: kube::Config) -> anyhow::Result<kube::Client> {
     // A pass runs every minute: fail fast and let the next pass retry, instead of kube's default of
     // up to 15 retries with exponential backoff on 429/503/504.
     config.default_retry = false;

@@ -1,0 +1,209 @@
+//! One invocation = one reconciliation pass, as `promoter step` does it.
+//!
+//! An EventBridge (or EventBridge Scheduler) event runs a normal pass. A direct invocation may send
+//! `{"dryRun": true, "selector": "team=payments", "timezone": "Europe/Berlin"}`; every field is
+//! optional and an unknown one is an error rather than silently ignored. The pass summary is the
+//! response; a pass that could not run, or a write that failed, goes through the runtime's error
+//! path, so that the function's Errors metric and alarms see it.
+
+use crate::cluster::{self, Env};
+use chrono::Utc;
+use chrono_tz::Tz;
+use lambda_runtime::Diagnostic;
+use promoter::pass::{PassOptions, PassReport, run_pass};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Time kept back before the invocation's deadline to report a pass that overran, instead of
+/// being killed without a word.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Request {
+    #[serde(default)]
+    pub dry_run: bool,
+    pub selector: Option<String>,
+    pub timezone: Option<String>,
+}
+
+/// What an invocation asks for.
+pub fn parse_event(event: &Value) -> Result<Request, String> {
+    match event {
+        Value::Null => Ok(Request::default()),
+        // EventBridge rules send their event envelope; it carries nothing for promoter.
+        Value::Object(map) if map.contains_key("detail-type") => Ok(Request::default()),
+        Value::Object(_) => Request::deserialize(event).map_err(|e| {
+            format!("invalid invocation payload: {e} (expected an EventBridge event, or an object with dryRun, selector, timezone)")
+        }),
+        other => Err(format!(
+            "invalid invocation payload: expected a JSON object, got {other}"
+        )),
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub promotions: usize,
+    /// Promotions for which something was written (or, in a dry run, would be).
+    pub changed: usize,
+    /// Promotions in error: invalid, failing deployment, or a failed write.
+    pub in_error: usize,
+    pub duration_ms: u128,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Response {
+    pub summary: Summary,
+    pub pass: PassReport,
+}
+
+fn diagnostic(error_type: &str, message: impl std::fmt::Display) -> Diagnostic {
+    Diagnostic {
+        error_type: error_type.to_string(),
+        error_message: message.to_string(),
+    }
+}
+
+/// Runs one pass for `event`; `deadline` is the invocation's.
+pub async fn handle(
+    event: Value,
+    deadline: Option<SystemTime>,
+    env: Env<'_>,
+) -> Result<Response, Diagnostic> {
+    let started = Instant::now();
+    let request = parse_event(&event).map_err(|e| diagnostic("InvalidEvent", e))?;
+    let tz_name = request
+        .timezone
+        .clone()
+        .or_else(|| env("PROMOTER_TIMEZONE").filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "UTC".into());
+    let default_tz: Tz = tz_name
+        .parse()
+        .map_err(|_| diagnostic("InvalidEvent", format!("unknown time zone {tz_name:?}")))?;
+    if let Some(s) = &request.selector {
+        promoter::labels::parse_selector(s)
+            .map_err(|e| diagnostic("InvalidEvent", format!("selector {s:?}: {e}")))?;
+    }
+    let client = cluster::client(env, SystemTime::now())
+        .await
+        .map_err(|e| diagnostic("ClusterConfigError", format!("{e:#}")))?;
+    let opts = PassOptions {
+        dry_run: request.dry_run,
+        selector: request.selector,
+        default_tz,
+        now: Utc::now(),
+    };
+    let health = promoter::health::HealthEngine::new(client.clone(), opts.now);
+    let pass = run_pass(&client, &health, &opts);
+    let budget = deadline
+        .and_then(|d| d.duration_since(SystemTime::now()).ok())
+        .map(|left| left.saturating_sub(DEADLINE_MARGIN));
+    let report = match budget {
+        Some(budget) => tokio::time::timeout(budget, pass).await.map_err(|_| {
+            diagnostic(
+                "Timeout",
+                format!(
+                    "the pass did not finish within the invocation's time ({} s left); writes made so far are kept and the next pass continues",
+                    budget.as_secs()
+                ),
+            )
+        })?,
+        None => pass.await,
+    }
+    .map_err(|e| diagnostic("PassFailed", format!("{e:#}")))?;
+
+    let summary = Summary {
+        promotions: report.promotions.len(),
+        changed: report
+            .promotions
+            .iter()
+            .filter(|p| !p.actions.is_empty())
+            .count(),
+        in_error: report.errors(),
+        duration_ms: started.elapsed().as_millis(),
+    };
+    let failed_writes: Vec<String> = report
+        .promotions
+        .iter()
+        .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.name)))
+        .collect();
+    if !failed_writes.is_empty() {
+        // The summary would be lost with the error: log it.
+        tracing::error!(summary = ?summary, "pass finished with failed writes");
+        return Err(diagnostic(
+            "WriteFailed",
+            format!(
+                "{} of {} ClusterPromotions could not be updated: {}",
+                failed_writes.len(),
+                summary.promotions,
+                failed_writes.join("; ")
+            ),
+        ));
+    }
+    tracing::info!(
+        promotions = summary.promotions,
+        changed = summary.changed,
+        in_error = summary.in_error,
+        duration_ms = summary.duration_ms as u64,
+        dry_run = report.dry_run,
+        "pass finished"
+    );
+    Ok(Response {
+        summary,
+        pass: report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scheduled_events_run_a_normal_pass() {
+        let event = json!({
+            "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+            "detail-type": "Scheduled Event", "source": "aws.events",
+            "account": "123456789012", "time": "2026-11-22T06:00:00Z", "region": "eu-west-1",
+            "resources": ["arn:aws:events:eu-west-1:123456789012:rule/promoter-every-minute"],
+            "detail": {}
+        });
+        assert_eq!(parse_event(&event), Ok(Request::default()));
+        assert_eq!(parse_event(&Value::Null), Ok(Request::default()));
+        assert_eq!(parse_event(&json!({})), Ok(Request::default()));
+    }
+
+    #[test]
+    fn direct_invocations_may_ask_for_a_dry_run_and_a_selector() {
+        let r = parse_event(&json!({"dryRun": true, "selector": "team=payments"})).unwrap();
+        assert!(r.dry_run);
+        assert_eq!(r.selector.as_deref(), Some("team=payments"));
+    }
+
+    #[test]
+    fn unknown_payloads_are_refused_by_name() {
+        let err = parse_event(&json!({"dry_run": true})).unwrap_err();
+        assert!(err.contains("dry_run"), "{err}");
+        let err = parse_event(&json!("go")).unwrap_err();
+        assert!(err.contains("JSON object"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn bad_requests_fail_before_touching_the_cluster() {
+        let env = |_: &str| None;
+        let err = handle(json!({"timezone": "Mars/Olympus"}), None, &env)
+            .await
+            .unwrap_err();
+        assert_eq!(err.error_type, "InvalidEvent");
+        let err = handle(json!({"selector": "a in ("}), None, &env)
+            .await
+            .unwrap_err();
+        assert_eq!(err.error_type, "InvalidEvent");
+        let err = handle(json!({}), None, &env).await.unwrap_err();
+        assert_eq!(err.error_type, "ClusterConfigError");
+        assert!(err.error_message.contains("PROMOTER_KUBECONFIG"), "{err:?}");
+    }
+}
