@@ -60,6 +60,16 @@ fn main() {
             black_box(lua::evaluate(script, Some(&deployment), &metrics, resources.clone()).ok());
         }),
     );
+    // What a check does on a cluster: one sandbox, one evaluation per fetched object.
+    let evaluator = lua::Evaluator::new(script, &metrics, resources.clone());
+    if let Ok(evaluator) = &evaluator {
+        report(
+            "lua: typical check (sandbox reused per check and cluster)",
+            &measure(rounds, 2000 * scale, || {
+                black_box(evaluator.evaluate(Some(&deployment)).ok());
+            }),
+        );
+    }
     let rules = vec![
         (
             "ready".to_string(),

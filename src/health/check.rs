@@ -177,6 +177,11 @@ pub async fn run(t: &Target<'_>, check: &ValidateHealth) -> Result<(), String> {
             check.name
         ));
     }
+    // One sandbox for all the objects of this check on this cluster.
+    let evaluator = match &check.script {
+        Some(script) => Some(lua::Evaluator::new(script, &metric_values, resources)?),
+        None => None,
+    };
     for obj in objects {
         let id = format!(
             "{kind} {}/{}",
@@ -184,8 +189,9 @@ pub async fn run(t: &Target<'_>, check: &ValidateHealth) -> Result<(), String> {
             obj.metadata.name.clone().unwrap_or_default()
         );
         let value = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
-        if let Some(script) = &check.script {
-            let outcome = lua::evaluate(script, Some(&value), &metric_values, resources.clone())
+        if let Some(evaluator) = &evaluator {
+            let outcome = evaluator
+                .evaluate(Some(&value))
                 .map_err(|e| format!("resource {id}: {e}"))?;
             if !outcome.healthy {
                 return Err(format!("resource {id} is not healthy: {}", outcome.message));

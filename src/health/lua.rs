@@ -170,7 +170,8 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<Lua> {
+/// The sandbox, and its instruction counter (reset for each evaluation).
+fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<(Lua, Arc<AtomicU64>)> {
     let lua = Lua::new_with(
         StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::OS,
         LuaOptions::new(),
@@ -265,6 +266,7 @@ fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<Lua> {
         })?,
     )?;
     let executed = Arc::new(AtomicU64::new(0));
+    let counter = executed.clone();
     lua.set_hook(
         HookTriggers::new().every_nth_instruction(1000),
         move |_, _| {
@@ -277,7 +279,7 @@ fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<Lua> {
         },
     )?;
     lua.set_memory_limit(MEMORY_LIMIT)?;
-    Ok(lua)
+    Ok((lua, counter))
 }
 
 fn describe(e: &mlua::Error) -> String {
@@ -296,29 +298,70 @@ fn describe(e: &mlua::Error) -> String {
     }
 }
 
-/// Runs `evaluate()` of `script` with `obj` and `metrics`. `Err` is a script that could not be
-/// evaluated (syntax error, runtime error, budget, bad result); `Ok` carries its verdict.
-pub fn evaluate(
-    script: &str,
-    obj: Option<&Value>,
-    metrics: &BTreeMap<String, f64>,
-    resources: Arc<BTreeMap<ResourceRef, Value>>,
-) -> Result<Outcome, String> {
-    let run = || -> mlua::Result<Result<Outcome, String>> {
-        let lua = sandbox(resources)?;
-        let g = lua.globals();
+/// A script compiled once into one sandbox, then evaluated against each object a check fetched from
+/// one cluster (building the sandbox is most of the cost of an evaluation). Every evaluation runs
+/// the script in a fresh global environment that reads through to the sandbox's, with a fresh
+/// instruction budget, so one evaluation's globals are not seen by the next.
+pub struct Evaluator {
+    lua: Lua,
+    chunk: Function,
+    globals: Table,
+    metrics: Table,
+    executed: Arc<AtomicU64>,
+}
+
+impl Evaluator {
+    /// `Err` is a script that does not compile (or a sandbox that could not be built).
+    pub fn new(
+        script: &str,
+        metrics: &BTreeMap<String, f64>,
+        resources: Arc<BTreeMap<ResourceRef, Value>>,
+    ) -> Result<Self, String> {
+        let build = || -> mlua::Result<Evaluator> {
+            let (lua, executed) = sandbox(resources)?;
+            let chunk = lua.load(script).set_name("health check").into_function()?;
+            let m = lua.create_table()?;
+            for (k, v) in metrics {
+                m.set(k.as_str(), *v)?;
+            }
+            let globals = lua.globals();
+            Ok(Evaluator {
+                lua,
+                chunk,
+                globals,
+                metrics: m,
+                executed,
+            })
+        };
+        build().map_err(|e| format!("script error: {}", describe(&e)))
+    }
+
+    /// Runs `evaluate()` with `obj`. `Err` is a script that could not be evaluated (runtime error,
+    /// budget, bad result); `Ok` carries its verdict.
+    pub fn evaluate(&self, obj: Option<&Value>) -> Result<Outcome, String> {
+        self.executed.store(0, Ordering::Relaxed);
+        match self.run(obj) {
+            Ok(r) => r,
+            Err(e) => Err(format!("script error: {}", describe(&e))),
+        }
+    }
+
+    fn run(&self, obj: Option<&Value>) -> mlua::Result<Result<Outcome, String>> {
+        let lua = &self.lua;
+        let env = lua.create_table()?;
+        let inherit = lua.create_table()?;
+        inherit.set("__index", &self.globals)?;
+        env.set_metatable(Some(inherit))?;
         let obj_value = match obj {
-            Some(o) => to_lua(&lua, o)?,
+            Some(o) => to_lua(lua, o)?,
             None => LuaValue::Nil,
         };
-        g.set("obj", obj_value.clone())?;
-        let m = lua.create_table()?;
-        for (k, v) in metrics {
-            m.set(k.as_str(), *v)?;
-        }
-        g.set("metrics", m)?;
-        lua.load(script).set_name("health check").exec()?;
-        let Some(f) = g.get::<Option<Function>>("evaluate")? else {
+        env.set("obj", obj_value.clone())?;
+        env.set("metrics", &self.metrics)?;
+        env.set("_G", &env)?;
+        self.chunk.set_environment(env.clone())?;
+        self.chunk.call::<()>(())?;
+        let Some(f) = env.get::<Option<Function>>("evaluate")? else {
             return Ok(Err(
                 "the script does not define a function evaluate()".into()
             ));
@@ -350,11 +393,17 @@ pub fn evaluate(
             .flatten()
             .unwrap_or_default();
         Ok(Ok(Outcome { healthy, message }))
-    };
-    match run() {
-        Ok(r) => r,
-        Err(e) => Err(format!("script error: {}", describe(&e))),
     }
+}
+
+/// Runs `evaluate()` of `script` with `obj` and `metrics` in a sandbox of its own.
+pub fn evaluate(
+    script: &str,
+    obj: Option<&Value>,
+    metrics: &BTreeMap<String, f64>,
+    resources: Arc<BTreeMap<ResourceRef, Value>>,
+) -> Result<Outcome, String> {
+    Evaluator::new(script, metrics, resources)?.evaluate(obj)
 }
 
 #[cfg(test)]

@@ -252,3 +252,55 @@ fn a_missing_healthy_field_is_unhealthy() {
         }
     );
 }
+
+#[test]
+fn a_reused_sandbox_isolates_evaluations() {
+    // Counts in a global: with a fresh environment per evaluation it is 1 every time.
+    let script = r#"
+calls = (calls or 0) + 1
+function evaluate()
+  seen = (seen or 0) + 1
+  return {healthy = calls == 1 and seen == 1, message = obj.metadata.name}
+end
+"#;
+    let evaluator = Evaluator::new(script, &BTreeMap::new(), Arc::new(BTreeMap::new())).unwrap();
+    for name in ["a", "b", "c"] {
+        let out = evaluator
+            .evaluate(Some(&json!({"metadata": {"name": name}})))
+            .unwrap();
+        assert!(out.healthy, "globals leaked into evaluation of {name}");
+        assert_eq!(out.message, name);
+    }
+    // The sandbox's own functions serve every evaluation.
+    let script = "local json = require('json')\nfunction evaluate() return {healthy = json.decode('[1]')[1] == 1 and getLabel(obj, 'a') == 'b'} end";
+    let evaluator = Evaluator::new(script, &BTreeMap::new(), Arc::new(BTreeMap::new())).unwrap();
+    for _ in 0..3 {
+        let obj = json!({"metadata": {"labels": {"a": "b"}}});
+        assert!(evaluator.evaluate(Some(&obj)).unwrap().healthy);
+    }
+}
+
+#[test]
+fn a_reused_sandbox_gives_each_evaluation_the_whole_budget() {
+    // 30–60 % of the instruction budget per evaluation (2 to 4 VM instructions an iteration): five
+    // in a row pass only if the budget is reset for each.
+    let iterations = INSTRUCTION_BUDGET * 6 / 10 / 4;
+    let script = format!(
+        "function evaluate()\n  local n = 0\n  for i = 1, {iterations} do n = n + 1 end\n  return {{healthy = true}}\nend"
+    );
+    let evaluator = Evaluator::new(&script, &BTreeMap::new(), Arc::new(BTreeMap::new())).unwrap();
+    for round in 0..5 {
+        assert!(
+            evaluator.evaluate(None).is_ok(),
+            "evaluation {round} ran out of budget"
+        );
+    }
+    let err = Evaluator::new(
+        "function evaluate(",
+        &BTreeMap::new(),
+        Arc::new(BTreeMap::new()),
+    )
+    .err()
+    .unwrap();
+    assert!(err.starts_with("script error:"), "{err}");
+}

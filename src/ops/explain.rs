@@ -5,7 +5,7 @@
 use super::inspect::{decision, status_row};
 use crate::api::ClusterPromotion;
 use crate::pass::World;
-use crate::pass::deployment::{is_provisioned, matching_clusters};
+use crate::pass::deployment::matching_clusters;
 use crate::pass::profiles::{main_profile, preverification_name, profile_name};
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
@@ -108,23 +108,20 @@ pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -
         let selector = stage.cluster_selector.clone().unwrap_or_default();
         let clusters = matching_clusters(&selector, world);
         let _ = writeln!(out, "  clusters ({}):", clusters.len());
-        let summaries = world.summaries.get(&profile).cloned().unwrap_or_default();
+        let summaries = world.summaries.get(&profile);
         for c in clusters {
             let flags = format!(
                 "{}{}",
                 if c.ready { "ready" } else { "NOT READY" },
                 if c.paused { ", paused (skipped)" } else { "" }
             );
-            let cs = summaries.iter().find(|cs| {
-                cs.spec.cluster_name == c.name && cs.spec.cluster_namespace == c.namespace
-            });
+            let cs = summaries.and_then(|s| s.find(c.kind, &c.namespace, &c.name));
             let detail = match cs {
                 None => "no ClusterSummary".to_string(),
                 Some(cs) => {
                     let features: Vec<String> = cs
-                        .status
+                        .features
                         .iter()
-                        .flat_map(|s| s.feature_summaries.iter().flatten())
                         .map(|f| {
                             let mut t =
                                 format!("{} {}", f.feature_id, f.status.as_deref().unwrap_or("?"));
@@ -136,13 +133,13 @@ pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -
                         .collect();
                     format!(
                         "{}: {}{}",
-                        cs.metadata.name.clone().unwrap_or_default(),
+                        cs.name,
                         if features.is_empty() {
                             "no features yet".into()
                         } else {
                             features.join(", ")
                         },
-                        if is_provisioned(cs) {
+                        if cs.is_provisioned() {
                             ""
                         } else {
                             " [not provisioned]"

@@ -106,6 +106,13 @@ fn apply(p: &mut ClusterPromotion, world: &mut World, d: &Decision) {
 
 /// Sveltos' part: ClusterSummaries for a profile's matching clusters, with the given feature status.
 fn summarize(world: &mut World, profile: &str, feature_status: &str) {
+    let out = summaries_for(world, profile, feature_status);
+    world
+        .summaries
+        .insert(profile.into(), out.into_iter().collect());
+}
+
+fn summaries_for(world: &World, profile: &str, feature_status: &str) -> Vec<ClusterSummary> {
     let cp = world.profiles.get(profile).unwrap().clone();
     let selector: crate::labels::LabelSelector =
         serde_json::from_value(cp.spec.fields["clusterSelector"].clone()).unwrap();
@@ -147,7 +154,7 @@ fn summarize(world: &mut World, profile: &str, feature_status: &str) {
         });
         out.push(cs);
     }
-    world.summaries.insert(profile.into(), out);
+    out
 }
 
 fn run(p: &mut ClusterPromotion, world: &mut World, min: i64) -> Decision {
@@ -208,10 +215,10 @@ fn full_auto_manual_rollout_with_upstream_texts() {
         Some("ClusterSummary kyverno-dev-sveltos-dev01 does not exist yet.")
     );
     assert_eq!(d.phase, Phase::Progressing);
-    summarize(&mut w, "kyverno-dev", "Provisioning");
-    w.summaries.get_mut("kyverno-dev").unwrap()[0]
-        .spec
-        .cluster_profile_spec["helmCharts"] = json!([]);
+    let mut out = summaries_for(&w, "kyverno-dev", "Provisioning");
+    out[0].spec.cluster_profile_spec["helmCharts"] = json!([]);
+    w.summaries
+        .insert("kyverno-dev".into(), out.into_iter().collect());
     run(&mut p, &mut w, 2);
     assert_eq!(
         stage_status(&p, "dev").failure_message.as_deref(),
@@ -369,7 +376,7 @@ fn every_matching_cluster_needs_a_provisioned_summary() {
     w.summaries
         .get_mut("kyverno-dev")
         .unwrap()
-        .retain(|cs| cs.spec.cluster_name == "dev01");
+        .retain(|cs| cs.cluster_name == "dev01");
     run(&mut p, &mut w, 1);
     assert_eq!(
         stage_status(&p, "dev").failure_message.as_deref(),

@@ -2,10 +2,10 @@
 //! selects (not only those that already have a ClusterSummary) has a ClusterSummary whose spec is in
 //! sync with the profile and whose features are all `Provisioned`. Texts follow upstream's.
 
+use super::summaries::{COMPARED, ProfileSummaries};
 use super::world::{InventoryCluster, World};
-use crate::api::{ClusterProfile, ClusterSummary};
+use crate::api::ClusterProfile;
 use crate::labels::LabelSelector;
-use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeploymentCheck {
@@ -19,81 +19,13 @@ pub struct DeploymentCheck {
     pub skipped_paused: Vec<String>,
 }
 
-fn empty_or_missing(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => true,
-        Some(Value::Array(a)) => a.is_empty(),
-        _ => false,
-    }
-}
-
-/// Upstream compares with DeepEqual; an absent list and an empty one are the same here.
-fn same_list(a: Option<&Value>, b: Option<&Value>) -> bool {
-    (empty_or_missing(a) && empty_or_missing(b)) || a == b
-}
-
-fn summary_name(cs: &ClusterSummary) -> String {
-    cs.metadata.name.clone().unwrap_or_default()
-}
-
-/// Every feature `Provisioned`, and one present for each kind of content the summary carries.
-pub fn is_provisioned(cs: &ClusterSummary) -> bool {
-    let features = cs
-        .status
-        .as_ref()
-        .and_then(|s| s.feature_summaries.clone())
-        .unwrap_or_default();
-    if !features
-        .iter()
-        .all(|f| f.status.as_deref() == Some("Provisioned"))
-    {
-        return false;
-    }
-    let spec = &cs.spec.cluster_profile_spec;
-    [
-        ("helmCharts", "Helm"),
-        ("policyRefs", "Resources"),
-        ("kustomizationRefs", "Kustomize"),
-    ]
-    .iter()
-    .all(|(field, feature)| {
-        empty_or_missing(spec.get(*field)) || features.iter().any(|f| f.feature_id == *feature)
-    })
-}
-
-fn failure_of(cs: &ClusterSummary) -> Option<String> {
-    let features = cs
-        .status
-        .as_ref()
-        .and_then(|s| s.feature_summaries.as_ref())?;
-    features
-        .iter()
-        .find(|f| matches!(f.status.as_deref(), Some("Failed" | "FailedNonRetriable")))
-        .map(|f| {
-            format!(
-                "cluster {}/{}: feature {} {}: {}",
-                cs.spec.cluster_namespace,
-                cs.spec.cluster_name,
-                f.feature_id,
-                f.status.as_deref().unwrap_or_default(),
-                f.failure_message.as_deref().unwrap_or("no failure message")
-            )
-        })
-}
-
 /// The clusters a stage selects: every inventory cluster matching its selector (an empty selector
 /// selects nothing, as in Sveltos).
 pub fn matching_clusters<'a>(
     selector: &LabelSelector,
     world: &'a World,
 ) -> Vec<&'a InventoryCluster> {
-    let mut out: Vec<&InventoryCluster> = world
-        .clusters
-        .iter()
-        .filter(|c| selector.selects(&c.labels).unwrap_or(false))
-        .collect();
-    out.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    out
+    world.clusters_where(|labels| selector.selects(labels).unwrap_or(false))
 }
 
 pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) -> DeploymentCheck {
@@ -128,18 +60,12 @@ pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) 
             None,
         );
     }
-    let summaries = world
-        .summaries
-        .get(&name)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    let failure = summaries.iter().filter_map(failure_of).next();
+    let none = ProfileSummaries::default();
+    let summaries = world.summaries.get(&name).unwrap_or(&none);
+    let failure = summaries.iter().find_map(|s| s.failure());
+    let comparison = summaries.comparison(&profile.spec.fields);
     for cluster in active {
-        let Some(cs) = summaries.iter().find(|cs| {
-            cs.spec.cluster_name == cluster.name
-                && cs.spec.cluster_namespace == cluster.namespace
-                && cs.spec.cluster_type == cluster.kind.cluster_type()
-        }) else {
+        let Some(cs) = summaries.find(cluster.kind, &cluster.namespace, &cluster.name) else {
             let expected = format!("{name}-{}-{}", cluster.kind.summary_infix(), cluster.name);
             return outcome(
                 false,
@@ -147,31 +73,20 @@ pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) 
                 failure,
             );
         };
-        let (cs_spec, cp_spec) = (&cs.spec.cluster_profile_spec, &profile.spec.fields);
-        let cs_name = summary_name(cs);
-        for (field, text) in [
-            (
-                "helmCharts",
-                format!("ClusterSummary HelmCharts {cs_name} is not in sync."),
-            ),
-            (
-                "policyRefs",
-                format!("ClusterSummary PolicyRefs {cs_name} is not in sync."),
-            ),
-            // Upstream's text, missing space included.
-            (
-                "kustomizationRefs",
-                format!("ClusterSummaryKustomizationRefs {cs_name} is not in sync."),
-            ),
-        ] {
-            if !same_list(cs_spec.get(field), cp_spec.get(field)) {
-                return outcome(false, text, failure);
-            }
+        if let Some(field) = (0..COMPARED.len()).find(|i| !comparison.in_sync(cs, *i)) {
+            let cs_name = &cs.name;
+            let text = match COMPARED[field].0 {
+                "helmCharts" => format!("ClusterSummary HelmCharts {cs_name} is not in sync."),
+                "policyRefs" => format!("ClusterSummary PolicyRefs {cs_name} is not in sync."),
+                // Upstream's text, missing space included.
+                _ => format!("ClusterSummaryKustomizationRefs {cs_name} is not in sync."),
+            };
+            return outcome(false, text, failure);
         }
-        if !is_provisioned(cs) {
+        if !cs.is_provisioned() {
             return outcome(
                 false,
-                format!("ClusterSummary {cs_name} is not yet provisioned."),
+                format!("ClusterSummary {} is not yet provisioned.", cs.name),
                 failure,
             );
         }

@@ -6,6 +6,7 @@ pub mod deployment;
 pub mod observe;
 pub mod profiles;
 pub mod stage_status;
+pub mod summaries;
 pub mod world;
 
 pub use decide::{Action, Context, Decision, HealthResults, HealthVerdict, Phase, decide};

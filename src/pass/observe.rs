@@ -4,6 +4,7 @@
 //! is in progress.
 
 use super::decide::watched_profiles;
+use super::summaries::ProfileSummaries;
 use super::world::{ClusterKind, InventoryCluster, World};
 use crate::api::inventory::CAPI_GROUP;
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
@@ -25,20 +26,33 @@ pub struct Observation {
     pub world: World,
 }
 
+/// Lists page by page, handing each page to `each` so that a caller can reduce it before the next.
+async fn list_pages<K>(
+    api: &Api<K>,
+    params: ListParams,
+    mut each: impl FnMut(Vec<K>),
+) -> kube::Result<()>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let mut params = params.limit(PAGE);
+    loop {
+        let page: ObjectList<K> = api.list(&params).await?;
+        each(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(()),
+        }
+    }
+}
+
 async fn list_all<K>(api: &Api<K>, params: ListParams) -> kube::Result<Vec<K>>
 where
     K: Clone + DeserializeOwned + std::fmt::Debug,
 {
     let mut items = Vec::new();
-    let mut params = params.limit(PAGE);
-    loop {
-        let page: ObjectList<K> = api.list(&params).await?;
-        items.extend(page.items);
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(items),
-        }
-    }
+    list_pages(api, params, |page| items.extend(page)).await?;
+    Ok(items)
 }
 
 pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::Result<Observation> {
@@ -76,29 +90,31 @@ pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::R
     Ok(Observation { promotions, world })
 }
 
-/// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks.
+/// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks; each page
+/// is reduced to what the decision uses before the next is read.
 pub async fn summaries_of(
     client: &kube::Client,
     profiles: &[String],
-) -> anyhow::Result<BTreeMap<String, Vec<ClusterSummary>>> {
+) -> anyhow::Result<BTreeMap<String, ProfileSummaries>> {
     let api = Api::<ClusterSummary>::all(client.clone());
-    let mut out: BTreeMap<String, Vec<ClusterSummary>> = BTreeMap::new();
+    let mut out: BTreeMap<String, ProfileSummaries> = BTreeMap::new();
     for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
-        for cs in list_all(&api, ListParams::default().labels(&sel))
-            .await
-            .context("listing ClusterSummaries")?
-        {
-            if let Some(profile) = cs
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
-                .cloned()
-            {
-                out.entry(profile).or_default().push(cs);
+        list_pages(&api, ListParams::default().labels(&sel), |page| {
+            for cs in page {
+                if let Some(profile) = cs
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
+                    .cloned()
+                {
+                    out.entry(profile).or_default().push(cs);
+                }
             }
-        }
+        })
+        .await
+        .context("listing ClusterSummaries")?;
     }
     Ok(out)
 }

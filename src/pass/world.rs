@@ -1,8 +1,9 @@
 //! What a pass observed, shared by the decisions of all promotions: the generated profiles, the
 //! ClusterSummaries of the stages being checked, and the cluster inventory.
 
+use super::summaries::ProfileSummaries;
+use crate::api::ClusterProfile;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;
-use crate::api::{ClusterProfile, ClusterSummary};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -56,8 +57,8 @@ impl fmt::Display for InventoryCluster {
 pub struct World {
     /// Profiles labelled `config.projectsveltos.io/promotionname`, by name.
     pub profiles: BTreeMap<String, ClusterProfile>,
-    /// ClusterSummaries by the value of their `projectsveltos.io/cluster-profile-name` label.
-    pub summaries: BTreeMap<String, Vec<ClusterSummary>>,
+    /// ClusterSummaries, reduced, by the value of their `projectsveltos.io/cluster-profile-name` label.
+    pub summaries: BTreeMap<String, ProfileSummaries>,
     pub clusters: Vec<InventoryCluster>,
     /// A cache (leave it at its default): built on first use, since every decision of a pass reads
     /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
@@ -92,7 +93,7 @@ pub struct Index {
 impl World {
     pub fn new(
         profiles: BTreeMap<String, ClusterProfile>,
-        summaries: BTreeMap<String, Vec<ClusterSummary>>,
+        summaries: BTreeMap<String, ProfileSummaries>,
         clusters: Vec<InventoryCluster>,
     ) -> Self {
         World {
