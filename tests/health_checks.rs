@@ -222,14 +222,7 @@ async fn unreachable_clusters_are_named_never_hang() {
     ])
     .await;
     // b-dead: a kubeconfig pointing at a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: x\n    user: u\ncurrent-context: x\n"
-    );
+    let kubeconfig = promoter::fake::unreachable_kubeconfig_yaml().unwrap();
     env.server
         .store()
         .seed(

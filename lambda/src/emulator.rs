@@ -2,19 +2,16 @@
 //! benchmarks run the real `bootstrap` as Lambda would: it polls for the next invocation, then posts
 //! a response or an error. Invocations are queued by the test; a poll with nothing queued waits.
 
-use anyhow::Context as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use promoter::fake::serve_loopback;
 use serde_json::Value;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
 const PREFIX: &str = "/2018-06-01/runtime";
@@ -72,31 +69,17 @@ impl Drop for RuntimeApi {
 impl RuntimeApi {
     /// Starts the emulation on 127.0.0.1 with a free port; invocations get `timeout` to finish.
     pub async fn start(timeout: Duration) -> anyhow::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding the Runtime API emulation to loopback")?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             queued: Notify::new(),
             posted: Notify::new(),
             timeout,
         });
-        let accept = shared.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let shared = accept.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(shared.clone(), req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let served = shared.clone();
+        let (addr, task) = serve_loopback("the Runtime API emulation", move |req| {
+            handle(served.clone(), req)
+        })
+        .await?;
         Ok(RuntimeApi { shared, addr, task })
     }
 

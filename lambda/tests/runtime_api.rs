@@ -208,15 +208,13 @@ async fn invocations_run_passes_with_a_native_eks_token() {
 
 #[tokio::test]
 async fn an_unreachable_cluster_posts_an_error() {
-    // A port that nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    let kubeconfig = promoter::fake::unreachable_kubeconfig_yaml().unwrap();
+    let port = kubeconfig
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
         .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let kubeconfig = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\nusers:\n- name: u\n  user:\n    token: t\n"
-    );
+        .to_string();
     let runtime = RuntimeApi::start(Duration::from_secs(55)).await.unwrap();
     let mut child = bootstrap(
         &runtime,
@@ -228,7 +226,7 @@ async fn an_unreachable_cluster_posts_an_error() {
     assert_eq!(posted.body["errorType"], "PassFailed", "{}", posted.body);
     let message = posted.body["errorMessage"].as_str().unwrap();
     assert!(
-        message.contains(&port.to_string()) || message.to_lowercase().contains("connect"),
+        message.contains(&port) || message.to_lowercase().contains("connect"),
         "{message}"
     );
     let _ = child.kill().await;

@@ -29,6 +29,50 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use tokio::net::TcpListener;
 
+/// Serves HTTP/1 on 127.0.0.1, on a free port, answering every request with `handle`, until the
+/// returned task is aborted. `what` names the server in errors.
+pub async fn serve_loopback<F, Fut, E>(
+    what: &str,
+    handle: F,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)>
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, E>>
+        + Send
+        + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .with_context(|| format!("binding {what} to loopback"))?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                // A client that goes away mid-request is not an error of the server.
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service_fn(handle))
+                    .await;
+            });
+        }
+    });
+    Ok((addr, task))
+}
+
+/// A kubeconfig for an API server that is not there: a loopback port nothing listens on.
+pub fn unreachable_kubeconfig_yaml() -> anyhow::Result<String> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    Ok(format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: http://127.0.0.1:{port}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: gone\n  context:\n    cluster: gone\n    user: u\ncurrent-context: gone\n"
+    ))
+}
+
 pub(crate) struct Shared {
     pub(crate) store: Mutex<Store>,
     pub(crate) log: Mutex<Vec<RequestRecord>>,
@@ -55,32 +99,17 @@ pub const ADMIN: &str = "admin";
 impl FakeApiServer {
     /// Starts an empty server (no resource types) on 127.0.0.1 with a free port.
     pub async fn start() -> anyhow::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding the fake API server to loopback")?;
-        let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new(Arc::new(chrono::Utc::now))),
             log: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             authorizer: RwLock::new(Arc::new(AllowAll)),
         });
-        let accept_shared = shared.clone();
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                let shared = accept_shared.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| http::handle(shared.clone(), req));
-                    // A client that goes away mid-request is not an error of the server.
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let served = shared.clone();
+        let (addr, task) = serve_loopback("the fake API server", move |req| {
+            http::handle(served.clone(), req)
+        })
+        .await?;
         Ok(FakeApiServer { shared, addr, task })
     }
 

@@ -123,8 +123,7 @@ pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -
                         .features
                         .iter()
                         .map(|f| {
-                            let mut t =
-                                format!("{} {}", f.feature_id, f.status.as_deref().unwrap_or("?"));
+                            let mut t = format!("{} {}", f.id, f.status.as_deref().unwrap_or("?"));
                             if let Some(m) = &f.failure_message {
                                 let _ = write!(t, " ({m})");
                             }

@@ -376,7 +376,7 @@ fn every_matching_cluster_needs_a_provisioned_summary() {
     w.summaries
         .get_mut("kyverno-dev")
         .unwrap()
-        .retain(|cs| cs.cluster_name == "dev01");
+        .retain(|cs| &*cs.cluster_name == "dev01");
     run(&mut p, &mut w, 1);
     assert_eq!(
         stage_status(&p, "dev").failure_message.as_deref(),

@@ -4,10 +4,12 @@
 //! and compared with the profile once per check, exactly (`==`), not per summary.
 
 use super::world::ClusterKind;
-use crate::api::{ClusterSummary, FeatureSummary};
+use crate::api::ClusterSummary;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// The profile fields whose copy in a ClusterSummary must equal the profile's, with the feature
 /// that deploys each kind of content.
@@ -21,18 +23,30 @@ pub const COMPARED: [(&str, &str); 3] = [
 /// costs memory, never correctness).
 const DISTINCT_LOOKUP: usize = 8;
 
+/// One feature of a ClusterSummary. The ids and statuses are shared strings: tens of thousands of
+/// summaries say `Helm` and `Provisioned`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Feature {
+    pub id: Arc<str>,
+    pub status: Option<Arc<str>>,
+    pub failure_message: Option<Box<str>>,
+}
+
 /// One ClusterSummary.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
-    pub name: String,
-    pub cluster_type: String,
-    pub cluster_namespace: String,
-    pub cluster_name: String,
-    /// Per compared field: the index of its value among the profile's distinct values, or None
-    /// when empty or absent.
-    lists: [Option<u32>; 3],
-    pub features: Vec<FeatureSummary>,
+    pub name: Box<str>,
+    /// None: a `clusterType` promoter does not know, which no inventory cluster matches.
+    pub kind: Option<ClusterKind>,
+    pub cluster_namespace: Arc<str>,
+    pub cluster_name: Box<str>,
+    /// Per compared field: the index of its value among the profile's distinct values, or
+    /// [`EMPTY`] when empty or absent.
+    lists: [u32; 3],
+    pub features: Box<[Feature]>,
 }
+
+const EMPTY: u32 = u32::MAX;
 
 impl Summary {
     /// Every feature `Provisioned`, and one present for each kind of content the summary carries.
@@ -44,7 +58,7 @@ impl Summary {
                 .iter()
                 .zip(&self.lists)
                 .all(|((_, feature), list)| {
-                    list.is_none() || self.features.iter().any(|f| f.feature_id == *feature)
+                    *list == EMPTY || self.features.iter().any(|f| &*f.id == *feature)
                 })
     }
 
@@ -58,7 +72,7 @@ impl Summary {
                     "cluster {}/{}: feature {} {}: {}",
                     self.cluster_namespace,
                     self.cluster_name,
-                    f.feature_id,
+                    f.id,
                     f.status.as_deref().unwrap_or_default(),
                     f.failure_message.as_deref().unwrap_or("no failure message")
                 )
@@ -66,9 +80,9 @@ impl Summary {
     }
 }
 
-fn cluster_key(cluster_type: &str, namespace: &str, name: &str) -> u64 {
+fn cluster_key(kind: ClusterKind, namespace: &str, name: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    (cluster_type, namespace, name).hash(&mut h);
+    (kind, namespace, name).hash(&mut h);
     h.finish()
 }
 
@@ -86,9 +100,14 @@ pub struct ProfileSummaries {
     items: Vec<Summary>,
     /// Per compared field, its distinct non-empty values.
     distinct: [Vec<Value>; 3],
-    /// Hash of (cluster type, namespace, name) → indices in `items`, in list order. Looked up with
-    /// borrowed strings, so that a check allocates nothing per cluster.
-    by_cluster: HashMap<u64, Vec<usize>>,
+    /// Hash of (cluster kind, namespace, name) → index in `items` of the first summary with that
+    /// hash; looked up with borrowed strings, so that a check allocates nothing per cluster.
+    by_cluster: HashMap<u64, u32>,
+    /// Indices of summaries whose hash was already taken (another cluster, or a second summary of
+    /// the same cluster): scanned after the map, and empty in practice.
+    overflow: Vec<u32>,
+    /// Shared copies of the strings that repeat across summaries.
+    strings: HashSet<Arc<str>>,
 }
 
 impl FromIterator<ClusterSummary> for ProfileSummaries {
@@ -102,8 +121,17 @@ impl FromIterator<ClusterSummary> for ProfileSummaries {
 }
 
 impl ProfileSummaries {
+    fn shared(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.strings.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.strings.insert(a.clone());
+        a
+    }
+
     pub fn push(&mut self, mut cs: ClusterSummary) {
-        let mut lists = [None; 3];
+        let mut lists = [EMPTY; 3];
         for (i, (field, _)) in COMPARED.iter().enumerate() {
             let value = cs.spec.cluster_profile_spec.remove(*field);
             if empty_or_missing(value.as_ref()) {
@@ -122,18 +150,29 @@ impl ProfileSummaries {
                 known.push(value);
                 known.len() - 1
             });
-            lists[i] = u32::try_from(idx).ok();
+            lists[i] = u32::try_from(idx).unwrap_or(EMPTY - 1);
         }
+        let features = cs
+            .status
+            .and_then(|s| s.feature_summaries)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| Feature {
+                id: self.shared(&f.feature_id),
+                status: f.status.map(|s| self.shared(&s)),
+                failure_message: f.failure_message.map(String::into_boxed_str),
+            })
+            .collect();
+        let kind = [ClusterKind::Sveltos, ClusterKind::Capi]
+            .into_iter()
+            .find(|k| k.cluster_type() == cs.spec.cluster_type);
         let summary = Summary {
-            name: cs.metadata.name.unwrap_or_default(),
-            cluster_type: cs.spec.cluster_type,
-            cluster_namespace: cs.spec.cluster_namespace,
-            cluster_name: cs.spec.cluster_name,
+            name: cs.metadata.name.unwrap_or_default().into_boxed_str(),
+            kind,
+            cluster_namespace: self.shared(&cs.spec.cluster_namespace),
+            cluster_name: cs.spec.cluster_name.into_boxed_str(),
             lists,
-            features: cs
-                .status
-                .and_then(|s| s.feature_summaries)
-                .unwrap_or_default(),
+            features,
         };
         // Sveltos makes one summary per profile and cluster; should there be two, the first wins,
         // as a scan in list order would find it.
@@ -153,26 +192,30 @@ impl ProfileSummaries {
     }
 
     fn index(&mut self, s: Summary) {
-        let key = cluster_key(&s.cluster_type, &s.cluster_namespace, &s.cluster_name);
-        self.by_cluster
-            .entry(key)
-            .or_default()
-            .push(self.items.len());
+        let position = u32::try_from(self.items.len()).unwrap_or(u32::MAX);
+        if let Some(kind) = s.kind {
+            let key = cluster_key(kind, &s.cluster_namespace, &s.cluster_name);
+            match self.by_cluster.entry(key) {
+                Entry::Vacant(v) => {
+                    v.insert(position);
+                }
+                Entry::Occupied(_) => self.overflow.push(position),
+            }
+        }
         self.items.push(s);
     }
 
     /// The summary of one cluster.
     pub fn find(&self, kind: ClusterKind, namespace: &str, name: &str) -> Option<&Summary> {
-        let cluster_type = kind.cluster_type();
+        let is = |s: &&Summary| {
+            s.kind == Some(kind) && &*s.cluster_namespace == namespace && &*s.cluster_name == name
+        };
         self.by_cluster
-            .get(&cluster_key(cluster_type, namespace, name))?
-            .iter()
-            .map(|i| &self.items[*i])
-            .find(|s| {
-                s.cluster_type == cluster_type
-                    && s.cluster_namespace == namespace
-                    && s.cluster_name == name
-            })
+            .get(&cluster_key(kind, namespace, name))
+            .into_iter()
+            .chain(&self.overflow)
+            .filter_map(|i| self.items.get(*i as usize))
+            .find(is)
     }
 
     /// For each compared field, whether each distinct value equals the profile's: computed once
@@ -195,6 +238,7 @@ impl ProfileSummaries {
     pub fn retain(&mut self, keep: impl Fn(&Summary) -> bool) {
         let items = std::mem::take(&mut self.items);
         self.by_cluster.clear();
+        self.overflow.clear();
         for s in items.into_iter().filter(|s| keep(s)) {
             self.index(s);
         }
@@ -211,8 +255,8 @@ impl Comparison {
     /// Upstream compares with DeepEqual; an absent list and an empty one are the same here.
     pub fn in_sync(&self, s: &Summary, field: usize) -> bool {
         match s.lists[field] {
-            None => self.profile_empty[field],
-            Some(idx) => self.equal[field]
+            EMPTY => self.profile_empty[field],
+            idx => self.equal[field]
                 .get(idx as usize)
                 .copied()
                 .unwrap_or(false),
@@ -223,7 +267,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{ClusterSummarySpec, ClusterSummaryStatus};
+    use crate::api::{ClusterSummarySpec, ClusterSummaryStatus, FeatureSummary};
     use serde_json::json;
 
     fn summary(cluster: &str, spec: Value, features: &[(&str, &str)]) -> ClusterSummary {
@@ -328,14 +372,10 @@ mod tests {
             .iter()
             .map(|c| summary(c, json!({}), &[]))
             .collect();
-        s.retain(|x| x.cluster_name != "b");
+        s.retain(|x| &*x.cluster_name != "b");
         assert_eq!(s.len(), 2);
         assert!(s.find(ClusterKind::Sveltos, "fleet", "b").is_none());
-        assert_eq!(
-            s.find(ClusterKind::Sveltos, "fleet", "c")
-                .unwrap()
-                .cluster_name,
-            "c"
-        );
+        let c = s.find(ClusterKind::Sveltos, "fleet", "c").unwrap();
+        assert_eq!(&*c.cluster_name, "c");
     }
 }
