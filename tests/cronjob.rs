@@ -180,17 +180,9 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
     let main_done = env
         .description("main", "prod")
         .is_some_and(|d| d.starts_with("Successfully provisioned"));
-    let approval_reset = env.promotion("main").is_some_and(|p| {
-        p.spec.stages[0]
-            .trigger
-            .as_ref()
-            .unwrap()
-            .manual
-            .as_ref()
-            .unwrap()
-            .approved
-            .is_none()
-    });
+    let approval_reset = env
+        .promotion("main")
+        .is_some_and(|p| p.spec.stages[0].manual_approval().is_none());
     let preserved = env.promotion("kept").is_none()
         && env
             .profile("kept-dev")

@@ -1,24 +1,15 @@
 //! Every seed manifest in examples/ loads and round-trips through the Rust types unchanged.
 
+mod common;
+
+use common::yaml_files;
 use promoter::api::ClusterPromotion;
 use promoter::manifest::{Object, load_file};
 use serde_json::{Value, json};
-use std::path::PathBuf;
-
-fn example_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
 
 #[test]
 fn every_seed_manifest_loads_and_round_trips() {
-    let files = example_files();
+    let files = yaml_files("examples");
     let mut promotions = 0;
     for file in &files {
         let docs = load_file(file).unwrap_or_else(|e| panic!("{e}"));

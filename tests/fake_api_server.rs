@@ -232,17 +232,7 @@ async fn merge_and_json_patches() {
         .patch("p", &PatchParams::default(), &Patch::<()>::Json(guarded))
         .await
         .unwrap();
-    assert_eq!(
-        reset.spec.stages[0]
-            .trigger
-            .as_ref()
-            .unwrap()
-            .manual
-            .as_ref()
-            .unwrap()
-            .approved,
-        None
-    );
+    assert_eq!(reset.spec.stages[0].manual_approval(), None);
     assert_eq!(reset.metadata.generation, Some(2));
     let failing: json_patch::Patch = serde_json::from_value(
         json!([{"op": "test", "path": "/spec/stages/0/name", "value": "prod"}]),

@@ -1,23 +1,15 @@
 //! `promoter lint` on a corpus of bad manifests, each declaring the diagnostics it must produce
 //! (`# expect: <severity>: <text>`), and on the seed examples, which must have no errors.
 
-use promoter::ops::lint::{Severity, lint};
-use std::path::{Path, PathBuf};
+mod common;
 
-fn files(dir: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    out.sort();
-    out
-}
+use common::yaml_files;
+use promoter::ops::lint::{Severity, lint};
+use std::path::Path;
 
 #[test]
 fn every_bad_manifest_gets_its_diagnostic() {
-    let corpus = files("tests/lint");
+    let corpus = yaml_files("tests/lint");
     assert!(corpus.len() >= 10);
     for file in corpus {
         let text = std::fs::read_to_string(&file).unwrap();
@@ -52,7 +44,7 @@ fn every_bad_manifest_gets_its_diagnostic() {
 #[test]
 fn the_seed_examples_have_no_errors() {
     let diagnostics = lint(
-        &files("examples"),
+        &yaml_files("examples"),
         None,
         chrono_tz::Tz::UTC,
         chrono::Utc::now(),

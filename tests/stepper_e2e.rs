@@ -182,14 +182,7 @@ async fn manual_approval_stops_at_staging_until_approved() {
     run_until_complete(&env, name, 10).await;
     let p = env.promotion(name).unwrap();
     assert_eq!(
-        p.spec.stages[1]
-            .trigger
-            .as_ref()
-            .unwrap()
-            .manual
-            .as_ref()
-            .unwrap()
-            .approved,
+        p.spec.stages[1].manual_approval(),
         None,
         "automaticReset consumed it"
     );

@@ -116,6 +116,13 @@ pub struct Gates<'a> {
     pub post_delay_health_checks: &'a [ValidateHealth],
 }
 
+impl Stage {
+    /// The `approved` field of a manual trigger (None for an auto trigger, or when unset).
+    pub fn manual_approval(&self) -> Option<bool> {
+        self.trigger.as_ref()?.manual.as_ref()?.approved
+    }
+}
+
 impl Trigger {
     pub fn gates(&self) -> Option<Gates<'_>> {
         if let Some(a) = &self.auto {

@@ -88,20 +88,37 @@ fn apply(p: &mut ClusterPromotion, world: &mut World, d: &Decision) {
                 }
             }
             Action::ResetApproval { index, .. } => {
-                p.spec.stages[*index]
-                    .trigger
-                    .as_mut()
-                    .unwrap()
-                    .manual
-                    .as_mut()
-                    .unwrap()
-                    .approved = None;
+                set_approved(p, *index, None);
             }
         }
     }
     if let Some(s) = &d.status {
         p.status = Some(s.clone());
     }
+}
+
+/// Sets (or clears) the manual approval of stage `index`.
+fn set_approved(p: &mut ClusterPromotion, index: usize, approved: Option<bool>) {
+    if let Some(manual) = p.spec.stages[index]
+        .trigger
+        .as_mut()
+        .and_then(|t| t.manual.as_mut())
+    {
+        manual.approved = approved;
+    }
+}
+
+/// dev deployed and soaked, staging deployed and awaiting its approval, which has just been given.
+fn staging_approved() -> (ClusterPromotion, World) {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    run(&mut p, &mut w, 3);
+    summarize(&mut w, "kyverno-staging", "Provisioned");
+    set_approved(&mut p, 1, Some(true));
+    (p, w)
 }
 
 /// Sveltos' part: ClusterSummaries for a profile's matching clusters, with the given feature status.
@@ -293,14 +310,7 @@ fn full_auto_manual_rollout_with_upstream_texts() {
     );
     assert!(!run(&mut p, &mut w, 8).writes());
     // Approved -> promoted, and the approval of that one stage is reset after the status write.
-    p.spec.stages[1]
-        .trigger
-        .as_mut()
-        .unwrap()
-        .manual
-        .as_mut()
-        .unwrap()
-        .approved = Some(true);
+    set_approved(&mut p, 1, Some(true));
     let d = run(&mut p, &mut w, 9);
     assert_eq!(d.summary, "promoted staging -> production");
     assert_eq!(
@@ -691,21 +701,7 @@ fn a_cluster_in_two_stages_is_an_error_naming_both() {
 // Q5: the reset touches only the approved stage, and an interrupted reset is completed later.
 #[test]
 fn interrupted_approval_reset_is_completed_by_the_next_pass() {
-    let mut p = promotion(three_stages());
-    let mut w = fleet();
-    run(&mut p, &mut w, 0);
-    summarize(&mut w, "kyverno-dev", "Provisioned");
-    run(&mut p, &mut w, 1);
-    run(&mut p, &mut w, 3);
-    summarize(&mut w, "kyverno-staging", "Provisioned");
-    p.spec.stages[1]
-        .trigger
-        .as_mut()
-        .unwrap()
-        .manual
-        .as_mut()
-        .unwrap()
-        .approved = Some(true);
+    let (mut p, mut w) = staging_approved();
     let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
     // The pass is killed after the status write, before the reset.
     p.status = d.status.clone();
@@ -945,21 +941,7 @@ fn a_paused_promotion_is_left_alone_and_says_so() {
 
 #[test]
 fn an_approval_for_another_revision_is_ignored() {
-    let mut p = promotion(three_stages());
-    let mut w = fleet();
-    run(&mut p, &mut w, 0);
-    summarize(&mut w, "kyverno-dev", "Provisioned");
-    run(&mut p, &mut w, 1);
-    run(&mut p, &mut w, 3);
-    summarize(&mut w, "kyverno-staging", "Provisioned");
-    p.spec.stages[1]
-        .trigger
-        .as_mut()
-        .unwrap()
-        .manual
-        .as_mut()
-        .unwrap()
-        .approved = Some(true);
+    let (mut p, mut w) = staging_approved();
     let record =
         |rev: &str| format!(r#"{{"by":"bob","at":"2026-02-16T06:04:00Z","revision":"{rev}"}}"#);
     p.metadata.annotations =
