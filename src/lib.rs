@@ -17,3 +17,4 @@ pub mod pass;
 pub mod sim;
 pub mod validation;
 pub mod window;
+pub mod zone;

@@ -1,6 +1,7 @@
 //! Log output through `tracing`: human-readable or JSON, level from `--log-level` or `RUST_LOG`.
 
 use clap::ValueEnum;
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -14,10 +15,16 @@ pub fn init(format: LogFormat, level: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour())
         .with_writer(std::io::stderr);
     // A second initialisation (tests) is harmless.
     let _ = match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// Colour only on a terminal, and never with `NO_COLOR` set (https://no-color.org).
+fn colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 /// promoter: progressive, multi-stage rollouts of Sveltos ClusterPromotions, one pass at a time.
 #[derive(Parser, Debug)]
-#[command(name = "promoter", version, about, long_about = None)]
+#[command(name = "promoter", version = env!("PROMOTER_VERSION"), about, long_about = None)]
 struct Cli {
     /// Log format on stderr.
     #[arg(
@@ -84,9 +84,10 @@ enum Command {
         /// Only ClusterPromotions whose labels match this selector (e.g. `team=payments,tier!=canary`).
         #[arg(long, short = 'l')]
         selector: Option<String>,
-        /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name).
-        #[arg(long, default_value = "UTC", env = "TZ")]
-        timezone: String,
+        /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name). Default: the
+        /// process's `TZ` (as the CronJob sets it; `:UTC` and zoneinfo paths accepted), else UTC.
+        #[arg(long, env = "PROMOTER_TIMEZONE")]
+        timezone: Option<String>,
         /// Output format of the summary.
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Output,
@@ -170,8 +171,8 @@ enum Command {
         /// Exit status by phase (needs NAME).
         #[arg(long, requires = "name")]
         exit_code: bool,
-        /// Time zone of promotion windows without a `CRON_TZ=` prefix.
-        #[arg(long, default_value = "UTC", env = "TZ")]
+        /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
+        #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
         timezone: String,
     },
     /// Explain a ClusterPromotion: per stage and cluster, what is deployed, why it waits, until when,
@@ -182,7 +183,8 @@ enum Command {
         name: String,
         #[command(flatten)]
         client: ClientArgs,
-        #[arg(long, default_value = "UTC", env = "TZ")]
+        /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
+        #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
         timezone: String,
     },
     /// Approve a manual stage: sets `approved: true` and records who, when and for which revision.
@@ -231,7 +233,8 @@ enum Command {
         /// A fleet (Fleet and SveltosCluster documents) to check stage membership against.
         #[arg(long)]
         fleet: Option<PathBuf>,
-        #[arg(long, default_value = "UTC", env = "TZ")]
+        /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
+        #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
         timezone: String,
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Output,
@@ -252,6 +255,15 @@ enum StatusOutput {
     Wide,
     Json,
     Yaml,
+}
+
+/// A closed pipe (`promoter simulate -o json | head`) ends the process quietly, as for other Unix
+/// tools, instead of a panic in `println!` (Rust ignores SIGPIPE by default).
+fn restore_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 async fn status(
@@ -425,8 +437,7 @@ fn print_report(report: &PassReport, output: Output) -> anyhow::Result<()> {
 }
 
 fn timezone(name: &str) -> anyhow::Result<Tz> {
-    name.parse()
-        .map_err(|_| anyhow::anyhow!("--timezone: unknown time zone {name:?}"))
+    promoter::zone::parse(name).map_err(|e| anyhow::anyhow!("--timezone: {e}"))
 }
 
 fn minute_now() -> DateTime<Utc> {
@@ -439,10 +450,13 @@ async fn step(
     client: ClientArgs,
     dry_run: bool,
     selector: Option<String>,
-    tz: String,
+    tz: Option<String>,
     output: Output,
 ) -> anyhow::Result<ExitCode> {
-    let default_tz = timezone(&tz)?;
+    let default_tz = match tz {
+        Some(tz) => timezone(&tz)?,
+        None => promoter::zone::from_tz_env(),
+    };
     if let Some(s) = &selector {
         promoter::labels::parse_selector(s).map_err(|e| anyhow::anyhow!("--selector: {e}"))?;
     }
@@ -593,7 +607,17 @@ async fn plan(
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    restore_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; a usage error exits 1 (2 means "a promotion is
+            // in error" for `step`).
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
     logging::init(cli.log_format, &cli.log_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
