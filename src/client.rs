@@ -14,6 +14,15 @@ pub struct ClientArgs {
     /// The kubeconfig context to use.
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// Username to impersonate for the operation (as kubectl's --as).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate (repeatable; as kubectl's --as-group).
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_group: Vec<String>,
+    /// Time to wait for one request (`30s`, `1m`; `0` keeps the defaults), as kubectl's.
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub request_timeout: Option<String>,
 }
 
 pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
@@ -21,7 +30,7 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
         context: args.context.clone(),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -32,16 +41,38 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
             .await
             .context("no kubeconfig found and not running in a cluster")?,
     };
-    from_config(config)
+    // Impersonation as kubectl does it: Impersonate-User/-Group headers, set by kube's client.
+    if let Some(user) = &args.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+    }
+    if !args.as_group.is_empty() {
+        config.auth_info.impersonate_groups = Some(args.as_group.clone());
+    }
+    let timeout = match args.request_timeout.as_deref() {
+        None | Some("0") => None,
+        Some(t) => Some(
+            crate::api::GoDuration::parse(t)
+                .map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?
+                .to_std(),
+        ),
+    };
+    connect(config, timeout)
 }
 
 /// A client with promoter's connection policy, whatever the configuration came from.
-pub fn from_config(mut config: kube::Config) -> anyhow::Result<kube::Client> {
+pub fn from_config(config: kube::Config) -> anyhow::Result<kube::Client> {
+    connect(config, None)
+}
+
+/// `timeout`: `--request-timeout`, replacing the read and write timeouts (and capping the connect
+/// timeout).
+fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Result<kube::Client> {
     // A pass runs every minute: fail fast and let the next pass retry, instead of kube's default of
     // up to 15 retries with exponential backoff on 429/503/504.
     config.default_retry = false;
-    config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(30));
-    config.write_timeout = Some(Duration::from_secs(30));
+    let connect = Duration::from_secs(10);
+    config.connect_timeout = Some(timeout.map_or(connect, |t| t.min(connect)));
+    config.read_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
+    config.write_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
     Ok(kube::Client::try_from(config)?)
 }

@@ -12,7 +12,14 @@ pub enum LogFormat {
 
 /// Logs go to stderr so that stdout stays the command's output (YAML, JSON, summaries).
 pub fn init(format: LogFormat, level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    // kube's client logs a failed connection at ERROR on its own; the command's error already says
+    // it once, so kube_client speaks only when asked for by name.
+    let directives = if level.contains("kube") {
+        level.to_string()
+    } else {
+        format!("{level},kube_client=off")
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(directives));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour())

@@ -32,6 +32,11 @@ struct Cli {
         env = "PROMOTER_LOG_LEVEL"
     )]
     log_level: String,
+    /// kubectl-style verbosity: 0 warnings, 1–3 info, 4–5 debug, 6+ trace (overrides --log-level).
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    verbosity: Option<u8>,
+    #[command(flatten)]
+    client: ClientArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -76,8 +81,6 @@ enum Command {
     ///   promoter step --timezone Europe/Berlin -o json
     #[command(verbatim_doc_comment)]
     Step {
-        #[command(flatten)]
-        client: ClientArgs,
         /// Decide and print the actions, write nothing.
         #[arg(long)]
         dry_run: bool,
@@ -140,8 +143,6 @@ enum Command {
     Plan {
         /// The ClusterPromotion.
         name: String,
-        #[command(flatten)]
-        client: ClientArgs,
         /// Time for a cluster to reach Provisioned after a change.
         #[arg(long, default_value = "2m")]
         deploy_time: String,
@@ -164,10 +165,14 @@ enum Command {
     Status {
         /// One ClusterPromotion (default: all).
         name: Option<String>,
-        #[command(flatten)]
-        client: ClientArgs,
+        /// Only ClusterPromotions whose labels match this selector (e.g. `team=payments`).
+        #[arg(long, short = 'l')]
+        selector: Option<String>,
         #[arg(long, short = 'o', value_enum, default_value = "table")]
         output: StatusOutput,
+        /// Table output without the header line.
+        #[arg(long)]
+        no_headers: bool,
         /// Exit status by phase (needs NAME).
         #[arg(long, requires = "name")]
         exit_code: bool,
@@ -181,8 +186,6 @@ enum Command {
     /// Example: promoter explain kyverno-rollout-auto
     Explain {
         name: String,
-        #[command(flatten)]
-        client: ClientArgs,
         /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
         #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
         timezone: String,
@@ -199,23 +202,15 @@ enum Command {
         /// Who approves (recorded in the annotation).
         #[arg(long, env = "USER", default_value = "unknown")]
         by: String,
-        #[command(flatten)]
-        client: ClientArgs,
     },
     /// Pause a ClusterPromotion: every pass leaves it alone until it is resumed.
     Pause {
         name: String,
         #[arg(long, env = "USER", default_value = "unknown")]
         by: String,
-        #[command(flatten)]
-        client: ClientArgs,
     },
     /// Resume a paused ClusterPromotion.
-    Resume {
-        name: String,
-        #[command(flatten)]
-        client: ClientArgs,
-    },
+    Resume { name: String },
     /// Check manifests offline, before they are applied, with file, document and field path.
     ///
     /// Errors (exit 2): what the API server would reject or prune, generated names that are too long or
@@ -255,6 +250,15 @@ enum StatusOutput {
     Wide,
     Json,
     Yaml,
+    /// `clusterpromotion.config.projectsveltos.io/NAME`, one per line (as `kubectl get -o name`).
+    Name,
+}
+
+struct StatusView {
+    selector: Option<String>,
+    output: StatusOutput,
+    no_headers: bool,
+    exit_code: bool,
 }
 
 /// A closed pipe (`promoter simulate -o json | head`) ends the process quietly, as for other Unix
@@ -269,14 +273,22 @@ fn restore_sigpipe() {
 async fn status(
     name: Option<String>,
     client: ClientArgs,
-    output: StatusOutput,
-    exit_code: bool,
+    view: StatusView,
     tz: String,
 ) -> anyhow::Result<ExitCode> {
     use promoter::ops::inspect::{age, exit_code as code_of, status_row};
+    let StatusView {
+        selector,
+        output,
+        no_headers,
+        exit_code,
+    } = view;
     let tz = timezone(&tz)?;
+    if let Some(s) = &selector {
+        promoter::labels::parse_selector(s).map_err(|e| anyhow::anyhow!("--selector: {e}"))?;
+    }
     let client = promoter::client::client(&client).await?;
-    let observation = promoter::pass::observe::observe(&client, None).await?;
+    let observation = promoter::pass::observe::observe(&client, selector.as_deref()).await?;
     let now = Utc::now();
     let rows: Vec<_> = observation
         .promotions
@@ -287,11 +299,23 @@ async fn status(
     if let Some(n) = &name
         && rows.is_empty()
     {
-        anyhow::bail!("ClusterPromotion {n} not found");
+        anyhow::bail!(not_found(n));
     }
     match output {
-        StatusOutput::Json => println!("{}", serde_json::to_string_pretty(&rows)?),
-        StatusOutput::Yaml => print!("{}", serde_saphyr::to_string(&rows)?),
+        // One NAME gives one object; all promotions give a list, as kubectl does.
+        StatusOutput::Json => match (&name, rows.first()) {
+            (Some(_), Some(row)) => println!("{}", serde_json::to_string_pretty(row)?),
+            _ => println!("{}", serde_json::to_string_pretty(&rows)?),
+        },
+        StatusOutput::Yaml => match (&name, rows.first()) {
+            (Some(_), Some(row)) => print!("{}", serde_saphyr::to_string(row)?),
+            _ => print!("{}", serde_saphyr::to_string(&rows)?),
+        },
+        StatusOutput::Name => {
+            for r in &rows {
+                println!("clusterpromotion.config.projectsveltos.io/{}", r.name);
+            }
+        }
         StatusOutput::Table | StatusOutput::Wide => {
             let wide = output == StatusOutput::Wide;
             let mut lines = vec![vec![
@@ -321,7 +345,10 @@ async fn status(
                 }
                 lines.push(line);
             }
-            let widths: Vec<usize> = (0..lines[0].len())
+            if no_headers {
+                lines.remove(0);
+            }
+            let widths: Vec<usize> = (0..lines.first().map_or(0, Vec::len))
                 .map(|i| {
                     lines
                         .iter()
@@ -399,7 +426,7 @@ async fn explain(name: String, client: ClientArgs, tz: String) -> anyhow::Result
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
         .cloned()
-        .ok_or_else(|| anyhow::anyhow!("ClusterPromotion {name} not found"))?;
+        .ok_or_else(|| anyhow::anyhow!(not_found(&name)))?;
     if observation.world.clusters.is_empty() {
         observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
     }
@@ -434,6 +461,13 @@ fn print_report(report: &PassReport, output: Output) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// kubectl's text for a missing object.
+fn not_found(name: &str) -> String {
+    format!(
+        "Error from server (NotFound): clusterpromotions.config.projectsveltos.io {name:?} not found"
+    )
 }
 
 fn timezone(name: &str) -> anyhow::Result<Tz> {
@@ -618,7 +652,14 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    logging::init(cli.log_format, &cli.log_level);
+    let level = match cli.verbosity {
+        None => cli.log_level.clone(),
+        Some(0) => "warn".into(),
+        Some(1..=3) => "info".into(),
+        Some(4..=5) => "debug".into(),
+        Some(_) => "trace".into(),
+    };
+    logging::init(cli.log_format, &level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -630,10 +671,10 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let client = cli.client;
     let result = runtime.block_on(async {
         match cli.command {
             Command::Step {
-                client,
                 dry_run,
                 selector,
                 timezone,
@@ -661,28 +702,27 @@ fn main() -> ExitCode {
             }
             Command::Plan {
                 name,
-                client,
                 deploy_time,
                 sim,
             } => plan(name, client, deploy_time, sim).await,
             Command::Status {
                 name,
-                client,
+                selector,
                 output,
+                no_headers,
                 exit_code,
                 timezone,
-            } => status(name, client, output, exit_code, timezone).await,
-            Command::Explain {
-                name,
-                client,
-                timezone,
-            } => explain(name, client, timezone).await,
-            Command::Approve {
-                name,
-                stage,
-                by,
-                client,
             } => {
+                let view = StatusView {
+                    selector,
+                    output,
+                    no_headers,
+                    exit_code,
+                };
+                status(name, client, view, timezone).await
+            }
+            Command::Explain { name, timezone } => explain(name, client, timezone).await,
+            Command::Approve { name, stage, by } => {
                 let client = promoter::client::client(&client).await?;
                 let msg = promoter::ops::control::approve(
                     &client,
@@ -695,7 +735,7 @@ fn main() -> ExitCode {
                 println!("{msg}");
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Pause { name, by, client } => {
+            Command::Pause { name, by } => {
                 let client = promoter::client::client(&client).await?;
                 println!(
                     "{}",
@@ -704,7 +744,7 @@ fn main() -> ExitCode {
                 );
                 Ok(ExitCode::SUCCESS)
             }
-            Command::Resume { name, client } => {
+            Command::Resume { name } => {
                 let client = promoter::client::client(&client).await?;
                 println!(
                     "{}",
@@ -738,7 +778,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("{}", promoter::cli_error::render(&e));
             ExitCode::from(1)
         }
     }

@@ -92,3 +92,91 @@ async fn container_tz_values_and_no_colour() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn kubeconfig_of(server: &promoter::fake::FakeApiServer) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("promoter-kc-{}", rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_yaml("admin")).unwrap();
+    kubeconfig
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin()
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env_remove("TZ")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_conventions_on_status() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    env.apply_example("blog-kyverno-manual.yaml");
+    let kc = kubeconfig_of(&env.server);
+    let kc = kc.to_str().unwrap();
+    // Global flags before the subcommand, as with kubectl.
+    let (code, out, err) = run(&["--kubeconfig", kc, "status", "-o", "name"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "clusterpromotion.config.projectsveltos.io/kyverno-prog-rollout-man",
+            "clusterpromotion.config.projectsveltos.io/kyverno-rollout-auto"
+        ]
+    );
+    let (code, out, _) = run(&["status", "--kubeconfig", kc, "--no-headers"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("NAME"), "{out}");
+    assert_eq!(out.lines().count(), 2, "{out}");
+    // -l selects by label; nothing matches this one.
+    let (code, out, _) = run(&[
+        "status",
+        "--kubeconfig",
+        kc,
+        "-l",
+        "team=nobody",
+        "-o",
+        "json",
+    ]);
+    assert_eq!((code, out.trim()), (0, "[]"));
+    // One NAME, one object.
+    let (code, out, _) = run(&[
+        "--kubeconfig",
+        kc,
+        "status",
+        "kyverno-rollout-auto",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v.is_object(), "{out}");
+    // kubectl's one-line not-found error.
+    let (code, out, err) = run(&["--kubeconfig", kc, "status", "nope"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(
+        err.trim(),
+        "Error from server (NotFound): clusterpromotions.config.projectsveltos.io \"nope\" not found"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_crd_gets_a_hint_and_errors_are_not_debug_dumps() {
+    // An API server that serves no ClusterPromotion CRD.
+    let server = promoter::fake::FakeApiServer::start().await.unwrap();
+    let kc = kubeconfig_of(&server);
+    let (code, _, err) = run(&["step", "--kubeconfig", kc.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("Error from server (NotFound): "), "{err}");
+    assert!(err.contains("promoter crd | kubectl apply -f -"), "{err}");
+    assert!(!err.contains("Status {"), "no Rust debug dump: {err}");
+    assert!(!err.contains("kube_client"), "no extra log line: {err}");
+}

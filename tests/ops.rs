@@ -48,13 +48,13 @@ async fn status_lines_and_exit_codes() {
     assert_eq!(code, 4, "awaiting approval");
     let (code, out, _) = promoter(&env, &["status", "kyverno-prog-rollout-man", "-o", "json"]);
     assert_eq!(code, 0);
-    let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(rows[0]["phase"], "Awaiting approval");
+    let row: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(row["phase"], "Awaiting approval", "one NAME, one object");
     let (_, wide, _) = promoter(&env, &["status", "-o", "wide"]);
     assert!(wide.contains("NEXT PASS"));
     let (code, _, err) = promoter(&env, &["status", "nope", "--exit-code"]);
     assert_eq!(code, 1);
-    assert!(err.contains("ClusterPromotion nope not found"));
+    assert!(err.contains("clusterpromotions.config.projectsveltos.io \"nope\" not found"));
     // Approve through the CLI; the pass promotes; then it completes.
     let (code, out, err) = promoter(&env, &["approve", "kyverno-prog-rollout-man"]);
     assert_eq!(code, 0, "{err}");

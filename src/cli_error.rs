@@ -1,0 +1,166 @@
+//! Errors as kubectl prints them: one line, the API server's reason and message once
+//! (`Error from server (NotFound): …`), the innermost cause of a connection failure, and a hint where
+//! the usual cause is known (a missing CRD, missing permissions, nothing listening).
+
+/// The error of a command, for stderr.
+pub fn render(e: &anyhow::Error) -> String {
+    // What promoter was doing: the contexts added above the first kube error.
+    let mut doing: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        if let Some(k) = cause.downcast_ref::<kube::Error>() {
+            return kube_error(k, &doing);
+        }
+        doing.push(cause.to_string());
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        // Library errors often repeat their source's text inside their own.
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    let text = parts.join(": ");
+    if text.starts_with("Error from server") || text.starts_with("error:") {
+        text
+    } else {
+        format!("error: {text}")
+    }
+}
+
+fn while_doing(doing: &[String]) -> String {
+    match doing.first() {
+        Some(d) => format!(" (while {d})"),
+        None => String::new(),
+    }
+}
+
+fn kube_error(e: &kube::Error, doing: &[String]) -> String {
+    match e {
+        kube::Error::Api(status) => {
+            let reason = if status.reason.is_empty() {
+                format!("{}", status.code)
+            } else {
+                status.reason.clone()
+            };
+            let mut line = format!(
+                "Error from server ({reason}): {}{}",
+                status.message,
+                while_doing(doing)
+            );
+            if let Some(hint) = api_hint(status.code, &status.message, doing) {
+                line.push_str("\nhint: ");
+                line.push_str(&hint);
+            }
+            line
+        }
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            let innermost = innermost(e);
+            let mut line = format!(
+                "Unable to connect to the server: {innermost}{}",
+                while_doing(doing)
+            );
+            if innermost.contains("refused") || innermost.contains("dns error") {
+                line.push_str(
+                    "\nhint: is the API server up, and is the kubeconfig's server address right? \
+                     (--kubeconfig, --context, KUBECONFIG)",
+                );
+            }
+            line
+        }
+        other => format!("error: {}{}", innermost(other), while_doing(doing)),
+    }
+}
+
+/// The deepest cause's text: connection errors nest the same failure several times.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        last = c.to_string();
+        cur = c.source();
+    }
+    last
+}
+
+fn api_hint(code: u16, message: &str, doing: &[String]) -> Option<String> {
+    let about_promotions = doing.iter().any(|d| d.contains("ClusterPromotion"));
+    match code {
+        404 if message.contains("could not find the requested resource") => {
+            Some(if about_promotions {
+                "the ClusterPromotion CRD is not installed: promoter crd | kubectl apply -f -"
+                    .into()
+            } else {
+                "a CRD promoter reads is not served here: is Sveltos installed (ClusterProfile, ClusterSummary, SveltosCluster)?".into()
+            })
+        }
+        401 => Some("the API server rejected the credentials of the kubeconfig in use".into()),
+        403 => Some(
+            "the identity in use lacks this permission (the message names verb and resource); \
+             cronjob/clusterrole.yaml is the role a pass needs, cronjob/approver-clusterrole.yaml \
+             the role for approve/pause/resume"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context as _;
+
+    fn api(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            reason: reason.into(),
+            message: message.into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn api_errors_are_one_line_with_the_message_once() {
+        let e = Err::<(), _>(api(
+            404,
+            "NotFound",
+            "clusterpromotions.config.projectsveltos.io \"x\" not found",
+        ))
+        .context("reading ClusterPromotion x")
+        .unwrap_err();
+        let text = render(&e);
+        assert_eq!(
+            text,
+            "Error from server (NotFound): clusterpromotions.config.projectsveltos.io \"x\" not found (while reading ClusterPromotion x)"
+        );
+        assert_eq!(text.matches("not found").count(), 1);
+    }
+
+    #[test]
+    fn hints_for_a_missing_crd_and_forbidden() {
+        let e = Err::<(), _>(api(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ))
+        .context("listing ClusterPromotions")
+        .unwrap_err();
+        assert!(render(&e).contains("promoter crd | kubectl apply -f -"));
+        let e = Err::<(), _>(api(403, "Forbidden", "clusterpromotions.config.projectsveltos.io is forbidden: User \"bob\" cannot list resource \"clusterpromotions\""))
+            .context("listing ClusterPromotions")
+            .unwrap_err();
+        let text = render(&e);
+        assert!(
+            text.starts_with("Error from server (Forbidden): clusterpromotions"),
+            "{text}"
+        );
+        assert!(text.contains("hint: the identity in use lacks this permission"));
+    }
+
+    #[test]
+    fn other_errors_are_not_repeated() {
+        let inner = std::io::Error::other("boom");
+        let e = anyhow::Error::new(inner).context("reading x: boom");
+        assert_eq!(render(&e), "error: reading x: boom");
+    }
+}
