@@ -59,6 +59,7 @@ fn manifests_are_valid_objects() {
             "serviceaccount.yaml",
             "clusterrole.yaml",
             "clusterrolebinding.yaml",
+            "approver-clusterrole.yaml",
             "cronjob.yaml"
         ]
     );
@@ -216,4 +217,65 @@ async fn the_cluster_role_is_sufficient_and_minimal() {
             );
         }
     }
+}
+
+/// The ClusterRoles of approver-clusterrole.yaml, by name.
+fn approver_roles() -> std::collections::BTreeMap<String, ClusterRole> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("cronjob/approver-clusterrole.yaml"),
+    )
+    .unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    docs.into_iter()
+        .map(|d| {
+            let role: ClusterRole = serde_json::from_value(d.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&role).unwrap(), d, "unknown fields");
+            (role.metadata.name.clone().unwrap(), role)
+        })
+        .collect()
+}
+
+/// What a release manager does, through the real binary, as a user bound only to
+/// promoter-approver: status, explain, approve, pause, resume. Each needs no other permission.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_approver_role_is_enough_to_operate_a_rollout() {
+    let roles = approver_roles();
+    let approver = &roles["promoter-approver"];
+    assert!(
+        roles["promoter-view"].metadata.labels.as_ref().unwrap()["rbac.authorization.k8s.io/aggregate-to-view"]
+            == "true"
+    );
+    let env = Env::new(&[("dev", "dev01", "dev"), ("staging", "st01", "staging")]).await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    for _ in 0..8 {
+        env.tick().await;
+    }
+    env.server
+        .set_authorizer(Arc::new(Rbac::bind("alice", approver, &["admin"])));
+    let dir = std::env::temp_dir().join(format!("promoter-approver-{}", common::rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, env.server.kubeconfig_yaml("alice")).unwrap();
+    let name = "kyverno-prog-rollout-man";
+    for args in [
+        vec!["status"],
+        vec!["explain", name],
+        vec!["approve", name, "--stage", "staging"],
+        vec!["pause", name],
+        vec!["resume", name],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+            .args(&args)
+            .arg("--kubeconfig")
+            .arg(&kc)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(env.server.count(|r| r.code == 403), 0);
+    let _ = std::fs::remove_dir_all(&dir);
 }
