@@ -421,6 +421,9 @@ async fn explain(name: String, client: ClientArgs, tz: String) -> anyhow::Result
     let tz = timezone(&tz)?;
     let client = promoter::client::client(&client).await?;
     let mut observation = promoter::pass::observe::observe(&client, None).await?;
+    if let Some(bad) = observation.undecodable.iter().find(|b| b.name == name) {
+        anyhow::bail!("ClusterPromotion {name} cannot be read: {}", bad.error);
+    }
     let p = observation
         .promotions
         .iter()

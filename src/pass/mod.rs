@@ -7,6 +7,7 @@ pub mod observe;
 pub mod profiles;
 pub mod stage_status;
 pub mod summaries;
+pub mod undecodable;
 pub mod world;
 
 pub use decide::{Action, Context, Decision, HealthResults, HealthVerdict, Phase, decide};
@@ -130,6 +131,49 @@ pub async fn decide_with_health(
     decide(p, world, &HealthResults::from([(stage, verdict)]), ctx)
 }
 
+/// A promotion that cannot be read: its status says why (written once), the pass goes on.
+async fn report_undecodable(
+    client: &kube::Client,
+    bad: &observe::Undecodable,
+    opts: &PassOptions,
+) -> PromotionReport {
+    let mut r = PromotionReport {
+        name: bad.name.clone(),
+        phase: Phase::Error,
+        stage: None,
+        summary: undecodable::failure_message(&bad.error),
+        actions: Vec::new(),
+        next_check: None,
+        conflict: None,
+        error: None,
+    };
+    if undecodable::status_patch(bad, opts.now).is_none() {
+        return r;
+    }
+    r.actions.push("write status".into());
+    if opts.dry_run {
+        return r;
+    }
+    match undecodable::report(client, bad, opts.now).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            r.actions.clear();
+            r.conflict = Some(format!(
+                "ClusterPromotion {} changed during the pass; status not written",
+                bad.name
+            ));
+        }
+        Err(e) => {
+            r.actions.clear();
+            r.error = Some(format!(
+                "ClusterPromotion {}: writing status: {e}",
+                bad.name
+            ));
+        }
+    }
+    r
+}
+
 /// Exactly one pass over all (selected) ClusterPromotions. An error here means the pass could not
 /// run at all (API unreachable, unauthorized); per-promotion problems are in the report.
 pub async fn run_pass(
@@ -147,6 +191,11 @@ pub async fn run_pass(
         dry_run: opts.dry_run,
         promotions: Vec::new(),
     };
+    for bad in &observation.undecodable {
+        report
+            .promotions
+            .push(report_undecodable(client, bad, opts).await);
+    }
     for p in &observation.promotions {
         let d = decide_with_health(p, &observation.world, health, &ctx).await;
         let mut r = PromotionReport {

@@ -12,9 +12,10 @@ use crate::api::{
     CapiClusterFacts, ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster,
 };
 use anyhow::Context as _;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::ObjectList;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Profile names per ClusterSummary list call; keeps the label selector well below URL limits.
@@ -23,7 +24,102 @@ const PAGE: u32 = 2000;
 
 pub struct Observation {
     pub promotions: Vec<ClusterPromotion>,
+    /// ClusterPromotions the API server stored but promoter cannot read (a `delay` of `"1d"`, a
+    /// malformed status timestamp: the CRD types them as plain strings). Each is an error in its own
+    /// status; the others go on.
+    pub undecodable: Vec<Undecodable>,
     pub world: World,
+}
+
+/// A listed object that does not decode into promoter's types, kept as the API server returned it.
+#[derive(Clone, Debug)]
+pub struct Undecodable {
+    pub name: String,
+    pub raw: Value,
+    /// `<field path>: <why>`, e.g. `spec.stages[0].trigger.auto.delay: invalid duration "1d"`.
+    pub error: String,
+}
+
+/// Longest decode error kept: serde messages can quote input, and a status must stay small.
+const MAX_ERROR: usize = 512;
+
+/// Decodes one listed object, naming the field path on failure.
+pub fn decode<K: DeserializeOwned>(raw: &Value) -> Result<K, String> {
+    serde_path_to_error::deserialize::<_, K>(raw).map_err(|e| {
+        let path = e.path().to_string();
+        let mut msg = if path == "." || path.is_empty() {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        };
+        if msg.len() > MAX_ERROR {
+            let mut cut = MAX_ERROR;
+            while !msg.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            msg.truncate(cut);
+            msg.push('…');
+        }
+        msg
+    })
+}
+
+fn object_name(raw: &Value) -> String {
+    raw.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Lists `K` untyped and decodes each object on its own, so that one object promoter cannot
+/// understand does not fail the whole list.
+async fn list_decoded<K>(
+    client: &kube::Client,
+    params: ListParams,
+) -> kube::Result<(Vec<K>, Vec<Undecodable>)>
+where
+    K: kube::Resource<DynamicType = ()> + DeserializeOwned,
+{
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<K>(&()));
+    let (mut good, mut bad) = (Vec::new(), Vec::new());
+    list_pages(&api, params, |page| {
+        for obj in page {
+            let raw = match serde_json::to_value(&obj) {
+                Ok(v) => v,
+                Err(e) => {
+                    bad.push(Undecodable {
+                        name: obj.metadata.name.clone().unwrap_or_default(),
+                        raw: Value::Null,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            match decode::<K>(&raw) {
+                Ok(k) => good.push(k),
+                Err(error) => bad.push(Undecodable {
+                    name: object_name(&raw),
+                    raw,
+                    error,
+                }),
+            }
+        }
+    })
+    .await?;
+    Ok((good, bad))
+}
+
+/// A generated profile that does not decode is still seen (by name, labels and owners), so that
+/// the pass repairs it instead of trying to create it again.
+fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
+    let metadata = serde_json::from_value(bad.raw.get("metadata")?.clone()).ok()?;
+    let fields = match bad.raw.get("spec") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Default::default(),
+    };
+    let mut cp = ClusterProfile::new("", crate::api::ClusterProfileSpec { fields });
+    cp.metadata = metadata;
+    Some(cp)
 }
 
 /// Lists page by page, handing each page to `each` so that a caller can reduce it before the next.
@@ -60,19 +156,28 @@ pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::R
     if let Some(s) = selector {
         params = params.labels(s);
     }
-    let promotions = list_all(&Api::<ClusterPromotion>::all(client.clone()), params)
+    let (promotions, undecodable) = list_decoded::<ClusterPromotion>(client, params)
         .await
         .context("listing ClusterPromotions")?;
+    for bad in &undecodable {
+        tracing::error!(promotion = %bad.name, error = %bad.error, "cannot read this ClusterPromotion; its status says why");
+    }
     let mut world = World::default();
     if promotions.is_empty() {
-        return Ok(Observation { promotions, world });
+        return Ok(Observation {
+            promotions,
+            undecodable,
+            world,
+        });
     }
-    let profiles = list_all(
-        &Api::<ClusterProfile>::all(client.clone()),
-        ListParams::default().labels(PROMOTION_NAME_LABEL),
-    )
-    .await
-    .context("listing generated ClusterProfiles")?;
+    let (mut profiles, bad_profiles) =
+        list_decoded::<ClusterProfile>(client, ListParams::default().labels(PROMOTION_NAME_LABEL))
+            .await
+            .context("listing generated ClusterProfiles")?;
+    for bad in &bad_profiles {
+        tracing::warn!(profile = %bad.name, error = %bad.error, "cannot read this ClusterProfile; it is rewritten from its promotion");
+        profiles.extend(lenient_profile(bad));
+    }
     world.profiles = profiles
         .into_iter()
         .filter_map(|p| Some((p.metadata.name.clone()?, p)))
@@ -82,12 +187,20 @@ pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::R
     watched.sort();
     watched.dedup();
     if watched.is_empty() {
-        return Ok(Observation { promotions, world });
+        return Ok(Observation {
+            promotions,
+            undecodable,
+            world,
+        });
     }
     let summaries = summaries_of(client, &watched).await?;
     world.summaries = summaries;
     world.clusters = inventory(client).await?;
-    Ok(Observation { promotions, world })
+    Ok(Observation {
+        promotions,
+        undecodable,
+        world,
+    })
 }
 
 /// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks; each page
