@@ -2,7 +2,7 @@
 
 use crate::api::ClusterPromotion;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps,
+    CustomResourceColumnDefinition, CustomResourceDefinition, JSONSchemaProps,
 };
 use kube::CustomResourceExt;
 use serde_json::Value;
@@ -12,7 +12,12 @@ use serde_json::Value;
 pub fn cluster_promotion_crd() -> CustomResourceDefinition {
     let mut crd = ClusterPromotion::crd();
     crd.spec.names.list_kind = Some("ClusterPromotionList".into());
+    // Additions over upstream (which has none of these): `kubectl get cpromo`, `kubectl get
+    // sveltos`, and columns that say where each rollout stands.
+    crd.spec.names.short_names = Some(vec!["cpromo".into()]);
+    crd.spec.names.categories = Some(vec!["sveltos".into()]);
     for version in &mut crd.spec.versions {
+        version.additional_printer_columns = Some(printer_columns());
         if let Some(schema) = version
             .schema
             .as_mut()
@@ -30,6 +35,52 @@ pub fn cluster_promotion_crd() -> CustomResourceDefinition {
         }
     }
     crd
+}
+
+/// `kubectl get clusterpromotions` columns. The paths are client-go JSONPath over the status that
+/// both upstream and promoter write; `[-1:]` is the stage reached last.
+pub fn printer_columns() -> Vec<CustomResourceColumnDefinition> {
+    let column = |name: &str, type_: &str, path: &str, description: &str, priority: i32| {
+        CustomResourceColumnDefinition {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: path.into(),
+            description: Some(description.into()),
+            priority: (priority > 0).then_some(priority),
+            format: None,
+        }
+    };
+    vec![
+        column(
+            "Stage",
+            "string",
+            ".status.currentStageName",
+            "The stage being rolled out, or the last one reached.",
+            0,
+        ),
+        column(
+            "Status",
+            "string",
+            ".status.stages[-1:].currentStatusDescription",
+            "What the current stage is doing or waiting for.",
+            0,
+        ),
+        column(
+            "Last Promotion",
+            "date",
+            ".status.lastPromotionTime",
+            "When the current stage was started.",
+            0,
+        ),
+        column(
+            "Failure",
+            "string",
+            ".status.stages[-1:].failureMessage",
+            "Why the current stage is not done (deployment, checks, errors).",
+            1,
+        ),
+        column("Age", "date", ".metadata.creationTimestamp", "", 0),
+    ]
 }
 
 /// Removes `nullable`, and gives int-or-string `anyOf` branches back the types that kube's

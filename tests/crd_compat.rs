@@ -126,7 +126,20 @@ fn generated_crd_matches_upstream() {
     let Some(up) = upstream_crd() else { return };
     let ours = serde_json::to_value(cluster_promotion_crd()).unwrap();
     let mut problems = Vec::new();
-    for field in ["group", "scope", "names"] {
+    // promoter adds a short name and a category (upstream has neither); the rest of `names` is equal.
+    let mut names = ours["spec"]["names"].clone();
+    assert_eq!(names["shortNames"], serde_json::json!(["cpromo"]));
+    assert_eq!(names["categories"], serde_json::json!(["sveltos"]));
+    let names_map = names.as_object_mut().unwrap();
+    names_map.remove("shortNames");
+    names_map.remove("categories");
+    if up["spec"]["names"] != names {
+        problems.push(format!(
+            "spec.names: upstream {}, ours {names}",
+            up["spec"]["names"]
+        ));
+    }
+    for field in ["group", "scope"] {
         if up["spec"][field] != ours["spec"][field] {
             problems.push(format!(
                 "spec.{field}: upstream {}, ours {}",
@@ -246,5 +259,36 @@ fn profile_spec_is_cluster_profile_spec_minus_five_fields() {
         let mut problems = Vec::new();
         compare(&format!("profileSpec.{k}"), &expected[k], v, &mut problems);
         assert!(problems.is_empty(), "{problems:#?}");
+    }
+}
+
+/// The printer columns are valid as the API server validates them (a path starting with `.`, a
+/// known type, a name), and each path names a field the schema has.
+#[test]
+fn printer_columns_point_at_real_fields() {
+    let crd = serde_json::to_value(cluster_promotion_crd()).unwrap();
+    let version = &crd["spec"]["versions"][0];
+    let schema = &version["schema"]["openAPIV3Schema"];
+    let columns = version["additionalPrinterColumns"].as_array().unwrap();
+    assert!(columns.len() >= 4);
+    for c in columns {
+        let path = c["jsonPath"].as_str().unwrap();
+        assert!(path.starts_with('.'), "{path}");
+        assert!(matches!(
+            c["type"].as_str(),
+            Some("string" | "date" | "integer" | "number" | "boolean")
+        ));
+        if path.starts_with(".metadata") {
+            continue;
+        }
+        let mut node = schema;
+        for part in path[1..].split('.') {
+            let field = part.split('[').next().unwrap();
+            node = &node["properties"][field];
+            assert!(!node.is_null(), "{path}: no field {field}");
+            if part.contains('[') {
+                node = &node["items"];
+            }
+        }
     }
 }
