@@ -1,22 +1,78 @@
-//! promoter's own annotations on a ClusterPromotion (extensions live in annotations, since the API
-//! server would prune fields the Sveltos schema does not have).
+//! promoter's own records on a ClusterPromotion. Extensions live in annotations, since the API
+//! server prunes status fields the Sveltos schema does not have; every write of a record is a JSON
+//! patch guarded by the resourceVersion the pass observed (see `pass::act`).
+//!
+//! * `promoter.dev/paused`: set by `promoter pause`; every pass leaves the promotion alone.
+//! * `promoter.dev/approval.<stage>`: who approved with `promoter approve`, and for which revision.
+//!   It lives exactly as long as the approval it describes: it is removed in the same patch that
+//!   consumes the approval, and a record whose approval was revoked by hand is removed, so it never
+//!   judges a later hand approval (`kubectl patch ... approved: true`).
+//! * `promoter.dev/grant.<stage>`: an approval consumed for one run (see [`Run`]). Consuming moves
+//!   the approval from `spec.stages[i].trigger.manual.approved` into this record in one write, before
+//!   the status write that records the promotion; the grant approves that stage of that run only.
+//! * `promoter.dev/completed`: the run whose last stage was promoted past. Only a new run (a new
+//!   revision) undoes a completion.
 
-use crate::api::ClusterPromotion;
+use crate::api::{ClusterPromotion, ClusterPromotionStatus};
 use serde::{Deserialize, Serialize};
 
 /// Set by `promoter pause`; every pass leaves the promotion alone while it is present.
 pub const PAUSED: &str = "promoter.dev/paused";
 /// Prefix of the per-stage approval record written by `promoter approve`.
 pub const APPROVAL_PREFIX: &str = "promoter.dev/approval.";
+/// Prefix of the per-stage record of an approval consumed for one run.
+pub const GRANT_PREFIX: &str = "promoter.dev/grant.";
+/// The run whose rollout is complete.
+pub const COMPLETED: &str = "promoter.dev/completed";
 
 /// Who did something, and when (the value of the annotations above, as JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub by: String,
     pub at: String,
-    /// For approvals: the profileSpecHash of the revision approved.
+    /// For approvals: the profileSpecHash of the revision approved; none for a pre-approval of the
+    /// next revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+}
+
+/// One run of a promotion: one revision (both hashes) started at one moment (the first stage's
+/// `lastUpdateReconciledTime`, set by the restart). Reverting to an earlier revision is a new run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub revision: String,
+    pub stages: String,
+    #[serde(default)]
+    pub since: String,
+}
+
+impl Run {
+    /// The run the status records, if it has started. A restart writes the first stage's entry
+    /// first, so the first entry is the first stage's.
+    pub fn of(status: &ClusterPromotionStatus) -> Option<Run> {
+        Some(Run {
+            revision: status.profile_spec_hash.clone()?,
+            stages: status.stages_hash.clone()?,
+            since: status
+                .stages
+                .iter()
+                .flatten()
+                .next()
+                .and_then(|s| s.last_update_reconciled_time.as_ref())
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        })
+    }
+}
+
+/// An approval consumed for one run of one stage. `approval` is the `promoter approve` record it
+/// came with, so that an approval whose run is superseded before its promotion was recorded can be
+/// given back exactly as it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    pub run: Run,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Record>,
 }
 
 fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
@@ -43,4 +99,23 @@ pub fn approval_key(stage: &str) -> String {
 
 pub fn approval(p: &ClusterPromotion, stage: &str) -> Option<Record> {
     record(p, &approval_key(stage))
+}
+
+pub fn grant_key(stage: &str) -> String {
+    format!("{GRANT_PREFIX}{stage}")
+}
+
+/// The grant of a stage; a value that does not parse grants nothing.
+pub fn grant(p: &ClusterPromotion, stage: &str) -> Option<Grant> {
+    serde_json::from_str(&annotation(p, &grant_key(stage))?).ok()
+}
+
+/// The completed run; a value that does not parse completes nothing.
+pub fn completed(p: &ClusterPromotion) -> Option<Run> {
+    serde_json::from_str(&annotation(p, COMPLETED)?).ok()
+}
+
+/// Whether the promotion carries any completion record, even one that does not parse.
+pub fn has_completion_record(p: &ClusterPromotion) -> bool {
+    annotation(p, COMPLETED).is_some()
 }

@@ -2,7 +2,8 @@
 //! reordering a list does not restart) and of the stages' names and selectors (not triggers, so an
 //! approval does not restart). Stored base64-encoded in status, as upstream's `[]byte`.
 
-use crate::api::{ProfileSpec, Stage};
+use crate::api::sveltos::{SERVICE_ACCOUNT_NAME_LABEL, SERVICE_ACCOUNT_NAMESPACE_LABEL};
+use crate::api::{ClusterPromotion, ProfileSpec, Stage};
 use base64::Engine;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -32,8 +33,40 @@ fn sort_list(
 
 /// Upstream's normalisation: these lists are sorted (in a copy) before hashing.
 pub fn profile_spec_hash(spec: Option<&ProfileSpec>) -> String {
+    digest(&Value::Object(normalised(spec)))
+}
+
+/// promoter's revision, recorded as the status' profileSpecHash: everything a generated profile
+/// carries from the promotion. Unlike upstream (Q14), the order of `helmCharts`, `policyRefs`,
+/// `kustomizationRefs` and `patches` counts (Sveltos deploys in that order), and so do the tenant
+/// labels promoter copies onto the profiles (Q12): changing either is a new revision, rolled out
+/// from stage 1. No list is sorted: equal revisions generate identical profiles, which is what lets
+/// a pass re-apply the current revision to a reached stage as a pure repair (a reorder of a list
+/// whose order means nothing is a harmless new revision).
+pub fn revision_hash(p: &ClusterPromotion) -> String {
+    let mut m = p.spec.profile_spec.clone().map(|s| s.0).unwrap_or_default();
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    let tenant: serde_json::Map<String, Value> =
+        [SERVICE_ACCOUNT_NAME_LABEL, SERVICE_ACCOUNT_NAMESPACE_LABEL]
+            .iter()
+            .filter_map(|k| Some((k.to_string(), Value::String(labels.get(*k)?.clone()))))
+            .collect();
+    if !tenant.is_empty() {
+        // A key no profileSpec field can have, so that no spec collides with a labelled one.
+        m.insert(" tenant".into(), Value::Object(tenant));
+    }
+    digest(&Value::Object(m))
+}
+
+fn normalised(spec: Option<&ProfileSpec>) -> serde_json::Map<String, Value> {
     let mut m = spec.map(|s| s.0.clone()).unwrap_or_default();
-    sort_list(&mut m, "helmCharts", |v| {
+    sort_ordered_lists(&mut m);
+    sort_set_lists(&mut m);
+    m
+}
+
+fn sort_ordered_lists(m: &mut serde_json::Map<String, Value>) {
+    sort_list(m, "helmCharts", |v| {
         vec![
             field(v, "repositoryURL"),
             field(v, "releaseNamespace"),
@@ -41,19 +74,20 @@ pub fn profile_spec_hash(spec: Option<&ProfileSpec>) -> String {
         ]
     });
     for list in ["kustomizationRefs", "policyRefs"] {
-        sort_list(&mut m, list, |v| {
+        sort_list(m, list, |v| {
             vec![field(v, "kind"), field(v, "namespace"), field(v, "name")]
         });
     }
-    sort_list(&mut m, "dependsOn", |v| {
+    sort_list(m, "patches", |v| vec![field(v, "patch")]);
+}
+
+fn sort_set_lists(m: &mut serde_json::Map<String, Value>) {
+    sort_list(m, "dependsOn", |v| {
         vec![v.as_str().unwrap_or_default().to_string()]
     });
-    sort_list(&mut m, "templateResourceRefs", |v| {
-        vec![field(v, "identifier")]
-    });
-    sort_list(&mut m, "validateHealths", |v| vec![field(v, "name")]);
-    sort_list(&mut m, "patches", |v| vec![field(v, "patch")]);
-    sort_list(&mut m, "driftExclusions", |v| {
+    sort_list(m, "templateResourceRefs", |v| vec![field(v, "identifier")]);
+    sort_list(m, "validateHealths", |v| vec![field(v, "name")]);
+    sort_list(m, "driftExclusions", |v| {
         let mut paths: Vec<String> = v
             .get("paths")
             .and_then(Value::as_array)
@@ -69,7 +103,6 @@ pub fn profile_spec_hash(spec: Option<&ProfileSpec>) -> String {
             .collect();
         vec![format!("{}\u{1}{}", paths.join("\0"), target.join("\0"))]
     });
-    digest(&Value::Object(m))
 }
 
 pub fn stages_hash(stages: &[Stage]) -> String {
@@ -150,5 +183,32 @@ mod tests {
             .unwrap()
             .reverse();
         assert_ne!(profile_spec_hash(Some(&d)), profile_spec_hash(Some(&e)));
+    }
+
+    // Issue 14, problem 7: a reorder of an order-significant list, or new tenant labels, is a new
+    // revision (upstream's hash, above, ignores both).
+    #[test]
+    fn revision_hash_counts_order_and_tenant_labels() {
+        let p = |spec: Value, labels: Value| -> ClusterPromotion {
+            serde_json::from_value(json!({"metadata": {"name": "p", "labels": labels},
+                "spec": {"profileSpec": spec, "stages": [{"name": "s"}]}}))
+            .unwrap()
+        };
+        let spec = json!({"helmCharts": [{"releaseName": "a"}, {"releaseName": "b"}],
+            "policyRefs": [{"name": "a"}, {"name": "b"}], "kustomizationRefs": [{"name": "a"}, {"name": "b"}],
+            "patches": [{"patch": "a"}, {"patch": "b"}]});
+        let base = revision_hash(&p(spec.clone(), json!({})));
+        for list in ["helmCharts", "policyRefs", "kustomizationRefs", "patches"] {
+            let mut reordered = spec.clone();
+            reordered[list].as_array_mut().unwrap().reverse();
+            assert_ne!(revision_hash(&p(reordered, json!({}))), base, "{list}");
+        }
+        let tenant = json!({"projectsveltos.io/serviceaccount-name": "eng"});
+        assert_ne!(revision_hash(&p(spec.clone(), tenant)), base);
+        assert_eq!(
+            revision_hash(&p(spec.clone(), json!({"team": "x"}))),
+            base,
+            "other labels are not carried onto profiles"
+        );
     }
 }

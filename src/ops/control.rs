@@ -1,6 +1,6 @@
 //! `approve`, `pause` and `resume`: the only writes an operator makes, each one guarded.
 
-use crate::annotations::{PAUSED, Record, approval_key};
+use crate::annotations::{PAUSED, Record, Run, approval_key, completed, grant};
 use crate::api::ClusterPromotion;
 use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams};
@@ -55,10 +55,16 @@ pub async fn approve(
     let api: Api<ClusterPromotion> = Api::all(client.clone());
     let p = api.get(name).await?;
     let (idx, stage) = stage_to_approve(&p, stage).map_err(|e| anyhow::anyhow!(e))?;
+    let pre_approval = passed_in_current_run(&p, idx);
     let record = Record {
         by: by.to_string(),
         at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        revision: p.status.as_ref().and_then(|s| s.profile_spec_hash.clone()),
+        // Approving a stage the current run has passed approves the next revision to reach it.
+        revision: if pre_approval {
+            None
+        } else {
+            p.status.as_ref().and_then(|s| s.profile_spec_hash.clone())
+        },
     };
     let value = serde_json::to_string(&record)?;
     let mut ops = vec![
@@ -79,10 +85,33 @@ pub async fn approve(
             }
             other => other.into(),
         })?;
-    Ok(format!(
-        "approved stage {stage} of {name} for revision {}",
-        record.revision.as_deref().unwrap_or("(not started)")
-    ))
+    Ok(if pre_approval {
+        format!(
+            "pre-approved stage {stage} of {name} for the next revision (the current one has passed it)"
+        )
+    } else {
+        format!(
+            "approved stage {stage} of {name} for revision {}",
+            record.revision.as_deref().unwrap_or("(not started)")
+        )
+    })
+}
+
+/// Whether the current run has passed stage `idx`: a later stage is current, the run is complete,
+/// or the stage's approval was already consumed for this run.
+pub fn passed_in_current_run(p: &ClusterPromotion, idx: usize) -> bool {
+    let Some(status) = p.status.as_ref() else {
+        return false;
+    };
+    let Some(run) = Run::of(status) else {
+        return false;
+    };
+    let stage = &p.spec.stages[idx].name;
+    let current = status.current_stage_name.as_deref().unwrap_or_default();
+    let later_current = p.spec.stages[idx + 1..].iter().any(|s| s.name == current);
+    later_current
+        || completed(p).as_ref() == Some(&run)
+        || grant(p, stage).is_some_and(|g| g.run == run)
 }
 
 pub async fn set_paused(

@@ -1,9 +1,18 @@
 //! Act: apply one promotion's decision idempotently, in order, with optimistic concurrency. A 409
-//! means another pass got there first: the rest of this promotion is skipped for this pass, and the
-//! next pass starts from what that pass recorded.
+//! (or a refused JSON-patch `test`) means another writer got there first: the rest of this
+//! promotion is skipped for this pass, and the next pass starts from what is recorded.
+//!
+//! Order (the invariants are listed in `decide`): the decision's `actions` (the finalizer, stale
+//! profiles, repairs of what the status already records, and promoter's records in one JSON patch
+//! whose first operation tests the resourceVersion the pass observed), then the status (PUT with the
+//! resourceVersion of the pass's last own write, so any other write in between refuses it), then
+//! `after_status`: only what that status write decided. Nothing a cluster runs changes before the
+//! decision that changes it is recorded, and every write is one the next pass would redo, so a pass
+//! killed after any write converges.
 
-use super::decide::{Action, Decision, EventNote};
+use super::decide::{Action, Decision, EventNote, RecordOp};
 use super::world::World;
+use crate::annotations::{COMPLETED, approval_key, grant_key};
 use crate::api::ClusterProfile;
 use crate::api::ClusterPromotion;
 use crate::api::promotion::FINALIZER;
@@ -93,13 +102,24 @@ pub async fn act(
             }
         }
     }
+    // What the status decided. If this fails, the next pass redoes it from the recorded status.
     for action in &d.after_status {
         match apply_action(&promotions, &profiles, &mut current, action, world).await {
             Ok(Some(line)) => out.done.push(line),
             Ok(None) => {}
+            Err(e) if is_status(&e, 409) => {
+                out.conflict = Some(format!(
+                    "ClusterPromotion {name}: {}: another writer was first",
+                    describe(action)
+                ));
+                break;
+            }
             Err(e) => {
-                // The next pass resets a consumed approval it still finds.
-                tracing::warn!(promotion = %name, error = %e, "{} failed", describe(action));
+                out.error = Some(format!(
+                    "ClusterPromotion {name}: {} (after recording the status; the next pass retries): {e}",
+                    describe(action)
+                ));
+                break;
             }
         }
     }
@@ -107,14 +127,29 @@ pub async fn act(
     out
 }
 
-fn describe(action: &Action) -> String {
+pub(crate) fn describe(action: &Action) -> String {
     match action {
         Action::AddFinalizer => "adding the finalizer".into(),
         Action::RemoveFinalizer => "removing the finalizer".into(),
         Action::Apply(p) => format!("applying ClusterProfile {}", p.name),
         Action::Delete { name } => format!("deleting ClusterProfile {name}"),
         Action::Disown { name } => format!("removing the owner reference of ClusterProfile {name}"),
-        Action::ResetApproval { stage, .. } => format!("resetting the approval of stage {stage}"),
+        Action::Record(ops) => ops
+            .iter()
+            .map(|op| match op {
+                RecordOp::ConsumeApproval { stage, .. } => {
+                    format!("consuming the approval of stage {stage}")
+                }
+                RecordOp::RestoreApproval { stage, .. } => {
+                    format!("giving back the unused approval of stage {stage}")
+                }
+                RecordOp::ForgetApprovalRecord { stage } => {
+                    format!("dropping the revoked approval record of stage {stage}")
+                }
+                RecordOp::Complete(_) => "recording completion".into(),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
     }
 }
 
@@ -136,10 +171,18 @@ async fn apply_action(
             }
             // The resourceVersion makes the list replacement safe against concurrent writers.
             let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": rv}});
-            *current = promotions
+            match promotions
                 .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                .await?;
-            Ok(Some(describe(action)))
+                .await
+            {
+                Ok(updated) => {
+                    *current = updated;
+                    Ok(Some(describe(action)))
+                }
+                // Gone: a faster pass removed the last finalizer and the promotion with it.
+                Err(e) if is_status(&e, 404) && *action == Action::RemoveFinalizer => Ok(None),
+                Err(e) => Err(e),
+            }
         }
         Action::Apply(desired) => {
             match world.profiles.get(&desired.name) {
@@ -183,27 +226,94 @@ async fn apply_action(
                 .await?;
             Ok(Some(describe(action)))
         }
-        Action::ResetApproval { index, stage } => {
-            let ops: json_patch::Patch = serde_json::from_value(json!([
-                {"op": "test", "path": format!("/spec/stages/{index}/name"), "value": stage},
-                {"op": "test", "path": format!("/spec/stages/{index}/trigger/manual/approved"), "value": true},
-                {"op": "remove", "path": format!("/spec/stages/{index}/trigger/manual/approved")}
-            ]))
-            .map_err(kube::Error::SerdeError)?;
+        Action::Record(ops) => {
+            let patch: json_patch::Patch =
+                serde_json::from_value(Value::Array(record_patch(current, ops)))
+                    .map_err(kube::Error::SerdeError)?;
             match promotions
-                .patch(&name, &PatchParams::default(), &Patch::<()>::Json(ops))
+                .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
                 .await
             {
                 Ok(updated) => {
                     *current = updated;
                     Ok(Some(describe(action)))
                 }
-                // The stage moved or the approval is already gone: nothing to reset.
-                Err(e) if is_status(&e, 422) => Ok(None),
+                // A `test` failed: the promotion changed since it was observed. Reported as a
+                // conflict: the next pass decides again from what it finds.
+                Err(e) if is_status(&e, 422) => Err(conflict(e)),
                 Err(e) => Err(e),
             }
         }
     }
+}
+
+fn conflict(e: kube::Error) -> kube::Error {
+    match e {
+        kube::Error::Api(mut s) => {
+            s.code = 409;
+            kube::Error::Api(s)
+        }
+        other => other,
+    }
+}
+
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// The JSON patch of promoter's records, guarded by the resourceVersion of `current` (what the pass
+/// observed, or its own last write).
+fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> {
+    let annotations = current.metadata.annotations.clone().unwrap_or_default();
+    let mut out = vec![json!({"op": "test", "path": "/metadata/resourceVersion",
+        "value": current.metadata.resource_version})];
+    if current.metadata.annotations.is_none() {
+        out.push(json!({"op": "add", "path": "/metadata/annotations", "value": {}}));
+    }
+    let annotation = |key: &str| format!("/metadata/annotations/{}", escape(key));
+    let set =
+        |key: &str, value: String| json!({"op": "add", "path": annotation(key), "value": value});
+    let remove = |out: &mut Vec<Value>, key: &str| {
+        if annotations.contains_key(key) {
+            out.push(json!({"op": "remove", "path": annotation(key)}));
+        }
+    };
+    for op in ops {
+        match op {
+            RecordOp::ConsumeApproval {
+                index,
+                stage,
+                grant,
+            } => {
+                let approved = format!("/spec/stages/{index}/trigger/manual/approved");
+                out.push(json!({"op": "test", "path": format!("/spec/stages/{index}/name"), "value": stage}));
+                out.push(json!({"op": "test", "path": approved, "value": true}));
+                out.push(json!({"op": "remove", "path": approved}));
+                remove(&mut out, &approval_key(stage));
+                out.push(set(&grant_key(stage), to_json(grant)));
+            }
+            RecordOp::RestoreApproval {
+                index,
+                stage,
+                approval,
+            } => {
+                out.push(json!({"op": "test", "path": format!("/spec/stages/{index}/name"), "value": stage}));
+                out.push(json!({"op": "add", "path": format!("/spec/stages/{index}/trigger/manual/approved"), "value": true}));
+                if let Some(r) = approval {
+                    out.push(set(&approval_key(stage), to_json(r)));
+                }
+                remove(&mut out, &grant_key(stage));
+            }
+            RecordOp::ForgetApprovalRecord { stage } => remove(&mut out, &approval_key(stage)),
+            RecordOp::Complete(run) => out.push(set(COMPLETED, to_json(run))),
+        }
+    }
+    out
+}
+
+/// A record as the annotation's JSON text.
+fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
 }
 
 /// Kubernetes Events (events.k8s.io/v1) in `default`, where events of cluster-scoped objects go.

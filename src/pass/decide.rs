@@ -1,6 +1,36 @@
 //! The decision for one ClusterPromotion: a pure function of (promotion, observed world, health
 //! results, now) returning the new status, the actions, the events and a one-line summary.
 //! No I/O, no clock, no randomness.
+//!
+//! # Invariants (the gates), and where they are kept
+//!
+//! A *run* is one revision (status `profileSpecHash` = [`revision_hash`], `stagesHash`) from the
+//! restart that started it ([`Run`]). Writes happen in this order (see `act`): the promotion's
+//! records (one JSON patch guarded by the observed resourceVersion), the status (PUT guarded by the
+//! resourceVersion), then what the status decided ([`Decision::after_status`]).
+//!
+//! 1. **Nothing irrevocable before the decision is recorded.** Before the status write a pass only
+//!    re-applies what the observed status already records: the reached stages' profiles (equal
+//!    revision hash means identical generated content), and removes preverification profiles of
+//!    stages already passed. Applying the next stage's profile, a restart's stage 1 profile and
+//!    deleting a preverification profile come after the status write. A pass refused at the status
+//!    write (the promotion changed: an approval revoked, a new spec) changed nothing any cluster
+//!    runs; a pass killed after it leaves a status whose next pass re-applies what it records.
+//! 2. **An approval is consumed exactly once, for exactly one run.** Consuming it removes
+//!    `approved` and writes `promoter.dev/grant.<stage>` for the current run in one guarded patch
+//!    ([`RecordOp::ConsumeApproval`]), before the status write. The grant approves that stage of
+//!    that run only; a later revision is a new run and needs a new approval. A concurrent or late
+//!    pass that observed an older resourceVersion cannot consume (its patch is refused), so it can
+//!    neither reuse the approval nor remove a newer one.
+//! 3. **A fresh approval is never removed.** Only the current stage's approval is consumed, and only
+//!    when it lets the stage pass; a pre-approval of a stage already passed stays for the next run.
+//!    A grant whose run was superseded before its promotion was recorded is given back
+//!    ([`RecordOp::RestoreApproval`]) in the restart's own guarded patch.
+//! 4. **Completion is recorded** (`promoter.dev/completed` = the run), before the status write, and
+//!    only a new run undoes it: pause/resume, a blocked pass or any description text do not.
+//! 5. **Progressive**: every change of what a generated profile carries from the promotion (order of
+//!    lists included, tenant labels included) is a new revision, rolled out from stage 1; a stage
+//!    beyond the current one keeps the revision it was promoted with.
 
 use super::deployment::{self, DeploymentCheck};
 use super::profiles::{
@@ -9,11 +39,12 @@ use super::profiles::{
 };
 use super::stage_status::{description_text, entry, set_description, set_failure};
 use super::world::World;
+use crate::annotations::{Grant, Record, Run};
 use crate::api::promotion::FINALIZER;
 use crate::api::{
     ClusterProfile, ClusterPromotion, ClusterPromotionStatus, Stage, StageStatus, Timestamp,
 };
-use crate::hash::{profile_spec_hash, stages_hash};
+use crate::hash::{revision_hash, stages_hash};
 use crate::validation::{check_label_value, name_violations, schema_violations};
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
@@ -69,11 +100,32 @@ pub enum Action {
     Disown {
         name: String,
     },
-    /// Remove `approved` from this stage's manual trigger (JSON patch guarded by the stage name).
-    ResetApproval {
+    /// promoter's records on the promotion, in one JSON patch guarded by the resourceVersion the
+    /// pass observed (a concurrent writer makes it fail, and the pass stops).
+    Record(Vec<RecordOp>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecordOp {
+    /// Moves stage `index`'s approval into a grant for one run: removes `approved` and the
+    /// `promoter approve` record, writes `promoter.dev/grant.<stage>`.
+    ConsumeApproval {
         index: usize,
         stage: String,
+        grant: Grant,
     },
+    /// Gives back an approval consumed for a run that was superseded before its promotion was
+    /// recorded: sets `approved` again (with its `promoter approve` record) and drops the grant.
+    RestoreApproval {
+        index: usize,
+        stage: String,
+        approval: Option<Record>,
+    },
+    /// Drops a `promoter approve` record whose approval was revoked by hand, so that it never
+    /// judges a later hand approval.
+    ForgetApprovalRecord { stage: String },
+    /// Records that the run is complete.
+    Complete(Run),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,8 +145,8 @@ pub struct Decision {
     pub actions: Vec<Action>,
     /// The new status, when it differs from the observed one.
     pub status: Option<ClusterPromotionStatus>,
-    /// Actions applied after a successful status write (approval resets: an approval is consumed
-    /// only once the promotion it allowed is recorded).
+    /// Actions applied only after a successful status write: what the new status decided
+    /// (the next stage's profile, a restart's stage 1 profile, preverification deletions).
     pub after_status: Vec<Action>,
     pub events: Vec<EventNote>,
     /// When waiting on time: the moment the wait ends (soak end, window opening).
@@ -133,6 +185,17 @@ impl Decision {
             reason: reason.into(),
             message,
         });
+    }
+
+    /// Adds a record to the decision's one guarded record patch.
+    fn record(&mut self, op: RecordOp) {
+        match self.actions.iter_mut().find_map(|a| match a {
+            Action::Record(ops) => Some(ops),
+            _ => None,
+        }) {
+            Some(ops) => ops.push(op),
+            None => self.actions.push(Action::Record(vec![op])),
+        }
     }
 
     fn outcome(&mut self, phase: Phase, summary: String) {
@@ -229,7 +292,7 @@ pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
         return Vec::new();
     };
     let stage = &p.spec.stages[idx];
-    if is_complete(&p.spec.stages, &status, idx) {
+    if is_complete(p) {
         return Vec::new();
     }
     [
@@ -429,8 +492,9 @@ impl<'a> Planner<'a> {
             return self.blocked(status, problems);
         }
         self.remove_stale();
+        self.forget_orphan_approval_records();
         let stages = &self.p.spec.stages;
-        let ps_hash = profile_spec_hash(self.p.spec.profile_spec.as_ref());
+        let ps_hash = revision_hash(self.p);
         let st_hash = stages_hash(stages);
         let current = status.current_stage_name.clone().unwrap_or_default();
         let cur_idx = stages.iter().position(|s| s.name == current);
@@ -502,9 +566,8 @@ impl<'a> Planner<'a> {
     fn restart(&mut self, status: &mut ClusterPromotionStatus, ps_hash: String, st_hash: String) {
         let first = self.p.spec.stages[0].clone();
         let now = self.now();
-        self.delete_if_present(preverification_name(self.name, &first.name));
         self.d.stage = Some(first.name.clone());
-        if let Observed::Deleting = self.ensure(main_profile(self.p, &first)) {
+        if self.is_deleting(&profile_name(self.name, &first.name)) {
             self.d.outcome(
                 Phase::Waiting,
                 format!(
@@ -515,6 +578,10 @@ impl<'a> Planner<'a> {
             return;
         }
         let first_time = status.profile_spec_hash.is_none();
+        self.restore_unused_grants();
+        // Stage 1 gets the new revision only once the status records the restart (invariant 1).
+        self.delete_after(preverification_name(self.name, &first.name));
+        self.ensure_after(main_profile(self.p, &first));
         *status = ClusterPromotionStatus {
             stages: Some(vec![StageStatus {
                 name: first.name.clone(),
@@ -551,13 +618,19 @@ impl<'a> Planner<'a> {
         let stage = stages[idx].clone();
         let now = self.now();
         self.d.stage = Some(stage.name.clone());
-        self.reset_consumed_approvals(idx);
-        // Stages already reached in this run keep their profiles (repairs drift or deletion).
+        // Stages already reached in this run keep their profiles (repairs drift or deletion): the
+        // revision is the one they were promoted with, since equal hashes mean equal content.
+        // Their preverification profiles are gone once passed (a pass may have died before).
         for earlier in &stages[..idx] {
             let _ = self.ensure(main_profile(self.p, earlier));
+            self.delete_if_present(preverification_name(self.name, &earlier.name));
         }
-        if is_complete(stages, status, idx) {
+        if self.complete_recorded(idx) {
             let _ = self.ensure(main_profile(self.p, &stage));
+            self.delete_if_present(preverification_name(self.name, &stage.name));
+            let e = entry(status, &stage.name);
+            set_failure(e, None, now);
+            set_description(e, "Successfully provisioned", now);
             self.d.outcome(Phase::Complete, "complete".into());
             return;
         }
@@ -736,6 +809,12 @@ impl<'a> Planner<'a> {
             }
         }
         if let Some(manual) = &trigger.manual {
+            let run = self.p.status.as_ref().and_then(Run::of);
+            if run.is_some() && crate::annotations::grant(self.p, &stage.name).map(|g| g.run) == run
+            {
+                // Consumed for this run by an earlier pass that died before recording the promotion.
+                return None;
+            }
             // An approval recorded by `promoter approve` is for one revision; a spec change voids it.
             let revision = status.profile_spec_hash.clone();
             let stale = crate::annotations::approval(self.p, &stage.name)
@@ -765,10 +844,17 @@ impl<'a> Planner<'a> {
                 let summary = format!("stage {}: awaiting manual approval", stage.name);
                 return Some(Wait::new(Phase::AwaitingApproval, summary, None));
             }
-            if manual.automatic_reset() {
-                self.d.after_status.push(Action::ResetApproval {
+            if manual.automatic_reset()
+                && let Some(run) = run
+            {
+                // Consumed now, in the guarded patch before the status write (invariant 2).
+                self.d.record(RecordOp::ConsumeApproval {
                     index: idx,
                     stage: stage.name.clone(),
+                    grant: Grant {
+                        run,
+                        approval: crate::annotations::approval(self.p, &stage.name),
+                    },
                 });
             }
         }
@@ -784,8 +870,11 @@ impl<'a> Planner<'a> {
         e.last_status_check_time = Some(Timestamp::new(now));
         e.failure_message = None;
         set_description(e, "Successfully provisioned", now);
-        self.delete_if_present(preverification_name(self.name, &stage.name));
+        self.delete_after(preverification_name(self.name, &stage.name));
         let Some(next) = stages.get(idx + 1).cloned() else {
+            if let Some(run) = self.p.status.as_ref().and_then(Run::of) {
+                self.d.record(RecordOp::Complete(run));
+            }
             self.d.event(format!(
                 "ClusterPromotion {} complete: stage {} provisioned",
                 self.name, stage.name
@@ -796,20 +885,10 @@ impl<'a> Planner<'a> {
             );
             return;
         };
-        self.delete_if_present(preverification_name(self.name, &next.name));
-        if let Observed::Deleting = self.ensure(main_profile(self.p, &next)) {
-            // Nothing is recorded: the promotion happens once the old profile is gone.
-            *status = self.p.status.clone().unwrap_or_default();
-            self.d.after_status.clear();
-            self.d.outcome(
-                Phase::Waiting,
-                format!(
-                    "promotion to {} waits: its ClusterProfile is being deleted",
-                    next.name
-                ),
-            );
-            return;
-        }
+        // The next stage's profile follows the status write; while an old one is being deleted,
+        // the next pass recreates it once it is gone.
+        self.delete_after(preverification_name(self.name, &next.name));
+        self.ensure_after(main_profile(self.p, &next));
         status
             .stages
             .get_or_insert_with(Vec::new)
@@ -828,25 +907,104 @@ impl<'a> Planner<'a> {
         );
     }
 
-    /// An approval whose promotion is recorded but whose reset did not happen (the pass was
-    /// interrupted) is reset now, so that it cannot approve a later revision.
-    fn reset_consumed_approvals(&mut self, current: usize) {
-        let passed: BTreeSet<&str> = self
-            .p
-            .status
-            .iter()
-            .flat_map(|s| s.stages.iter().flatten())
-            .filter(|s| s.last_successful_applied_time.is_some())
-            .map(|s| s.name.as_str())
-            .collect();
-        for (i, s) in self.p.spec.stages.iter().enumerate().take(current) {
-            if let Some(m) = s.trigger.as_ref().and_then(|t| t.manual.as_ref())
-                && m.is_approved()
-                && m.automatic_reset()
-                && passed.contains(s.name.as_str())
-            {
-                self.d.after_status.push(Action::ResetApproval {
-                    index: i,
+    fn is_deleting(&self, name: &str) -> bool {
+        self.world
+            .profiles
+            .get(name)
+            .is_some_and(|cp| cp.metadata.deletion_timestamp.is_some())
+    }
+
+    /// Like `ensure`, for a profile the status write decides: applied after it.
+    fn ensure_after(&mut self, desired: DesiredProfile) {
+        let before = self.d.actions.len();
+        let _ = self.ensure(desired);
+        let planned: Vec<Action> = self.d.actions.drain(before..).collect();
+        self.d.after_status.extend(planned);
+    }
+
+    /// Like `delete_if_present`, for a deletion the status write decides.
+    fn delete_after(&mut self, name: String) {
+        let before = self.d.actions.len();
+        self.delete_if_present(name);
+        let planned: Vec<Action> = self.d.actions.drain(before..).collect();
+        self.d.after_status.extend(planned);
+    }
+
+    /// Whether the observed run is complete: recorded, or (once, for promotions completed before
+    /// promoter recorded completions, by upstream or an earlier promoter) shown by the last
+    /// stage's status, in which case the record is written now.
+    fn complete_recorded(&mut self, idx: usize) -> bool {
+        if is_complete(self.p) {
+            return true;
+        }
+        let last = idx + 1 == self.p.spec.stages.len();
+        let observed = self.p.status.clone().unwrap_or_default();
+        let legacy = last
+            && !crate::annotations::has_completion_record(self.p)
+            && observed
+                .stages
+                .iter()
+                .flatten()
+                .find(|s| s.name == self.p.spec.stages[idx].name)
+                .is_some_and(|s| {
+                    s.last_successful_applied_time.is_some()
+                        && s.current_status_description
+                            .as_deref()
+                            .map(description_text)
+                            == Some("Successfully provisioned")
+                });
+        match Run::of(&observed) {
+            Some(run) if legacy => {
+                self.d.record(RecordOp::Complete(run));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A restart supersedes the observed run: an approval consumed for it whose promotion was never
+    /// recorded (the stage is still the current one) is given back, so that it is not lost.
+    fn restore_unused_grants(&mut self) {
+        let Some(observed) = self.p.status.as_ref() else {
+            return;
+        };
+        let Some(old_run) = Run::of(observed) else {
+            return;
+        };
+        if is_complete(self.p) {
+            return;
+        }
+        let current = observed.current_stage_name.clone().unwrap_or_default();
+        let Some(grant) = crate::annotations::grant(self.p, &current) else {
+            return;
+        };
+        let Some(index) = self.p.spec.stages.iter().position(|s| s.name == current) else {
+            return;
+        };
+        let manual = self.p.spec.stages[index]
+            .trigger
+            .as_ref()
+            .and_then(|t| t.manual.as_ref());
+        if grant.run == old_run && manual.is_some_and(|m| !m.is_approved()) {
+            self.d.record(RecordOp::RestoreApproval {
+                index,
+                stage: current,
+                approval: grant.approval,
+            });
+        }
+    }
+
+    /// `promoter approve` records whose approval is gone (revoked by hand) are dropped, so that
+    /// they never judge a later hand approval (problem 3 of issue 14).
+    fn forget_orphan_approval_records(&mut self) {
+        for s in &self.p.spec.stages {
+            let approved = s
+                .trigger
+                .as_ref()
+                .and_then(|t| t.manual.as_ref())
+                .is_some_and(|m| m.is_approved());
+            if !approved && crate::annotations::approval(self.p, &s.name).is_some() {
+                self.d.record(RecordOp::ForgetApprovalRecord {
                     stage: s.name.clone(),
                 });
             }
@@ -854,16 +1012,11 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The last stage was promoted past: the run is complete until the next revision.
-fn is_complete(stages: &[Stage], status: &ClusterPromotionStatus, idx: usize) -> bool {
-    idx + 1 == stages.len()
-        && status
-            .stages
-            .iter()
-            .flatten()
-            .find(|s| s.name == stages[idx].name)
-            .and_then(|s| s.current_status_description.as_deref())
-            .is_some_and(|t| description_text(t) == "Successfully provisioned")
+/// The last stage was promoted past: the run is complete until the next revision. Read from the
+/// completion record, never from status text (which pause/resume or a blocked pass overwrite).
+fn is_complete(p: &ClusterPromotion) -> bool {
+    let run = p.status.as_ref().and_then(Run::of);
+    run.is_some() && crate::annotations::completed(p) == run
 }
 
 /// Why a provisioned stage is not promoted in this pass.

@@ -87,13 +87,47 @@ fn apply(p: &mut ClusterPromotion, world: &mut World, d: &Decision) {
                     cp.metadata.owner_references = None;
                 }
             }
-            Action::ResetApproval { index, .. } => {
-                set_approved(p, *index, None);
-            }
+            Action::Record(ops) => apply_records(p, ops),
         }
     }
     if let Some(s) = &d.status {
         p.status = Some(s.clone());
+    }
+}
+
+/// Plays promoter's record patch onto the promotion, as `act` would.
+fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
+    use crate::annotations::{COMPLETED, approval_key, grant_key};
+    for op in ops {
+        let a = p.metadata.annotations.get_or_insert_default();
+        match op {
+            RecordOp::ConsumeApproval {
+                index,
+                stage,
+                grant,
+            } => {
+                a.remove(&approval_key(stage));
+                a.insert(grant_key(stage), serde_json::to_string(grant).unwrap());
+                set_approved(p, *index, None);
+            }
+            RecordOp::RestoreApproval {
+                index,
+                stage,
+                approval,
+            } => {
+                a.remove(&grant_key(stage));
+                if let Some(r) = approval {
+                    a.insert(approval_key(stage), serde_json::to_string(r).unwrap());
+                }
+                set_approved(p, *index, Some(true));
+            }
+            RecordOp::ForgetApprovalRecord { stage } => {
+                a.remove(&approval_key(stage));
+            }
+            RecordOp::Complete(run) => {
+                a.insert(COMPLETED.into(), serde_json::to_string(run).unwrap());
+            }
+        }
     }
 }
 
@@ -205,8 +239,11 @@ fn first_pass_adds_finalizer_and_starts_stage_one() {
     p.metadata.finalizers = None;
     let mut w = fleet();
     let d = run(&mut p, &mut w, 0);
-    assert_eq!(d.actions[0], Action::AddFinalizer);
-    assert!(matches!(&d.actions[1], Action::Apply(x) if x.name == "kyverno-dev"));
+    assert_eq!(d.actions, [Action::AddFinalizer]);
+    assert!(
+        matches!(&d.after_status[..], [Action::Apply(x)] if x.name == "kyverno-dev"),
+        "stage 1's profile follows the status write that records the run"
+    );
     let s = p.status.as_ref().unwrap();
     assert_eq!(s.current_stage_name.as_deref(), Some("dev"));
     assert_eq!(s.stages.as_ref().unwrap().len(), 1);
@@ -269,10 +306,12 @@ fn full_auto_manual_rollout_with_upstream_texts() {
     let d = run(&mut p, &mut w, 6);
     assert_eq!(d.summary, "promoted dev -> staging");
     assert!(
-        d.actions
+        d.after_status
             .iter()
-            .any(|a| matches!(a, Action::Apply(x) if x.name == "kyverno-staging"))
+            .any(|a| matches!(a, Action::Apply(x) if x.name == "kyverno-staging")),
+        "the next stage's profile follows the status write"
     );
+    assert!(!d.actions.iter().any(|a| matches!(a, Action::Apply(_))));
     assert_eq!(
         description(&p, "dev"),
         "Successfully provisioned (2026-02-16T06:06:00Z)"
@@ -309,17 +348,12 @@ fn full_auto_manual_rollout_with_upstream_texts() {
         "Stage staging awaits manual approval"
     );
     assert!(!run(&mut p, &mut w, 8).writes());
-    // Approved -> promoted, and the approval of that one stage is reset after the status write.
+    // Approved -> promoted; the approval of that one stage is consumed before the status write.
     set_approved(&mut p, 1, Some(true));
     let d = run(&mut p, &mut w, 9);
     assert_eq!(d.summary, "promoted staging -> production");
-    assert_eq!(
-        d.after_status,
-        vec![Action::ResetApproval {
-            index: 1,
-            stage: "staging".into()
-        }]
-    );
+    assert!(matches!(&d.actions[..], [Action::Record(ops)]
+        if matches!(&ops[..], [RecordOp::ConsumeApproval { index: 1, stage, .. }] if stage == "staging")));
     summarize(&mut w, "kyverno-production", "Provisioned");
     let d = run(&mut p, &mut w, 10);
     assert_eq!(d.phase, Phase::Complete);
@@ -698,32 +732,26 @@ fn a_cluster_in_two_stages_is_an_error_naming_both() {
     assert!(d.events.iter().any(|e| e.warning));
 }
 
-// Q5: the reset touches only the approved stage, and an interrupted reset is completed later.
+// Q5: consuming touches only the approved stage; a pass killed after consuming (before the status
+// write) leaves a grant that lets this run, and only this run, through.
 #[test]
-fn interrupted_approval_reset_is_completed_by_the_next_pass() {
+fn a_consumed_approval_is_a_grant_for_one_run() {
     let (mut p, mut w) = staging_approved();
     let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
-    // The pass is killed after the status write, before the reset.
-    p.status = d.status.clone();
-    w.profiles.extend(d.actions.iter().filter_map(|a| match a {
-        Action::Apply(x) => Some((x.name.clone(), x.to_object())),
-        _ => None,
-    }));
-    let d = decide(&p, &w, &HealthResults::new(), &ctx(5));
-    assert_eq!(
-        d.after_status,
-        vec![Action::ResetApproval {
-            index: 1,
-            stage: "staging".into()
-        }]
+    // Killed after the record patch: the status is not written.
+    let Some(Action::Record(ops)) = d.actions.first() else {
+        panic!("{:?}", d.actions)
+    };
+    apply_records(&mut p, ops);
+    assert_eq!(p.spec.stages[1].manual_approval(), None);
+    let d = run(&mut p, &mut w, 5);
+    assert_eq!(d.summary, "promoted staging -> production");
+    assert!(
+        !d.actions.iter().any(|a| matches!(a, Action::Record(_))),
+        "nothing to consume again"
     );
-    assert_eq!(
-        d.stage.as_deref(),
-        Some("production"),
-        "no second promotion"
-    );
+    assert_eq!(d.stage.as_deref(), Some("production"));
 }
-
 // Upstream case 14 and Q9.
 #[test]
 fn deletion_cleans_up_or_preserves() {
@@ -978,4 +1006,319 @@ fn an_approval_for_another_revision_is_ignored() {
         decide(&p, &w, &HealthResults::new(), &ctx(5)).summary,
         "promoted staging -> production"
     );
+}
+
+// ---- Issue 14: gates that hold. Each test failed before the fix. ----
+
+/// The profileSpec's chart version: a new revision.
+fn new_revision(p: &mut ClusterPromotion, version: &str) {
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!(version);
+}
+
+/// Runs passes (Sveltos provisioning every profile in between) until the promotion reaches `stage`
+/// and waits there, or completes.
+fn run_to(p: &mut ClusterPromotion, w: &mut World, from: i64, stage: &str) -> (i64, Decision) {
+    for min in from..from + 60 {
+        let d = run(p, w, min);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            summarize(w, &name, "Provisioned");
+        }
+        let here = p
+            .status
+            .as_ref()
+            .and_then(|s| s.current_stage_name.as_deref())
+            == Some(stage);
+        if here && matches!(d.phase, Phase::AwaitingApproval | Phase::Complete) {
+            return (min, d);
+        }
+    }
+    panic!("never reached {stage}: {:?}", p.status);
+}
+
+/// Problem 1: the consumed approval must not let the next revision through, even when the pass
+/// that consumed it was killed right after the status write (nothing after it ran).
+#[test]
+fn issue14_p1_a_consumed_approval_never_approves_the_next_revision() {
+    let (mut p, mut w) = staging_approved();
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    assert_eq!(d.summary, "promoted staging -> production");
+    // Killed after the status write: only `actions` and the status happened.
+    let killed = Decision {
+        after_status: Vec::new(),
+        ..d
+    };
+    apply(&mut p, &mut w, &killed);
+    new_revision(&mut p, "3.6.2");
+    let (_, d) = run_to(&mut p, &mut w, 5, "staging");
+    assert_eq!(d.phase, Phase::AwaitingApproval, "{}", d.summary);
+}
+
+/// Problem 1, last stage: its approval is consumed too, and never reused after completion.
+#[test]
+fn issue14_p1_last_stage_approval_is_consumed_once() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}, "trigger": {"manual": {}}}
+    ]));
+    let mut w = fleet();
+    let (min, _) = run_to(&mut p, &mut w, 0, "production");
+    set_approved(&mut p, 1, Some(true));
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.phase, Phase::Complete);
+    assert_eq!(p.spec.stages[1].manual_approval(), None);
+    new_revision(&mut p, "3.6.2");
+    let (_, d) = run_to(&mut p, &mut w, min + 2, "production");
+    assert_eq!(d.phase, Phase::AwaitingApproval);
+}
+
+/// Problem 3: after one `promoter approve`, a hand approval at the next revision still works.
+#[test]
+fn issue14_p3_hand_approval_works_after_promoter_approve() {
+    let (mut p, mut w) = staging_approved();
+    let revision = p.status.as_ref().unwrap().profile_spec_hash.clone();
+    let record = crate::annotations::Record {
+        by: "bob".into(),
+        at: "2026-02-16T06:03:30Z".into(),
+        revision,
+    };
+    p.metadata.annotations = Some(
+        [(
+            crate::annotations::approval_key("staging"),
+            serde_json::to_string(&record).unwrap(),
+        )]
+        .into(),
+    );
+    assert_eq!(
+        run(&mut p, &mut w, 4).summary,
+        "promoted staging -> production"
+    );
+    assert_eq!(
+        crate::annotations::approval(&p, "staging"),
+        None,
+        "consumed with it"
+    );
+    new_revision(&mut p, "3.6.2");
+    let (min, _) = run_to(&mut p, &mut w, 5, "staging");
+    set_approved(&mut p, 1, Some(true)); // kubectl patch
+    assert_eq!(
+        run(&mut p, &mut w, min + 1).summary,
+        "promoted staging -> production"
+    );
+}
+
+/// Problem 3: a record whose approval was revoked by hand is dropped.
+#[test]
+fn issue14_p3_revoked_approval_record_is_dropped() {
+    let (mut p, w) = staging_approved();
+    set_approved(&mut p, 1, None);
+    p.metadata.annotations = Some(
+        [(
+            crate::annotations::approval_key("staging"),
+            r#"{"by":"bob","at":"x","revision":"old"}"#.into(),
+        )]
+        .into(),
+    );
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    assert_eq!(
+        d.actions,
+        [Action::Record(vec![RecordOp::ForgetApprovalRecord {
+            stage: "staging".into()
+        }])]
+    );
+}
+
+/// Problem 4: approving an already-passed stage for the next release is kept, and used then.
+#[test]
+fn issue14_p4_pre_approval_is_kept_for_the_next_revision() {
+    let (mut p, mut w) = staging_approved();
+    let (min, _) = run_to(&mut p, &mut w, 4, "production");
+    set_approved(&mut p, 1, Some(true)); // pre-approval of staging
+    for m in min + 1..min + 5 {
+        run(&mut p, &mut w, m);
+        assert_eq!(p.spec.stages[1].manual_approval(), Some(true), "kept");
+    }
+    new_revision(&mut p, "3.6.2");
+    let (_, d) = run_to(&mut p, &mut w, min + 5, "production");
+    assert_eq!(
+        d.phase,
+        Phase::Complete,
+        "the pre-approval let the new revision through"
+    );
+    assert_eq!(p.spec.stages[1].manual_approval(), None, "consumed by it");
+}
+
+/// Problem 5: a completed rollout stays complete through pause/resume and a blocked pass.
+#[test]
+fn issue14_p5_completion_is_recorded_not_read_from_text() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}, "trigger": {"manual": {}}}
+    ]));
+    let mut w = fleet();
+    let (min, _) = run_to(&mut p, &mut w, 0, "production");
+    set_approved(&mut p, 1, Some(true));
+    assert_eq!(run(&mut p, &mut w, min + 1).phase, Phase::Complete);
+    p.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(crate::annotations::PAUSED.into(), "alice".into());
+    assert_eq!(run(&mut p, &mut w, min + 2).phase, Phase::Paused);
+    p.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(crate::annotations::PAUSED);
+    let d = run(&mut p, &mut w, min + 3);
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert_eq!(
+        description(&p, "production"),
+        format!("Successfully provisioned ({})", Timestamp::new(t(min + 3)))
+    );
+    assert!(!run(&mut p, &mut w, min + 4).writes());
+}
+
+/// Problem 5, upgrade: a rollout completed before completions were recorded is recognised once.
+#[test]
+fn issue14_p5_legacy_completion_is_adopted_once() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}, "trigger": {"manual": {}}}
+    ]));
+    let mut w = fleet();
+    let (min, _) = run_to(&mut p, &mut w, 0, "production");
+    set_approved(&mut p, 1, Some(true));
+    run(&mut p, &mut w, min + 1);
+    p.metadata.annotations = None; // as upstream leaves it
+    let d = run(&mut p, &mut w, min + 2);
+    assert_eq!(d.phase, Phase::Complete);
+    assert!(
+        matches!(&d.actions[..], [Action::Record(ops)] if matches!(ops[..], [RecordOp::Complete(_)]))
+    );
+}
+
+/// Problem 6: nothing that changes what a cluster runs precedes the status write.
+#[test]
+fn issue14_p6_next_stage_profile_and_preverification_follow_the_status_write() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
+         "trigger": {"auto": {"preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "default", "name": "job"}]}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ]));
+    let mut w = fleet();
+    let mut promoted = None;
+    for min in 0..10 {
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
+        for a in &d.actions {
+            assert!(
+                !matches!(a, Action::Delete { .. })
+                    && !matches!(a, Action::Apply(x) if x.name == "kyverno-production"),
+                "before the status write: {a:?}"
+            );
+        }
+        apply(&mut p, &mut w, &d);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            summarize(&mut w, &name, "Provisioned");
+        }
+        if d.summary.starts_with("promoted") {
+            assert!(d.after_status.iter().any(
+                |a| matches!(a, Action::Delete { name } if name == "preverification-kyverno-dev")
+            ));
+            promoted = Some(min);
+        }
+    }
+    assert!(promoted.is_some());
+}
+
+/// Problem 6: a pass that dies after its first write every time still makes progress.
+#[test]
+fn issue14_p6_a_pass_dying_after_one_write_progresses() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    set_approved(&mut p, 1, Some(true));
+    for min in 0..80 {
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
+        // Only the first write of the pass happens.
+        let first = d.actions.first().cloned();
+        let killed = match first {
+            Some(a) => Decision {
+                actions: vec![a],
+                status: None,
+                after_status: Vec::new(),
+                ..d
+            },
+            None => Decision {
+                after_status: d
+                    .after_status
+                    .iter()
+                    .take(usize::from(d.status.is_none()))
+                    .cloned()
+                    .collect(),
+                ..d
+            },
+        };
+        apply(&mut p, &mut w, &killed);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            summarize(&mut w, &name, "Provisioned");
+        }
+        if is_complete(&p) {
+            return;
+        }
+    }
+    panic!("no progress: {:?}", p.status);
+}
+
+/// Problem 7: reordering an order-significant list restarts at stage 1 and leaves the reached
+/// stages' profiles as they were promoted.
+#[test]
+fn issue14_p7_reorder_is_a_new_revision_from_stage_one() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ]));
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"] = json!([
+        {"repositoryURL": "https://a", "releaseName": "a", "releaseNamespace": "a"},
+        {"repositoryURL": "https://b", "releaseName": "b", "releaseNamespace": "b"}
+    ]);
+    let mut w = fleet();
+    run_to(&mut p, &mut w, 0, "production");
+    let prod_before = w.profiles["kyverno-production"].spec.fields.clone();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"]
+        .as_array_mut()
+        .unwrap()
+        .reverse();
+    let d = run(&mut p, &mut w, 30);
+    assert!(d.summary.starts_with("restarted"), "{}", d.summary);
+    assert_eq!(w.profiles["kyverno-production"].spec.fields, prod_before);
+    // Tenant labels too.
+    run_to(&mut p, &mut w, 31, "production");
+    p.metadata.labels = Some(
+        [(
+            crate::api::sveltos::SERVICE_ACCOUNT_NAME_LABEL.to_string(),
+            "eng".to_string(),
+        )]
+        .into(),
+    );
+    let before = w.profiles["kyverno-production"].metadata.labels.clone();
+    let d = run(&mut p, &mut w, 70);
+    assert!(d.summary.starts_with("restarted"), "{}", d.summary);
+    assert_eq!(w.profiles["kyverno-production"].metadata.labels, before);
+}
+
+/// A grant whose run is superseded before its promotion was recorded is given back.
+#[test]
+fn issue14_unused_grant_is_given_back_on_restart() {
+    let (mut p, mut w) = staging_approved();
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    let Some(Action::Record(ops)) = d.actions.first() else {
+        panic!()
+    };
+    apply_records(&mut p, ops); // killed before the status write
+    new_revision(&mut p, "3.6.2");
+    let d = run(&mut p, &mut w, 5);
+    assert!(d.summary.starts_with("restarted"));
+    assert!(
+        matches!(&d.actions[..], [Action::Record(ops)] if matches!(ops[..], [RecordOp::RestoreApproval { index: 1, .. }]))
+    );
+    assert_eq!(p.spec.stages[1].manual_approval(), Some(true));
+    assert_eq!(crate::annotations::grant(&p, "staging"), None);
 }

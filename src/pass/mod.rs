@@ -92,28 +92,25 @@ impl PassReport {
     }
 }
 
-/// The actions of a decision, one line each (what a dry run prints).
+/// The actions of a decision, one line each (what a dry run prints), in the order `act` applies them.
 pub fn planned(d: &Decision) -> Vec<String> {
-    let mut out: Vec<String> = d
-        .actions
-        .iter()
-        .map(|a| match a {
-            Action::AddFinalizer => "add finalizer".to_string(),
-            Action::RemoveFinalizer => "remove finalizer".into(),
-            Action::Apply(p) => format!("apply ClusterProfile {}", p.name),
-            Action::Delete { name } => format!("delete ClusterProfile {name}"),
-            Action::Disown { name } => format!("remove owner reference from ClusterProfile {name}"),
-            Action::ResetApproval { stage, .. } => format!("reset approval of stage {stage}"),
-        })
-        .collect();
+    let mut out: Vec<String> = d.actions.iter().map(planned_line).collect();
     if d.status.is_some() {
         out.push("write status".into());
     }
-    out.extend(d.after_status.iter().map(|a| match a {
-        Action::ResetApproval { stage, .. } => format!("reset approval of stage {stage}"),
-        other => format!("{other:?}"),
-    }));
+    out.extend(d.after_status.iter().map(planned_line));
     out
+}
+
+fn planned_line(a: &Action) -> String {
+    match a {
+        Action::AddFinalizer => "add finalizer".to_string(),
+        Action::RemoveFinalizer => "remove finalizer".into(),
+        Action::Apply(p) => format!("apply ClusterProfile {}", p.name),
+        Action::Delete { name } => format!("delete ClusterProfile {name}"),
+        Action::Disown { name } => format!("remove owner reference from ClusterProfile {name}"),
+        Action::Record(_) => act::describe(a),
+    }
 }
 
 /// Decides for one promotion, running its health checks when the decision needs them.

@@ -12,7 +12,7 @@ use crate::fake::{
     FakeApiServer, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
     sveltos_cluster_type,
 };
-use crate::hash::{profile_spec_hash, stages_hash};
+use crate::hash::{revision_hash, stages_hash};
 use crate::pass::profiles::main_profile;
 use crate::pass::stage_status::with_timestamp;
 use chrono::{DateTime, Duration, Utc};
@@ -110,11 +110,22 @@ pub fn populate(
         }
         p.status = Some(ClusterPromotionStatus {
             stages: Some(stages),
-            profile_spec_hash: Some(profile_spec_hash(p.spec.profile_spec.as_ref())),
+            profile_spec_hash: Some(revision_hash(&p)),
             stages_hash: Some(stages_hash(&p.spec.stages)),
             current_stage_name: Some(format!("s{}", reached - 1)),
             last_promotion_time: ts(now - Duration::hours(1)),
         });
+        if state == State::Complete {
+            // As promoter records a completion (issue 14).
+            let run = p.status.as_ref().and_then(crate::annotations::Run::of);
+            p.metadata.annotations = Some(
+                [(
+                    crate::annotations::COMPLETED.to_string(),
+                    serde_json::to_string(&run)?,
+                )]
+                .into(),
+            );
+        }
         for k in 0..reached {
             let profile = main_profile(&p, &p.spec.stages[k]).to_object();
             let profile_name = profile.metadata.name.clone().unwrap_or_default();
