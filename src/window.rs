@@ -6,8 +6,16 @@
 //! backwards, so an evaluation costs microseconds even for `* * * * *` (upstream iterates minute by
 //! minute over 366 days).
 //!
-//! Time zones: a wall-clock time that does not exist (the spring-forward gap) fires at the first
-//! instant after the gap; one that occurs twice (the fall-back hour) fires at both instants.
+//! Time zones (Vixie cron's rule, which robfig/cron, upstream's library, approximates): a
+//! wall-clock time that does not exist (the spring-forward gap) fires at the first instant after the
+//! gap; one that occurs twice (the fall-back hour) fires once, at its first instant.
+//!
+//! A window is a span of wall-clock time: it opens at a `from` occurrence and closes at the first
+//! `to` wall-clock time strictly after that `from` wall-clock time, each mapped to an instant by the
+//! rule above. So a window whose two ends fall into one spring-forward gap (`0 2 * * *` to
+//! `0 3 * * *` in Europe/Berlin on the last Sunday of March: 02:00 and 03:00 are both 03:00 CEST) is
+//! empty that day, not open for 24 hours; a window across the fall-back hour lasts one hour longer
+//! in real time, like the wall-clock night it spans.
 //! `@every <duration>` fires at multiples of the duration since the Unix epoch (upstream counts from
 //! an arbitrary start, which a stateless evaluator cannot reproduce).
 
@@ -229,6 +237,29 @@ impl CronSchedule {
         self.tz
     }
 
+    /// The first wall-clock time of the schedule strictly after the wall-clock time `w`, within
+    /// five years (`None` for `@every`, which has no wall clock).
+    fn next_wall_after(&self, w: NaiveDateTime) -> Option<NaiveDateTime> {
+        let Kind::Fields(f) = &self.kind else {
+            return None;
+        };
+        for day in 0..=MAX_FORWARD_DAYS {
+            let date = w.date() + Duration::days(day);
+            if !f.date_matches(date) {
+                continue;
+            }
+            for hour in (0..24).filter(|h| f.hour & (1 << h) != 0) {
+                for minute in (0..60).filter(|m| f.minute & (1 << m) != 0) {
+                    match date.and_hms_opt(hour, minute, 0) {
+                        Some(naive) if naive > w => return Some(naive),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// The first occurrence strictly after `t`, within five years.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let f = match &self.kind {
@@ -265,9 +296,15 @@ impl CronSchedule {
 
     /// The last occurrence at or before `t`, within 366 days.
     pub fn last_at_or_before(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.last_occurrence(t).map(|(_, instant)| instant)
+    }
+
+    /// The last occurrence at or before `t`: its wall-clock time (`None` for `@every`) and instant.
+    fn last_occurrence(&self, t: DateTime<Utc>) -> Option<(Option<NaiveDateTime>, DateTime<Utc>)> {
         let f = match &self.kind {
             Kind::Every(secs) => {
-                return DateTime::from_timestamp(t.timestamp().div_euclid(*secs) * secs, 0);
+                let at = DateTime::from_timestamp(t.timestamp().div_euclid(*secs) * secs, 0)?;
+                return Some((None, at));
             }
             Kind::Fields(f) => f,
         };
@@ -290,7 +327,7 @@ impl CronSchedule {
                     if let Some(instant) =
                         resolve(&self.tz, naive).into_iter().rev().find(|i| *i <= t)
                     {
-                        return Some(instant);
+                        return Some((Some(naive), instant));
                     }
                 }
             }
@@ -314,11 +351,12 @@ impl Fields {
     }
 }
 
-/// The instants a wall-clock time denotes: one, two (fall-back), or the end of a spring-forward gap.
+/// The instant a wall-clock time fires at: its only one, the first of two (fall-back), or the end of
+/// a spring-forward gap.
 fn resolve(tz: &Tz, naive: NaiveDateTime) -> Vec<DateTime<Utc>> {
     match tz.from_local_datetime(&naive) {
         LocalResult::Single(dt) => vec![dt.with_timezone(&Utc)],
-        LocalResult::Ambiguous(a, b) => vec![a.with_timezone(&Utc), b.with_timezone(&Utc)],
+        LocalResult::Ambiguous(a, b) => vec![a.min(b).with_timezone(&Utc)],
         LocalResult::None => (1..=240)
             .map(|m| naive + Duration::minutes(m))
             .find_map(|n| tz.from_local_datetime(&n).earliest())
@@ -357,11 +395,21 @@ impl PromotionWindow {
         let closed = || WindowState::Closed {
             opens_at: self.from.next_after(now),
         };
-        let Some(opened) = self.from.last_at_or_before(now) else {
+        let Some((wall, opened)) = self.from.last_occurrence(now) else {
             return closed();
         };
-        match self.to.next_after(opened) {
-            Some(close) if close <= now => closed(),
+        // The close is the next `to` wall-clock time after the opening one (see the module doc);
+        // `@every` (no wall clock) on either side counts in instants.
+        let close = match (wall, &self.to.kind) {
+            (Some(w), Kind::Fields(_)) => self
+                .to
+                .next_wall_after(w)
+                .and_then(|n| resolve(&self.to.tz, n).into_iter().next()),
+            _ => self.to.next_after(opened),
+        };
+        match close {
+            // Closed already, or empty (both ends in one spring-forward gap).
+            Some(close) if close <= now || close <= opened => closed(),
             closes_at => WindowState::Open { closes_at },
         }
     }
@@ -556,18 +604,18 @@ mod tests {
             gap.next_after(utc("2026-03-29T01:00:00Z")),
             Some(utc("2026-03-30T00:30:00Z"))
         );
-        // Fall back (2026-10-25, 03:00 -> 02:00): 02:30 occurs twice, and both count.
+        // Fall back (2026-10-25, 03:00 -> 02:00): 02:30 occurs twice and fires once, at the first.
         assert_eq!(
             gap.next_after(utc("2026-10-24T23:00:00Z")),
             Some(utc("2026-10-25T00:30:00Z"))
         );
         assert_eq!(
             gap.next_after(utc("2026-10-25T00:30:00Z")),
-            Some(utc("2026-10-25T01:30:00Z"))
+            Some(utc("2026-10-26T01:30:00Z"))
         );
         assert_eq!(
             gap.last_at_or_before(utc("2026-10-25T01:45:00Z")),
-            Some(utc("2026-10-25T01:30:00Z"))
+            Some(utc("2026-10-25T00:30:00Z"))
         );
         // A Berlin business-hours window evaluated across the spring change.
         let w = PromotionWindow::parse(
@@ -587,6 +635,231 @@ mod tests {
             WindowState::Closed {
                 opens_at: Some(utc("2026-03-28T08:00:00Z"))
             }
+        );
+    }
+
+    /// Minutes of `[start, end)` during which the window is open.
+    fn open_minutes(w: &PromotionWindow, start: DateTime<Utc>, end: DateTime<Utc>) -> i64 {
+        let mut t = start;
+        let mut open = 0;
+        while t < end {
+            if matches!(w.state(t), WindowState::Open { .. }) {
+                open += 1;
+            }
+            t += Duration::minutes(1);
+        }
+        open
+    }
+
+    /// The UTC span of a local calendar day.
+    fn local_day(tz: Tz, date: &str) -> (DateTime<Utc>, DateTime<Utc>) {
+        let d: NaiveDate = date.parse().unwrap();
+        let at = |d: NaiveDate| {
+            tz.from_local_datetime(&d.and_hms_opt(0, 0, 0).unwrap())
+                .earliest()
+                .unwrap()
+                .with_timezone(&Utc)
+        };
+        (at(d), at(d + Duration::days(1)))
+    }
+
+    // Issue 14, problem 8: the issue's own case. 02:00 does not exist in Berlin on 2026-03-29, and
+    // 03:00 is the same instant: the window is empty that day, not open for 24 hours.
+    #[test]
+    fn issue14_p8_berlin_spring_forward_window_is_not_open_all_day() {
+        let w = PromotionWindow::parse(
+            "CRON_TZ=Europe/Berlin 0 2 * * *",
+            "CRON_TZ=Europe/Berlin 0 3 * * *",
+            Tz::UTC,
+        )
+        .unwrap();
+        assert_eq!(
+            w.state(utc("2026-03-29T10:00:00Z")),
+            WindowState::Closed {
+                opens_at: Some(utc("2026-03-30T00:00:00Z"))
+            },
+            "production at noon"
+        );
+        let (start, end) = local_day(chrono_tz::Europe::Berlin, "2026-03-29");
+        assert_eq!(open_minutes(&w, start, end), 0);
+        let (start, end) = local_day(chrono_tz::Europe::Berlin, "2026-03-30");
+        assert_eq!(open_minutes(&w, start, end), 60);
+    }
+
+    /// Spring forward and fall back in four zones, one with a half-hour offset (Adelaide).
+    /// `(zone, spring-forward day, gap hour, fall-back day, repeated hour)`.
+    #[test]
+    fn dst_windows_in_four_zones() {
+        let zones = [
+            ("Europe/Berlin", "2026-03-29", 2, "2026-10-25", 2),
+            ("America/New_York", "2026-03-08", 2, "2026-11-01", 1),
+            ("Australia/Sydney", "2026-10-04", 2, "2026-04-05", 2),
+            ("Australia/Adelaide", "2026-10-04", 2, "2026-04-05", 2),
+        ];
+        for (zone, spring, gap, fall, repeated) in zones {
+            let tz: Tz = zone.parse().unwrap();
+            let w = |from: String, to: String| {
+                PromotionWindow::parse(
+                    &format!("CRON_TZ={zone} {from}"),
+                    &format!("CRON_TZ={zone} {to}"),
+                    Tz::UTC,
+                )
+                .unwrap()
+            };
+            // Both ends in the gap: empty that day, one hour the day before.
+            let in_gap = w(format!("0 {gap} * * *"), format!("0 {} * * *", gap + 1));
+            let (s, e) = local_day(tz, spring);
+            assert_eq!(open_minutes(&in_gap, s, e), 0, "{zone} spring");
+            assert_eq!(
+                open_minutes(&in_gap, s - Duration::days(1), s),
+                60,
+                "{zone} day before spring"
+            );
+            // Opening in the gap, closing after it: opens when the gap ends.
+            let from_gap = w(format!("30 {gap} * * *"), format!("0 {} * * *", gap + 2));
+            assert_eq!(
+                open_minutes(&from_gap, s, e),
+                60,
+                "{zone} opening in the gap"
+            );
+            // Across the gap: 00:00 to 06:00 is five real hours that day.
+            let night = w("0 0 * * *".into(), "0 6 * * *".into());
+            assert_eq!(open_minutes(&night, s, e), 300, "{zone} night, spring");
+            // Fall back: a window inside the repeated hour opens once, at its first occurrence.
+            let (s, e) = local_day(tz, fall);
+            let twice = w(
+                format!("30 {repeated} * * *"),
+                format!("45 {repeated} * * *"),
+            );
+            assert_eq!(open_minutes(&twice, s, e), 15, "{zone} repeated hour");
+            let opened = (0..1440)
+                .map(|m| s + Duration::minutes(m))
+                .find(|t| matches!(twice.state(*t), WindowState::Open { .. }))
+                .unwrap();
+            assert_eq!(
+                opened,
+                tz.from_local_datetime(
+                    &fall
+                        .parse::<NaiveDate>()
+                        .unwrap()
+                        .and_hms_opt(repeated, 30, 0)
+                        .unwrap()
+                )
+                .earliest()
+                .unwrap()
+                .with_timezone(&Utc)
+            );
+            // Across the repeated hour: 00:00 to 06:00 is seven real hours that day.
+            assert_eq!(open_minutes(&night, s, e), 420, "{zone} night, fall");
+        }
+    }
+
+    /// A small seeded generator (tests only; no dependency needed).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    fn field(r: &mut Lcg, min: u64, max: u64, names: &[&str]) -> String {
+        let v = |r: &mut Lcg| min + r.next(max - min + 1);
+        let name = |r: &mut Lcg, x: u64| -> String {
+            if !names.is_empty() && r.next(3) == 0 {
+                names[(x - min) as usize].to_string()
+            } else {
+                x.to_string()
+            }
+        };
+        match r.next(6) {
+            0 => "*".into(),
+            1 => {
+                let x = v(r);
+                name(r, x)
+            }
+            2 | 3 => {
+                let (a, b) = (v(r), v(r));
+                let (a, b) = (a.min(b), a.max(b));
+                if a == b {
+                    // croner reads `SUN-SUN` as 0-7; a one-value range is not worth the quirk.
+                    return a.to_string();
+                }
+                let mut out = format!("{}-{}", name(r, a), name(r, b));
+                if r.next(2) == 0 {
+                    out += &format!("/{}", 1 + r.next(5));
+                }
+                out
+            }
+            4 => format!("*/{}", 1 + r.next((max - min).max(1))),
+            _ => {
+                let (a, b) = (v(r), v(r));
+                format!("{},{}", name(r, a), name(r, b))
+            }
+        }
+    }
+
+    /// The evaluator against the `croner` crate, on the syntax both accept (five fields; no `a/n`,
+    /// no day-of-week 7, and no `*/n` in the day fields, where robfig's star rule differs), in UTC
+    /// and a zone without DST.
+    #[test]
+    fn differential_against_croner() {
+        use std::str::FromStr;
+        const MONTHS: &[&str] = &[
+            "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+        ];
+        const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+        let mut r = Lcg(14);
+        let (mut compared, mut skipped) = (0, 0);
+        for _ in 0..400 {
+            let day = |r: &mut Lcg, min, max, names| loop {
+                let f = field(r, min, max, names);
+                if !f.starts_with("*/") {
+                    return f;
+                }
+            };
+            let expr = format!(
+                "{} {} {} {} {}",
+                field(&mut r, 0, 59, &[]),
+                field(&mut r, 0, 23, &[]),
+                day(&mut r, 1, 31, &[]),
+                field(&mut r, 1, 12, MONTHS),
+                day(&mut r, 0, 6, DAYS)
+            );
+            let (Ok(ours), Ok(theirs)) = (
+                CronSchedule::parse(&expr, Tz::UTC),
+                croner::Cron::from_str(&expr),
+            ) else {
+                skipped += 1;
+                continue;
+            };
+            let kolkata =
+                CronSchedule::parse(&format!("CRON_TZ=Asia/Kolkata {expr}"), Tz::UTC).unwrap();
+            for _ in 0..5 {
+                let t = utc("2026-01-01T00:00:00Z")
+                    + Duration::minutes(r.next(2 * 366 * 1440) as i64)
+                    + Duration::seconds(r.next(60) as i64);
+                let expected = theirs
+                    .find_next_occurrence(&t, false)
+                    .ok()
+                    .filter(|n| *n - t < Duration::days(5 * 366));
+                assert_eq!(ours.next_after(t), expected, "{expr} after {t}");
+                let tk = t.with_timezone(&chrono_tz::Asia::Kolkata);
+                let expected = theirs
+                    .find_next_occurrence(&tk, false)
+                    .ok()
+                    .filter(|n| n.with_timezone(&Utc) - t < Duration::days(5 * 366))
+                    .map(|n| n.with_timezone(&Utc));
+                assert_eq!(kolkata.next_after(t), expected, "Kolkata {expr} after {t}");
+                compared += 2;
+            }
+        }
+        assert!(
+            compared >= 3000 && skipped < 40,
+            "{compared} compared, {skipped} skipped"
         );
     }
 }
