@@ -4,6 +4,7 @@
 use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -74,5 +75,63 @@ fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Resul
     config.connect_timeout = Some(timeout.map_or(connect, |t| t.min(connect)));
     config.read_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
     config.write_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::layer::layer_fn(Counted))
+        .build())
+}
+
+/// Requests sent by every client of this process, and how many were writes (metrics of a pass:
+/// take the difference around it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestCount {
+    pub requests: u64,
+    pub writes: u64,
+}
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+impl RequestCount {
+    pub fn now() -> Self {
+        RequestCount {
+            requests: REQUESTS.load(Ordering::Relaxed),
+            writes: WRITES.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What was sent since `earlier`.
+    pub fn since(self, earlier: RequestCount) -> RequestCount {
+        RequestCount {
+            requests: self.requests.saturating_sub(earlier.requests),
+            writes: self.writes.saturating_sub(earlier.writes),
+        }
+    }
+}
+
+/// A tower service that counts the requests passing through it.
+#[derive(Clone)]
+struct Counted<S>(S);
+
+impl<S, B> tower::Service<http::Request<B>> for Counted<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
+        if req.method() != http::Method::GET {
+            WRITES.fetch_add(1, Ordering::Relaxed);
+        }
+        self.0.call(req)
+    }
 }

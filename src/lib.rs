@@ -13,6 +13,7 @@ pub mod health;
 pub mod labels;
 pub mod logging;
 pub mod manifest;
+pub mod metrics;
 pub mod ops;
 pub mod pass;
 pub mod sim;

@@ -94,6 +94,8 @@ enum Command {
         /// Output format of the summary.
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Output,
+        #[command(flatten)]
+        push: PushArgs,
     },
     /// Run whole rollouts on a simulated fleet and a virtual clock, and print their timeline and ETA.
     ///
@@ -242,6 +244,23 @@ enum Command {
     ///
     /// Example: promoter crd | kubectl apply -f -
     Crd,
+}
+
+/// Where the pass's metrics go (a CronJob pod lives a second: nothing could scrape it).
+#[derive(Clone, Debug, clap::Args)]
+struct PushArgs {
+    /// Push the pass's metrics to this Prometheus Pushgateway (`http://pushgateway:9091`),
+    /// replacing the previous push of the same group. A failed push is a warning, never a failed pass.
+    #[arg(long, env = "PROMOTER_PUSHGATEWAY_URL", value_name = "URL")]
+    pushgateway_url: Option<String>,
+    /// The `instance` of the pushed group (job `promoter`): one per deployment, stable across runs.
+    #[arg(
+        long,
+        env = "PROMOTER_PUSHGATEWAY_INSTANCE",
+        default_value = "promoter",
+        value_name = "NAME"
+    )]
+    pushgateway_instance: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -489,6 +508,7 @@ async fn step(
     selector: Option<String>,
     tz: Option<String>,
     output: Output,
+    push: PushArgs,
 ) -> anyhow::Result<ExitCode> {
     let default_tz = match tz {
         Some(tz) => timezone(&tz)?,
@@ -504,8 +524,27 @@ async fn step(
         default_tz,
         now: Utc::now(),
     };
-    let health = promoter::health::HealthEngine::new(client.clone(), opts.now);
-    let report = run_pass(&client, &health, &opts).await?;
+    let engine = promoter::health::HealthEngine::new(client.clone(), opts.now);
+    let health = promoter::metrics::CountingEvaluator::new(&engine);
+    let (started, before) = (
+        std::time::Instant::now(),
+        promoter::client::RequestCount::now(),
+    );
+    let result = run_pass(&client, &health, &opts).await;
+    if let Some(url) = &push.pushgateway_url {
+        let metrics = promoter::metrics::PassMetrics::new(
+            result.as_ref().ok(),
+            Utc::now(),
+            started.elapsed(),
+            promoter::client::RequestCount::now().since(before),
+            health.count(),
+        );
+        let group = promoter::metrics::group_url(url, "promoter", &push.pushgateway_instance);
+        if let Err(e) = promoter::metrics::push(&group, metrics.prometheus_text()).await {
+            tracing::warn!("pushing metrics to the Pushgateway failed: {e}");
+        }
+    }
+    let report = result?;
     print_report(&report, output)?;
     Ok(if report.errors() > 0 {
         ExitCode::from(2)
@@ -682,7 +721,8 @@ fn main() -> ExitCode {
                 selector,
                 timezone,
                 output,
-            } => step(client, dry_run, selector, timezone, output).await,
+                push,
+            } => step(client, dry_run, selector, timezone, output, push).await,
             Command::Simulate {
                 manifests,
                 fleet,

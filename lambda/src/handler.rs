@@ -96,7 +96,9 @@ pub async fn handle(
         default_tz,
         now: Utc::now(),
     };
-    let health = promoter::health::HealthEngine::new(client.clone(), opts.now);
+    let engine = promoter::health::HealthEngine::new(client.clone(), opts.now);
+    let health = promoter::metrics::CountingEvaluator::new(&engine);
+    let requests_before = promoter::client::RequestCount::now();
     let pass = run_pass(&client, &health, &opts);
     let budget = deadline
         .and_then(|d| d.duration_since(SystemTime::now()).ok())
@@ -110,10 +112,24 @@ pub async fn handle(
                     budget.as_secs()
                 ),
             )
-        })?,
-        None => pass.await,
+        }),
+        None => Ok(pass.await),
     }
-    .map_err(|e| diagnostic("PassFailed", format!("{e:#}")))?;
+    .and_then(|r| r.map_err(|e| diagnostic("PassFailed", format!("{e:#}"))));
+    // One CloudWatch Embedded Metric Format line per invocation, whatever its outcome: Lambda
+    // ships stdout to CloudWatch Logs, which turns it into metrics without an agent.
+    let metrics = promoter::metrics::PassMetrics::new(
+        report.as_ref().ok(),
+        Utc::now(),
+        started.elapsed(),
+        promoter::client::RequestCount::now().since(requests_before),
+        health.count(),
+    );
+    println!(
+        "{}",
+        metrics.emf_line(&env("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|| "promoter".into()))
+    );
+    let report = report?;
 
     let summary = Summary {
         promotions: report.promotions.len(),

@@ -70,6 +70,12 @@ pub struct PromotionReport {
     pub conflict: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// 1-based position of `stage` among the promotion's stages (metrics, dashboards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage_index: Option<usize>,
+    /// The status' lastPromotionTime after this pass (what was observed, or written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_promotion_time: Option<DateTime<Utc>>,
 }
 
 impl PromotionReport {
@@ -143,6 +149,8 @@ async fn report_undecodable(
         next_check: None,
         conflict: None,
         error: None,
+        stage_index: None,
+        last_promotion_time: None,
     };
     if undecodable::status_patch(bad, opts.now).is_none() {
         return r;
@@ -204,6 +212,17 @@ pub async fn run_pass(
             next_check: d.next_check,
             conflict: None,
             error: None,
+            stage_index: d
+                .stage
+                .as_ref()
+                .and_then(|s| p.spec.stages.iter().position(|x| &x.name == s))
+                .map(|i| i + 1),
+            last_promotion_time: d
+                .status
+                .as_ref()
+                .or(p.status.as_ref())
+                .and_then(|s| s.last_promotion_time)
+                .map(|t| t.as_datetime()),
         };
         if !opts.dry_run && d.writes() {
             let outcome = act::act(client, p, &d, &observation.world, opts.now).await;

@@ -1,0 +1,153 @@
+//! The shipped monitoring files (cronjob/monitoring/) parse, and every series and field they name
+//! is one that promoter or kube-state-metrics really produces.
+
+use promoter::client::RequestCount;
+use promoter::metrics::{HealthCount, PassMetrics, PromotionMetrics};
+use promoter::pass::Phase;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn yaml(file: &str) -> Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cronjob/monitoring")
+            .join(file),
+    )
+    .unwrap();
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+/// The metric names promoter pushes (from a pass with one promotion, which has every family).
+fn pushed_names() -> BTreeSet<String> {
+    let m = PassMetrics {
+        time: chrono::Utc::now(),
+        succeeded: true,
+        duration: std::time::Duration::from_secs(1),
+        requests: RequestCount::default(),
+        health: HealthCount::default(),
+        promotions: vec![PromotionMetrics {
+            name: "p".into(),
+            phase: Phase::Complete,
+            stage_index: Some(1),
+            last_promotion_time: Some(chrono::Utc::now()),
+            in_error: false,
+        }],
+    };
+    m.prometheus_text()
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .map(String::from)
+        .collect()
+}
+
+/// Series of kube-state-metrics' standard CronJob collector that the rules use.
+const KSM: [&str; 1] = ["kube_cronjob_status_last_successful_time"];
+
+fn identifiers(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_braces = 0;
+    for c in expr.chars() {
+        match c {
+            '{' => in_braces += 1,
+            '}' => in_braces -= 1,
+            _ => {}
+        }
+        if in_braces == 0 && (c.is_ascii_alphanumeric() || c == '_') {
+            cur.push(c);
+        } else if !cur.is_empty() {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[test]
+fn every_alert_names_series_that_exist() {
+    let rule = yaml("prometheusrule.yaml");
+    assert_eq!(rule["kind"], "PrometheusRule");
+    let pushed = pushed_names();
+    let mut alerts = BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            let expr = r["expr"].as_str().unwrap();
+            alerts.insert(r["alert"].as_str().unwrap().to_string());
+            let series: Vec<String> = identifiers(expr)
+                .into_iter()
+                .filter(|i| i.starts_with("promoter_") || i.starts_with("kube_"))
+                .collect();
+            assert!(!series.is_empty(), "{expr}");
+            for s in series {
+                assert!(
+                    pushed.contains(&s) || KSM.contains(&s.as_str()),
+                    "{expr}: {s} is not produced"
+                );
+            }
+            // Phase values in selectors are phases promoter pushes.
+            for phase in ["Failed", "Error", "AwaitingApproval"] {
+                if expr.contains(phase) {
+                    assert!(
+                        promoter::metrics::PHASES
+                            .iter()
+                            .any(|p| promoter::metrics::phase_name(*p) == phase)
+                    );
+                }
+            }
+        }
+    }
+    for needed in [
+        "PromoterStepperNotSucceeding",
+        "PromoterCronJobNotSucceeding",
+        "ClusterPromotionFailedOrBlocked",
+        "ClusterPromotionAwaitingApproval",
+    ] {
+        assert!(alerts.contains(needed), "{needed}");
+    }
+}
+
+#[test]
+fn kube_state_metrics_paths_are_status_fields() {
+    let crs = yaml("kube-state-metrics-clusterpromotion.yaml");
+    let crd = serde_json::to_value(promoter::crd::cluster_promotion_crd()).unwrap();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let resolve = |start: &Value, path: &[Value]| -> Value {
+        let mut node = start.clone();
+        for part in path {
+            let field = part.as_str().unwrap();
+            if field == "metadata" {
+                return Value::Bool(true);
+            }
+            node = node["properties"][field].clone();
+            assert!(!node.is_null(), "no field {field} in {path:?}");
+        }
+        node
+    };
+    for resource in crs["spec"]["resources"].as_array().unwrap() {
+        assert_eq!(resource["groupVersionKind"]["kind"], "ClusterPromotion");
+        for m in resource["metrics"].as_array().unwrap() {
+            let each = &m["each"];
+            let kind = each["type"].as_str().unwrap().to_lowercase();
+            let body = &each[&kind];
+            if let Some(path) = body["path"].as_array() {
+                let node = resolve(schema, path);
+                if let Some(value) = body["valueFrom"].as_array() {
+                    resolve(&node["items"], value);
+                }
+                if let Some(labels) = body["labelsFromPath"].as_object() {
+                    for p in labels.values() {
+                        resolve(&node["items"], p.as_array().unwrap());
+                    }
+                }
+            } else if let Some(labels) = body["labelsFromPath"].as_object() {
+                for p in labels.values() {
+                    resolve(schema, p.as_array().unwrap());
+                }
+            }
+        }
+    }
+}
