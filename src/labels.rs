@@ -59,6 +59,120 @@ pub enum SelectorError {
     },
     #[error("invalid label selector {0:?}")]
     Syntax(String),
+    /// A key or value the API server would reject: such a selector can never match anything.
+    #[error("{path}: Invalid value: {value:?}: {why}")]
+    Invalid {
+        path: String,
+        value: String,
+        why: String,
+    },
+}
+
+// Label syntax as the API server validates it: k8s.io/apimachinery `pkg/util/validation`
+// (IsQualifiedName, IsValidLabelValue, IsDNS1123Subdomain) and `pkg/apis/meta/v1/validation`
+// (ValidateLabelSelector), kubernetes/kubernetes commits 03014f486c86dbe8a7fbe275fe14250854aab219
+// and 046d201c45cebd19eb1fc4612426761c64802825. libsveltos matches clusters through
+// `metav1.LabelSelectorAsSelector`, whose `labels.NewRequirement` applies the same key and value
+// rules, so a selector that breaks them selects nothing upstream either.
+
+const NAME_MAX: usize = 63;
+const SUBDOMAIN_MAX: usize = 253;
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`: the name part of a qualified name, and a non-empty
+/// label value.
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= NAME_MAX
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// IsDNS1123Subdomain: at most 253 characters, dot-separated DNS-1123 labels (lowercase).
+pub fn dns1123_subdomain_error(s: &str) -> Option<String> {
+    if s.len() > SUBDOMAIN_MAX {
+        return Some(format!("must be no more than {SUBDOMAIN_MAX} characters"));
+    }
+    if !s.split('.').all(is_dns1123_label) {
+        return Some("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into());
+    }
+    None
+}
+
+/// IsQualifiedName: `[prefix/]name`, prefix a DNS-1123 subdomain, name at most 63 characters.
+pub fn qualified_name_error(key: &str) -> Option<String> {
+    let name = match key.split('/').collect::<Vec<_>>()[..] {
+        [name] => name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                return Some("prefix part must be non-empty".into());
+            }
+            if let Some(e) = dns1123_subdomain_error(prefix) {
+                return Some(format!("prefix part {e}"));
+            }
+            name
+        }
+        _ => {
+            return Some("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')".into());
+        }
+    };
+    if name.is_empty() {
+        return Some("name part must be non-empty".into());
+    }
+    if name.len() > NAME_MAX {
+        return Some(format!(
+            "name part must be no more than {NAME_MAX} characters"
+        ));
+    }
+    if !is_qualified_name_part(name) {
+        return Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into());
+    }
+    None
+}
+
+/// IsValidLabelValue: empty, or at most 63 characters of `[-A-Za-z0-9_.]`, alphanumeric at both ends.
+pub fn label_value_error(value: &str) -> Option<String> {
+    if value.len() > NAME_MAX {
+        return Some(format!("must be no more than {NAME_MAX} characters"));
+    }
+    if !value.is_empty() && !is_qualified_name_part(value) {
+        return Some("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character".into());
+    }
+    None
+}
+
+fn check_key(path: String, key: &str) -> Result<(), SelectorError> {
+    match qualified_name_error(key) {
+        Some(why) => Err(SelectorError::Invalid {
+            path,
+            value: key.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn check_value(path: String, value: &str) -> Result<(), SelectorError> {
+    match label_value_error(value) {
+        Some(why) => Err(SelectorError::Invalid {
+            path,
+            value: value.to_string(),
+            why,
+        }),
+        None => Ok(()),
+    }
 }
 
 impl Requirement {
@@ -117,6 +231,8 @@ impl LabelSelector {
     pub fn requirements(&self) -> Result<Vec<Requirement>, SelectorError> {
         let mut out = Vec::new();
         for (k, v) in self.match_labels.iter().flatten() {
+            check_key("matchLabels".into(), k)?;
+            check_value("matchLabels".into(), v)?;
             out.push(Requirement {
                 key: k.clone(),
                 op: Op::In(vec![v.clone()]),
@@ -124,6 +240,10 @@ impl LabelSelector {
         }
         for (index, e) in self.match_expressions.iter().flatten().enumerate() {
             let values = e.values.clone().unwrap_or_default();
+            check_key(format!("matchExpressions[{index}].key"), &e.key)?;
+            for (j, v) in values.iter().enumerate() {
+                check_value(format!("matchExpressions[{index}].values[{j}]"), v)?;
+            }
             let op = match e.operator.as_str() {
                 "In" | "NotIn" if values.is_empty() => {
                     return Err(SelectorError::Values {
@@ -220,6 +340,12 @@ pub fn parse_selector(s: &str) -> Result<Vec<Requirement>, SelectorError> {
         if key.is_empty() || key.contains(char::is_whitespace) {
             return Err(err());
         }
+        check_key("key".into(), key)?;
+        if let Op::In(vals) | Op::NotIn(vals) = &op {
+            for v in vals {
+                check_value("value".into(), v)?;
+            }
+        }
         out.push(Requirement {
             key: key.to_string(),
             op,
@@ -299,6 +425,71 @@ mod tests {
         }
         assert!(parse_selector("env in dev").is_err());
         assert!(parse_selector("tier>x").is_err());
+    }
+
+    #[test]
+    fn keys_and_values_as_the_api_server_validates_them() {
+        let sixty_three = "a".repeat(63);
+        let sixty_four = "a".repeat(64);
+        let long_prefix = format!("{}/a", "a.".repeat(127));
+        for good in [
+            "env",
+            "Env",
+            "a_b.c-d",
+            "example.com/env",
+            "projectsveltos.io/cluster-profile-name",
+            "1a",
+            sixty_three.as_str(),
+        ] {
+            assert_eq!(qualified_name_error(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "env ",
+            " env",
+            "a/b/c",
+            "/a",
+            "a/",
+            "Example.com/a",
+            "-a",
+            "a-",
+            "a b",
+            "ünï",
+            "a:b",
+            sixty_four.as_str(),
+            long_prefix.as_str(),
+        ] {
+            assert!(qualified_name_error(bad).is_some(), "{bad:?}");
+        }
+        for good in ["", "prod", "eu.prod", "A_1", sixty_three.as_str()] {
+            assert_eq!(label_value_error(good), None, "{good}");
+        }
+        for bad in ["a b", "-a", "a.", "é", "a/b", sixty_four.as_str()] {
+            assert!(label_value_error(bad).is_some(), "{bad:?}");
+        }
+        assert_eq!(dns1123_subdomain_error("eu.prod-1"), None);
+        for bad in ["Eu", "a..b", ".a", "a.", "a_b", ""] {
+            assert!(dns1123_subdomain_error(bad).is_some(), "{bad:?}");
+        }
+        // An invalid selector is an error, never a selector that silently matches nothing.
+        let sel: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchExpressions": [{"key": "env", "operator": "In", "values": ["ok", "not ok"]}]
+        }))
+        .unwrap();
+        assert_eq!(
+            sel.matcher().unwrap_err().to_string(),
+            "matchExpressions[0].values[1]: Invalid value: \"not ok\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+        );
+        let sel: LabelSelector =
+            serde_json::from_value(serde_json::json!({"matchLabels": {"a/b/c": "x"}})).unwrap();
+        assert!(
+            sel.requirements()
+                .unwrap_err()
+                .to_string()
+                .starts_with("matchLabels: Invalid value: \"a/b/c\"")
+        );
+        assert!(parse_selector("a/b/c=x").is_err());
+        assert!(parse_selector("env=not ok").is_err());
     }
 
     #[test]

@@ -65,14 +65,15 @@ pub fn schema_violations(spec: &ClusterPromotionSpec) -> Vec<Violation> {
     out
 }
 
-/// Generated names must be valid label values (63 characters, DNS-1123 label) because Sveltos puts
-/// the profile name in the `projectsveltos.io/cluster-profile-name` label.
+/// Generated names must be valid ClusterProfile names (DNS-1123 subdomains: dots allowed) and valid
+/// label values (at most 63 characters) because Sveltos puts the profile name in the
+/// `projectsveltos.io/cluster-profile-name` label (upstream Q13).
 pub fn name_violations(promotion: &ClusterPromotion) -> Vec<Violation> {
     let name = promotion.metadata.name.as_deref().unwrap_or_default();
     let mut out = Vec::new();
     for (i, stage) in promotion.spec.stages.iter().enumerate() {
         let profile = format!("{name}-{}", stage.name);
-        if let Err(why) = check_label_value(&profile) {
+        if let Err(why) = check_generated_name(&profile) {
             out.push(Violation {
                 path: format!("spec.stages[{i}].name"),
                 message: format!("generated ClusterProfile name {profile:?} {why}"),
@@ -82,26 +83,27 @@ pub fn name_violations(promotion: &ClusterPromotion) -> Vec<Violation> {
     out
 }
 
-/// DNS-1123 label: at most 63 characters of `[a-z0-9-]`, starting and ending alphanumeric.
-pub fn check_label_value(s: &str) -> Result<(), String> {
-    if s.is_empty() {
-        return Err("is empty".into());
-    }
+/// A generated ClusterProfile name: a DNS-1123 subdomain (the object name) that is also a valid
+/// label value (so at most 63 characters).
+pub fn check_generated_name(s: &str) -> Result<(), String> {
     if s.len() > 63 {
         return Err(format!(
             "is {} characters long; a label value allows at most 63",
             s.len()
         ));
     }
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    if !s.chars().all(ok_char) {
-        return Err("may contain only lowercase letters, digits and '-'".into());
-    }
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    if !alnum(s.chars().next()) || !alnum(s.chars().last()) {
-        return Err("must start and end with a letter or digit".into());
+    if s.is_empty() || crate::labels::dns1123_subdomain_error(s).is_some() {
+        return Err("is not a valid ClusterProfile name: lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, with a letter or digit on both sides of every '.'".into());
     }
     Ok(())
+}
+
+/// A label value as the API server validates it (empty allowed).
+pub fn check_label_value(s: &str) -> Result<(), String> {
+    match crate::labels::label_value_error(s) {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -155,17 +157,21 @@ mod tests {
     }
 
     #[test]
-    fn label_values() {
-        assert!(check_label_value("kyverno-rollout-auto-dev").is_ok());
-        assert!(check_label_value(&"a".repeat(63)).is_ok());
+    fn generated_names() {
+        assert!(check_generated_name("kyverno-rollout-auto-dev").is_ok());
+        assert!(check_generated_name(&"a".repeat(63)).is_ok());
+        // Dots are valid in ClusterProfile names and label values (upstream accepts them).
+        assert!(check_generated_name("kyverno.v3-eu.prod").is_ok());
         assert!(
-            check_label_value(&"a".repeat(64))
+            check_generated_name(&"a".repeat(64))
                 .unwrap_err()
                 .contains("64 characters")
         );
-        assert!(check_label_value("Prod").is_err());
-        assert!(check_label_value("-a").is_err());
-        assert!(check_label_value("a_b").is_err());
+        for bad in ["Prod", "-a", "a_b", "a..b", "a.-b", "a-", "", "a b", "é"] {
+            assert!(check_generated_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_label_value("A_b.c").is_ok());
+        assert!(check_label_value("").is_ok());
         let p: ClusterPromotion = serde_json::from_value(json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
             "metadata": {"name": "x".repeat(60)}, "spec": {"stages": [{"name": "prod"}, {"name": "ok"}]}

@@ -111,9 +111,13 @@ fn parse_field(field: &str, b: &Bounds) -> Result<(u64, bool), String> {
     for part in field.split(',') {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => {
-                let step: u32 = s
+                // robfig parses steps as Go ints; a step beyond the field's range selects only
+                // its start. Kept as u64 and added with a check: `*/4294967295` never wraps.
+                let step: u64 = s
                     .parse()
-                    .map_err(|_| format!("failed to parse int from {s}"))?;
+                    .ok()
+                    .filter(|n| *n <= i64::MAX as u64)
+                    .ok_or_else(|| format!("failed to parse int from {s}"))?;
                 if step == 0 {
                     return Err(format!("step of range should be a positive number: {part}"));
                 }
@@ -149,10 +153,13 @@ fn parse_field(field: &str, b: &Bounds) -> Result<(u64, bool), String> {
             ));
         }
         let step = step.unwrap_or(1);
-        let mut v = start;
-        while v <= end {
+        let mut v = u64::from(start);
+        while v <= u64::from(end) {
             bits |= 1 << v;
-            v += step;
+            match v.checked_add(step) {
+                Some(next) => v = next,
+                None => break,
+            }
         }
     }
     Ok((bits, star))
@@ -542,12 +549,20 @@ mod tests {
             "@fortnightly",
             "CRON_TZ=Mars/Base * * * * *",
             "@every 5x",
+            "*/18446744073709551615 * * * *",
+            "*/-1 * * * *",
         ] {
             assert!(
                 CronSchedule::parse(bad, Tz::UTC).is_err(),
                 "{bad} must be rejected"
             );
         }
+        // Huge steps neither wrap nor panic: they select the start of the range only.
+        assert_eq!(next("*/4294967295 * * * *", t), utc("2025-10-07T18:00:00Z"));
+        assert_eq!(
+            next("30/9223372036854775807 * * * *", t),
+            utc("2025-10-07T18:30:00Z")
+        );
         let e = CronSchedule::parse("* * * * 7", Tz::UTC).unwrap_err();
         assert_eq!(
             e.to_string(),

@@ -49,8 +49,14 @@ impl fmt::Display for GoDuration {
     }
 }
 
-/// Go's grammar: `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+`, or `0`; units ns, us, µs, μs, ms, s, m, h.
+/// Go's `time.ParseDuration`, step for step (golang/go `src/time/format.go`, commit
+/// 08d2403576737c5735d0c1d356490e03a774dff6: `leadingInt`, `leadingFraction`, `ParseDuration`):
+/// `[-+]?([0-9]*(\.[0-9]*)?[a-z]+)+` or `0`, units ns, us, µs (U+00B5), μs (U+03BC), ms, s, m, h.
+/// Integer parts that overflow are rejected; fraction digits beyond what fits in 63 bits are
+/// ignored; the fraction is scaled in `f64` exactly as Go does, so a value rounds the same way;
+/// the total may reach 2^63 only when negative. All arithmetic is checked: nothing wraps.
 fn parse_go_duration(s: &str) -> Option<i128> {
+    const LIMIT: u64 = 1 << 63;
     let (neg, mut rest) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -62,55 +68,88 @@ fn parse_go_duration(s: &str) -> Option<i128> {
     if rest.is_empty() {
         return None;
     }
-    let mut total: i128 = 0;
+    let mut total: u64 = 0;
     while !rest.is_empty() {
+        let first = rest.as_bytes()[0];
+        if !(first == b'.' || first.is_ascii_digit()) {
+            return None;
+        }
         let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let int_part = &rest[..int_len];
+        let int = leading_int(&rest[..int_len])?;
         rest = &rest[int_len..];
-        let mut frac_part = "";
+        let (mut frac, mut scale, mut post) = (0u64, 1f64, false);
         if let Some(after_dot) = rest.strip_prefix('.') {
             let frac_len = after_dot.bytes().take_while(u8::is_ascii_digit).count();
-            frac_part = &after_dot[..frac_len];
+            (frac, scale) = leading_fraction(&after_dot[..frac_len]);
+            post = frac_len > 0;
             rest = &after_dot[frac_len..];
         }
-        if int_part.is_empty() && frac_part.is_empty() {
+        if int_len == 0 && !post {
             return None;
         }
         let unit_len = rest
-            .char_indices()
-            .find(|(_, c)| c.is_ascii_digit() || *c == '.')
-            .map(|(i, _)| i)
+            .find(|c: char| c.is_ascii_digit() || c == '.')
             .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let scale: i128 = match unit {
+        let unit: u64 = match &rest[..unit_len] {
             "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
             "ms" => 1_000_000,
             "s" => 1_000_000_000,
             "m" => 60 * 1_000_000_000,
             "h" => 3_600 * 1_000_000_000,
             _ => return None,
         };
-        let int: i128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().ok()?
-        };
-        let mut value = int.checked_mul(scale)?;
-        if !frac_part.is_empty() {
-            // Fractions beyond nanosecond precision are truncated, as Go does.
-            let digits = &frac_part[..frac_part.len().min(18)];
-            let frac: i128 = digits.parse().ok()?;
-            value += frac * scale / 10i128.pow(digits.len() as u32);
+        rest = &rest[unit_len..];
+        if int > LIMIT / unit {
+            return None;
         }
-        total = total.checked_add(value)?;
-        // Go rejects anything that overflows int64 nanoseconds.
-        if total > i64::MAX as i128 {
+        let mut value = int * unit;
+        if frac > 0 {
+            // At most 3.6e12 (an hour in nanoseconds): the cast cannot saturate.
+            let part = (frac as f64 * (unit as f64 / scale)) as u64;
+            value = value.checked_add(part).filter(|v| *v <= LIMIT)?;
+        }
+        total = total.checked_add(value).filter(|t| *t <= LIMIT)?;
+    }
+    if neg {
+        Some(-(total as i128))
+    } else if total > LIMIT - 1 {
+        None
+    } else {
+        Some(total as i128)
+    }
+}
+
+/// Go's `leadingInt`: the digits as a number no larger than 2^63, or overflow.
+fn leading_int(digits: &str) -> Option<u64> {
+    let mut x: u64 = 0;
+    for c in digits.bytes() {
+        if x > (1 << 63) / 10 {
+            return None;
+        }
+        x = x * 10 + u64::from(c - b'0');
+        if x > 1 << 63 {
             return None;
         }
     }
-    Some(if neg { -total } else { total })
+    Some(x)
+}
+
+/// Go's `leadingFraction`: digits that no longer fit are ignored (precision stops growing).
+fn leading_fraction(digits: &str) -> (u64, f64) {
+    let (mut x, mut scale) = (0u64, 1f64);
+    for c in digits.bytes() {
+        if x > ((1 << 63) - 1) / 10 {
+            break;
+        }
+        let y = x * 10 + u64::from(c - b'0');
+        if y > 1 << 63 {
+            break;
+        }
+        x = y;
+        scale *= 10.0;
+    }
+    (x, scale)
 }
 
 impl Serialize for GoDuration {
@@ -157,6 +196,23 @@ mod tests {
             ("+2s", 2_000_000_000),
             (".5s", 500_000_000),
             ("5.s", 5_000_000_000),
+            ("2\u{3bc}s", 2_000),
+            ("-0", 0),
+            ("+0", 0),
+            // Go's limits: 2^63-1 ns, and 2^63 ns only when negative.
+            ("9223372036854775807ns", i64::MAX as i128),
+            ("-9223372036854775808ns", i64::MIN as i128),
+            ("2562047h47m16.854775807s", i64::MAX as i128),
+            // Fraction digits beyond 63 bits are ignored, never wrapped.
+            (
+                "1.00000000000000000000000000000000000001h",
+                3_600_000_000_000,
+            ),
+            // … and the float64 scaling rounds as Go's does.
+            ("0.999999999999999999999999999999s", 1_000_000_000),
+            // Go scales the fraction in float64: 0.1h is 360000000000 ns exactly.
+            ("0.1h", 360_000_000_000),
+            ("1.5m1.5s", 91_500_000_000),
         ];
         for (text, nanos) in cases {
             assert_eq!(
@@ -180,6 +236,22 @@ mod tests {
             "-",
             "9999999999h",
             "1d",
+            "9223372036854775808ns",
+            "-9223372036854775809ns",
+            "2562048h",
+            "2562047h47m16.854775808s",
+            "18446744073709551616ns",
+            "99999999999999999999999999999999999999999s",
+            "1.5.5s",
+            "5S",
+            "5M",
+            "-.s",
+            "+",
+            "0.0",
+            "00",
+            " 5m",
+            "5m ",
+            "1e3s",
         ] {
             assert!(
                 GoDuration::parse(bad).is_err(),

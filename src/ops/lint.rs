@@ -8,7 +8,7 @@ use crate::manifest::{Document, load_file};
 use crate::pass::profiles::preverification_name;
 use crate::sim::Fleet;
 use crate::sim::fleet::labels_satisfying;
-use crate::validation::{check_label_value, name_violations, schema_violations};
+use crate::validation::{check_generated_name, name_violations, schema_violations};
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -215,7 +215,7 @@ fn lint_promotion(
                 gates.post_delay_health_checks,
             );
             if !gates.pre_health_check_deployment.is_empty()
-                && let Err(why) = check_label_value(&preverification_name(&name, &stage.name))
+                && let Err(why) = check_generated_name(&preverification_name(&name, &stage.name))
             {
                 sink.push(
                     Severity::Error,

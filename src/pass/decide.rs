@@ -45,7 +45,7 @@ use crate::api::{
     ClusterProfile, ClusterPromotion, ClusterPromotionStatus, Stage, StageStatus, Timestamp,
 };
 use crate::hash::{revision_hash, stages_hash};
-use crate::validation::{check_label_value, name_violations, schema_violations};
+use crate::validation::{check_generated_name, name_violations, schema_violations};
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -300,7 +300,7 @@ pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
         preverification_name(name, &stage.name),
     ]
     .into_iter()
-    .filter(|n| check_label_value(n).is_ok())
+    .filter(|n| check_generated_name(n).is_ok())
     .collect()
 }
 
@@ -370,7 +370,7 @@ fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<String> {
             out.push(format!("spec.stages[{i}].clusterSelector.{e}"));
         }
         if preverification_profile(p, stage).is_some()
-            && let Err(why) = check_label_value(&preverification_name(name, &stage.name))
+            && let Err(why) = check_generated_name(&preverification_name(name, &stage.name))
         {
             out.push(format!(
                 "spec.stages[{i}].name: generated ClusterProfile name {:?} {why}",
