@@ -236,6 +236,25 @@ enum Command {
         #[arg(long, short = 'o', value_enum, default_value = "text")]
         output: Output,
     },
+    /// Check what a pass needs from this cluster: CRDs served, the identity's permissions (one
+    /// SelfSubjectAccessReview per verb a pass uses), the CronJob's last success, the Sveltos version,
+    /// and whether that Sveltos advances ClusterPromotions itself.
+    ///
+    /// Exit codes: 0 nothing failed (warnings allowed); 2 a check failed; 1 could not run.
+    ///
+    /// Example: promoter doctor --as system:serviceaccount:promoter-system:promoter
+    #[command(verbatim_doc_comment)]
+    Doctor {
+        #[arg(long, default_value = "promoter-system")]
+        cronjob_namespace: String,
+        #[arg(long, default_value = "promoter")]
+        cronjob_name: String,
+        /// Where Sveltos' addon-controller runs.
+        #[arg(long, default_value = "projectsveltos")]
+        sveltos_namespace: String,
+        #[arg(long, short = 'o', value_enum, default_value = "text")]
+        output: Output,
+    },
     /// Print shell completions (bash, zsh, fish, …).
     ///
     /// Example: promoter completions bash > /etc/bash_completion.d/promoter
@@ -458,6 +477,32 @@ async fn explain(name: String, client: ClientArgs, tz: String) -> anyhow::Result
         promoter::ops::explain::render(&p, &observation.world, Utc::now(), tz)
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_doctor(
+    checks: &[promoter::ops::doctor::Check],
+    output: Output,
+) -> anyhow::Result<ExitCode> {
+    use promoter::ops::doctor::Verdict;
+    match output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(checks)?),
+        Output::Text => {
+            for c in checks {
+                let mark = match c.verdict {
+                    Verdict::Ok => "ok  ",
+                    Verdict::Warning => "warn",
+                    Verdict::Failed => "FAIL",
+                    Verdict::Skipped => "skip",
+                };
+                println!("[{mark}] {}: {}", c.name, c.detail);
+            }
+        }
+    }
+    Ok(if checks.iter().any(|c| c.verdict == Verdict::Failed) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_report(report: &PassReport, output: Output) -> anyhow::Result<()> {
@@ -802,6 +847,22 @@ fn main() -> ExitCode {
                 timezone: tz,
                 output,
             } => lint(files, fleet, tz, output),
+            Command::Doctor {
+                cronjob_namespace,
+                cronjob_name,
+                sveltos_namespace,
+                output,
+            } => {
+                let client = promoter::client::client(&client).await?;
+                let options = promoter::ops::doctor::Options {
+                    cronjob_namespace,
+                    cronjob_name,
+                    sveltos_namespace,
+                    now: Utc::now(),
+                };
+                let checks = promoter::ops::doctor::doctor(&client, &options).await;
+                print_doctor(&checks, output)
+            }
             Command::Completions { shell } => {
                 use clap::CommandFactory;
                 clap_complete::generate(

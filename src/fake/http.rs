@@ -246,6 +246,9 @@ fn dispatch(
     let Some(t) = target else {
         return discovery(shared, path);
     };
+    if let Some(reply) = self_review(shared, method, t, attrs, body) {
+        return reply;
+    }
     let rt = {
         let store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
         store.resource(&t.group, &t.version, &t.plural).cloned()
@@ -278,6 +281,70 @@ fn dispatch(
         Ok(reply) => reply,
         Err(e) => status_body(&e),
     }
+}
+
+/// The two reviews every user may create about themselves, answered as the real API server does:
+/// `SelfSubjectAccessReview` (the authorizer's verdict on the spec's attributes, what `kubectl auth
+/// can-i` asks) and `SelfSubjectReview` (who the request authenticated as, what `kubectl auth
+/// whoami` shows). Neither is stored.
+fn self_review(
+    shared: &Shared,
+    method: &Method,
+    t: &Target,
+    attrs: &Attributes,
+    body: &Bytes,
+) -> Option<Reply> {
+    let kind = match (t.group.as_str(), t.plural.as_str()) {
+        ("authorization.k8s.io", "selfsubjectaccessreviews") => "SelfSubjectAccessReview",
+        ("authentication.k8s.io", "selfsubjectreviews") => "SelfSubjectReview",
+        _ => return None,
+    };
+    if method != Method::POST {
+        return Some(status_body(&ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({kind})"),
+        )));
+    }
+    let mut review: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            return Some(status_body(&ApiError::bad_request(format!(
+                "decoding {kind}: {e}"
+            ))));
+        }
+    };
+    if kind == "SelfSubjectReview" {
+        review["status"] =
+            json!({"userInfo": {"username": attrs.user, "groups": ["system:authenticated"]}});
+        return Some((201, review));
+    }
+    let ra = &review["spec"]["resourceAttributes"];
+    let text = |f: &str| {
+        ra.get(f)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(String::from)
+    };
+    let asked = Attributes {
+        user: attrs.user.clone(),
+        verb: text("verb").unwrap_or_default(),
+        group: text("group").unwrap_or_default(),
+        resource: text("resource").unwrap_or_default(),
+        subresource: text("subresource"),
+        namespace: text("namespace"),
+        name: text("name"),
+    };
+    let authorizer = shared
+        .authorizer
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    review["status"] = match authorizer.authorize(&asked) {
+        Ok(()) => json!({"allowed": true}),
+        Err(reason) => json!({"allowed": false, "reason": reason}),
+    };
+    Some((201, review))
 }
 
 fn forbidden(rt: &ResourceType, a: &Attributes, reason: &str) -> ApiError {

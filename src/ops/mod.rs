@@ -1,6 +1,7 @@
-//! Operating rollouts: `status`, `explain`, `approve`, `pause`/`resume`, `lint`.
+//! Operating rollouts: `status`, `explain`, `approve`, `pause`/`resume`, `lint`, `doctor`.
 
 pub mod control;
+pub mod doctor;
 pub mod explain;
 pub mod inspect;
 pub mod lint;

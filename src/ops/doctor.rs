@@ -1,0 +1,321 @@
+//! `promoter doctor`: what a pass needs from the cluster it runs against, checked one by one — the
+//! CRDs served, the permissions of the identity in use (a SelfSubjectAccessReview per verb of the
+//! shipped least-privilege role), when the CronJob last succeeded, which Sveltos runs, and whether
+//! that Sveltos still advances ClusterPromotions itself (open-source builds up to v1.13 do; two
+//! controllers advancing one promotion would fight over its status).
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+
+/// The role a pass needs (the same file `kubectl apply -k cronjob/` installs).
+const PASS_ROLE: &str = include_str!("../../cronjob/clusterrole.yaml");
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    Ok,
+    Warning,
+    Failed,
+    Skipped,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Check {
+    pub name: String,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub cronjob_namespace: String,
+    pub cronjob_name: String,
+    pub sveltos_namespace: String,
+    pub now: DateTime<Utc>,
+}
+
+fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
+    Check {
+        name: name.into(),
+        verdict,
+        detail: detail.into(),
+    }
+}
+
+pub async fn doctor(client: &kube::Client, o: &Options) -> Vec<Check> {
+    let mut out = crds(client).await;
+    out.push(permissions(client).await);
+    out.push(cronjob(client, o).await);
+    out.extend(sveltos(client, o).await);
+    out
+}
+
+async fn crds(client: &kube::Client) -> Vec<Check> {
+    let wanted = [
+        (
+            "config.projectsveltos.io/v1beta1",
+            "clusterpromotions",
+            true,
+        ),
+        ("config.projectsveltos.io/v1beta1", "clusterprofiles", true),
+        ("config.projectsveltos.io/v1beta1", "clustersummaries", true),
+        ("lib.projectsveltos.io/v1beta1", "sveltosclusters", true),
+        ("cluster.x-k8s.io/v1beta1", "clusters", false),
+    ];
+    let mut out = Vec::new();
+    for (gv, plural, required) in wanted {
+        let name = format!("CRD {plural}.{}", gv.split('/').next().unwrap_or_default());
+        let served = match client.list_api_group_resources(gv).await {
+            Ok(list) => list.resources.iter().any(|r| r.name == plural),
+            Err(_) => false,
+        };
+        out.push(match (served, required) {
+            (true, _) => check(&name, Verdict::Ok, format!("served ({gv})")),
+            (false, true) => check(
+                &name,
+                Verdict::Failed,
+                if plural == "clusterpromotions" {
+                    format!("not served ({gv}): promoter crd | kubectl apply -f -")
+                } else {
+                    format!("not served ({gv}): is Sveltos installed?")
+                },
+            ),
+            (false, false) => check(
+                &name,
+                Verdict::Skipped,
+                "Cluster API not installed: only SveltosClusters are managed",
+            ),
+        });
+    }
+    out
+}
+
+/// Every (verb, group, resource) of the pass's role, as SelfSubjectAccessReviews.
+async fn permissions(client: &kube::Client) -> Check {
+    let name = "permissions of the identity in use";
+    let role: ClusterRole = match serde_saphyr::from_str(PASS_ROLE) {
+        Ok(r) => r,
+        Err(e) => {
+            return check(
+                name,
+                Verdict::Failed,
+                format!("cronjob/clusterrole.yaml: {e}"),
+            );
+        }
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let (mut asked, mut denied, mut errors) = (0, Vec::new(), Vec::new());
+    for rule in role.rules.iter().flatten() {
+        for group in rule.api_groups.iter().flatten() {
+            for resource in rule.resources.iter().flatten() {
+                let (resource, subresource) = match resource.split_once('/') {
+                    Some((r, s)) => (r.to_string(), Some(s.to_string())),
+                    None => (resource.clone(), None),
+                };
+                for verb in &rule.verbs {
+                    asked += 1;
+                    let review = SelfSubjectAccessReview {
+                        spec: SelfSubjectAccessReviewSpec {
+                            resource_attributes: Some(ResourceAttributes {
+                                group: Some(group.clone()),
+                                resource: Some(resource.clone()),
+                                subresource: subresource.clone(),
+                                verb: Some(verb.clone()),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    let what = format!(
+                        "{verb} {}{}{}",
+                        resource,
+                        subresource
+                            .as_deref()
+                            .map(|s| format!("/{s}"))
+                            .unwrap_or_default(),
+                        if group.is_empty() {
+                            String::new()
+                        } else {
+                            format!(".{group}")
+                        }
+                    );
+                    match api.create(&PostParams::default(), &review).await {
+                        Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => {}
+                        Ok(_) => denied.push(what),
+                        Err(e) => {
+                            errors.push(format!("{what}: {}", crate::cli_error::render(&e.into())))
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return check(
+            name,
+            Verdict::Warning,
+            format!("could not ask: {}", errors.join("; ")),
+        );
+    }
+    if denied.is_empty() {
+        check(
+            name,
+            Verdict::Ok,
+            format!("all {asked} permissions a pass uses are granted"),
+        )
+    } else {
+        check(
+            name,
+            Verdict::Failed,
+            format!(
+                "missing {} of {asked}: {} (bind cronjob/clusterrole.yaml's role to this identity)",
+                denied.len(),
+                denied.join(", ")
+            ),
+        )
+    }
+}
+
+async fn cronjob(client: &kube::Client, o: &Options) -> Check {
+    let name = format!("CronJob {}/{}", o.cronjob_namespace, o.cronjob_name);
+    let api: Api<CronJob> = Api::namespaced(client.clone(), &o.cronjob_namespace);
+    let cj = match api.get_opt(&o.cronjob_name).await {
+        Ok(Some(cj)) => cj,
+        Ok(None) => {
+            return check(
+                &name,
+                Verdict::Skipped,
+                "not found: fine if promoter runs as a Lambda function or from CI (--cronjob-namespace, --cronjob-name)",
+            );
+        }
+        Err(e) => return check(&name, Verdict::Warning, crate::cli_error::render(&e.into())),
+    };
+    if cj.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false) {
+        return check(&name, Verdict::Failed, "suspended: no pass runs");
+    }
+    let last = cj
+        .status
+        .as_ref()
+        .and_then(|s| s.last_successful_time.as_ref())
+        .and_then(|t| DateTime::<Utc>::from_timestamp(t.0.as_second(), 0));
+    match last {
+        None => check(&name, Verdict::Warning, "has never succeeded yet"),
+        Some(t) if o.now - t > chrono::Duration::minutes(5) => check(
+            &name,
+            Verdict::Failed,
+            format!(
+                "last succeeded {} ago ({t}): rollouts are not advancing; see its pods' logs",
+                crate::ops::inspect::age(Some(t), o.now)
+            ),
+        ),
+        Some(t) => check(
+            &name,
+            Verdict::Ok,
+            format!(
+                "last succeeded {} ago ({t})",
+                crate::ops::inspect::age(Some(t), o.now)
+            ),
+        ),
+    }
+}
+
+/// `v1.13.2` → (1, 13, 2).
+fn version(tag: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = tag.trim_start_matches('v').split(['.', '-']);
+    Some((
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next().and_then(|p| p.parse().ok()).unwrap_or(0),
+    ))
+}
+
+async fn sveltos(client: &kube::Client, o: &Options) -> Vec<Check> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), &o.sveltos_namespace);
+    let deployment = match api.get_opt("addon-controller").await {
+        Ok(Some(d)) => d,
+        Ok(None) => {
+            return vec![check(
+                "Sveltos version",
+                Verdict::Warning,
+                format!(
+                    "no Deployment {}/addon-controller: Sveltos not installed, or in another namespace (--sveltos-namespace)",
+                    o.sveltos_namespace
+                ),
+            )];
+        }
+        Err(e) => {
+            return vec![check(
+                "Sveltos version",
+                Verdict::Skipped,
+                crate::cli_error::render(&e.into()),
+            )];
+        }
+    };
+    let image = deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| {
+            p.containers
+                .iter()
+                .find(|c| c.name == "manager")
+                .or(p.containers.first())
+        })
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default();
+    let tag = image.rsplit_once(':').map(|(_, t)| t).unwrap_or_default();
+    let mut out = vec![check(
+        "Sveltos version",
+        Verdict::Ok,
+        format!("addon-controller {image}"),
+    )];
+    let other = "another controller advancing ClusterPromotions";
+    out.push(match version(tag) {
+        // Up to v1.13 the open-source addon-controller advances stages itself (reference §0).
+        Some(v) if v < (1, 14, 0) => check(
+            other,
+            Verdict::Failed,
+            format!(
+                "Sveltos {tag} advances ClusterPromotions itself: it and promoter would both write their status; upgrade Sveltos to v1.14+ (open source no longer advances them) before running promoter"
+            ),
+        ),
+        Some(_) if image.contains("enterprise") => check(
+            other,
+            Verdict::Failed,
+            "a Sveltos Enterprise build advances ClusterPromotions itself; run promoter only where it does not",
+        ),
+        Some(_) => check(
+            other,
+            Verdict::Ok,
+            format!("Sveltos {tag} (open source, v1.14+) leaves stage advancement to promoter"),
+        ),
+        None => check(
+            other,
+            Verdict::Warning,
+            format!("cannot tell from the image tag {tag:?} whether this Sveltos advances ClusterPromotions"),
+        ),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(version("v1.13.0"), Some((1, 13, 0)));
+        assert_eq!(version("v1.14.2-rc1"), Some((1, 14, 2)));
+        assert_eq!(version("1.2"), Some((1, 2, 0)));
+        assert_eq!(version("latest"), None);
+        assert!(PASS_ROLE.contains("clusterpromotions"));
+    }
+}

@@ -1,0 +1,109 @@
+//! `promoter doctor` through the real binary against the fake API server, with and without the
+//! permissions a pass needs, an old or a healthy CronJob, and an old or a new Sveltos.
+
+mod common;
+
+use common::{Env, rand_suffix};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use promoter::fake::ResourceType;
+use promoter::fake::rbac::Rbac;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn doctor(env: &Env, user: &str) -> (i32, Vec<Value>, String) {
+    let dir = std::env::temp_dir().join(format!("promoter-doctor-{}", rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, env.server.kubeconfig_yaml(user)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(["doctor", "-o", "json", "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let checks: Vec<Value> = serde_json::from_str(&stdout).unwrap_or_default();
+    (
+        out.status.code().unwrap_or(-1),
+        checks,
+        format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
+    )
+}
+
+fn verdict<'a>(checks: &'a [Value], name: &str) -> (&'a str, &'a str) {
+    let c = checks
+        .iter()
+        .find(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
+        .unwrap_or_else(|| panic!("no check {name}: {checks:?}"));
+    (
+        c["verdict"].as_str().unwrap_or_default(),
+        c["detail"].as_str().unwrap_or_default(),
+    )
+}
+
+fn pass_role() -> ClusterRole {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cronjob/clusterrole.yaml"),
+    )
+    .unwrap();
+    serde_saphyr::from_str(&text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_healthy_setup_passes_and_problems_are_named() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    let sa = "system:serviceaccount:promoter-system:promoter";
+    env.server
+        .set_authorizer(Arc::new(Rbac::bind(sa, &pass_role(), &["admin"])));
+    // No CronJob kind and no Sveltos Deployment here: skipped and warned, nothing failed.
+    let (code, checks, out) = doctor(&env, sa);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(verdict(&checks, "CRD clusterpromotions").0, "Ok");
+    assert_eq!(
+        verdict(&checks, "CRD clusters.cluster.x-k8s.io").0,
+        "Skipped"
+    );
+    let (v, detail) = verdict(&checks, "permissions");
+    assert_eq!(v, "Ok", "{detail}");
+
+    // One verb fewer: doctor names exactly what is missing.
+    let mut reduced = pass_role();
+    reduced.rules.as_mut().unwrap()[1].verbs.clear();
+    env.server
+        .set_authorizer(Arc::new(Rbac::bind(sa, &reduced, &["admin"])));
+    let (code, checks, out) = doctor(&env, sa);
+    assert_eq!(code, 2, "{out}");
+    let (v, detail) = verdict(&checks, "permissions");
+    assert_eq!(v, "Failed");
+    assert!(
+        detail.contains("update clusterpromotions/status.config.projectsveltos.io"),
+        "{detail}"
+    );
+
+    // A CronJob that stopped succeeding, and a Sveltos that still advances promotions itself.
+    let cronjobs = ResourceType::builtin("batch", "v1", "CronJob", "cronjobs", true);
+    let deployments = ResourceType::builtin("apps", "v1", "Deployment", "deployments", true);
+    env.server.register(cronjobs.clone());
+    env.server.register(deployments.clone());
+    let ten_minutes_ago = (chrono::Utc::now() - chrono::Duration::minutes(10))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    env.server.store().seed(&cronjobs, json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "promoter", "namespace": "promoter-system"},
+        "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "promoter", "image": "promoter"}]}}}}},
+        "status": {"lastSuccessfulTime": ten_minutes_ago}})).unwrap();
+    env.server.store().seed(&deployments, json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "addon-controller", "namespace": "projectsveltos"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}},
+          "spec": {"containers": [{"name": "manager", "image": "docker.io/projectsveltos/addon-controller:v1.13.0"}]}}}})).unwrap();
+    env.server
+        .set_authorizer(Arc::new(promoter::fake::AllowAll));
+    let (code, checks, out) = doctor(&env, "admin");
+    assert_eq!(code, 2, "{out}");
+    let (v, detail) = verdict(&checks, "CronJob promoter-system/promoter");
+    assert_eq!(v, "Failed", "{detail}");
+    assert!(detail.contains("last succeeded 10m"), "{detail}");
+    let (v, detail) = verdict(&checks, "another controller");
+    assert_eq!(v, "Failed");
+    assert!(detail.contains("v1.13.0"), "{detail}");
+}
