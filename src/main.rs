@@ -201,15 +201,16 @@ enum Command {
         name: String,
         #[arg(long)]
         stage: Option<String>,
-        /// Who approves (recorded in the annotation).
-        #[arg(long, env = "USER", default_value = "unknown")]
-        by: String,
+        /// A note recorded next to the authenticated identity (a ticket, a reason).
+        #[arg(long)]
+        by: Option<String>,
     },
     /// Pause a ClusterPromotion: every pass leaves it alone until it is resumed.
     Pause {
         name: String,
-        #[arg(long, env = "USER", default_value = "unknown")]
-        by: String,
+        /// A note recorded next to the authenticated identity (a ticket, a reason).
+        #[arg(long)]
+        by: Option<String>,
     },
     /// Resume a paused ClusterPromotion.
     Resume { name: String },
@@ -812,6 +813,8 @@ fn main() -> ExitCode {
             Command::Explain { name, timezone } => explain(name, client, timezone).await,
             Command::Approve { name, stage, by } => {
                 let client = promoter::client::client(&client).await?;
+                let who = promoter::ops::identity::whoami(&client).await;
+                let by = promoter::ops::identity::recorded_by(who.as_deref(), by.as_deref());
                 let msg = promoter::ops::control::approve(
                     &client,
                     &name,
@@ -825,6 +828,8 @@ fn main() -> ExitCode {
             }
             Command::Pause { name, by } => {
                 let client = promoter::client::client(&client).await?;
+                let who = promoter::ops::identity::whoami(&client).await;
+                let by = promoter::ops::identity::recorded_by(who.as_deref(), by.as_deref());
                 println!(
                     "{}",
                     promoter::ops::control::set_paused(&client, &name, true, &by, Utc::now())

@@ -56,7 +56,10 @@ async fn status_lines_and_exit_codes() {
     assert_eq!(code, 1);
     assert!(err.contains("clusterpromotions.config.projectsveltos.io \"nope\" not found"));
     // Approve through the CLI; the pass promotes; then it completes.
-    let (code, out, err) = promoter(&env, &["approve", "kyverno-prog-rollout-man"]);
+    let (code, out, err) = promoter(
+        &env,
+        &["approve", "kyverno-prog-rollout-man", "--by", "CAB-42"],
+    );
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with("approved stage staging of kyverno-prog-rollout-man for revision "),
@@ -64,7 +67,8 @@ async fn status_lines_and_exit_codes() {
     );
     let p = env.promotion("kyverno-prog-rollout-man").unwrap();
     let record = p.metadata.annotations.as_ref().unwrap()["promoter.dev/approval.staging"].clone();
-    assert!(record.contains(r#""by":"alice""#), "{record}");
+    // The authenticated identity (SelfSubjectReview), not $USER (alice here), with the note.
+    assert!(record.contains(r#""by":"admin (CAB-42)""#), "{record}");
     for _ in 0..10 {
         env.tick().await;
     }
@@ -128,13 +132,13 @@ async fn pause_leaves_a_promotion_alone_until_resumed() {
     assert!(
         env.description("kyverno-rollout-auto", "dev")
             .unwrap()
-            .starts_with("Paused: promotion paused by alice since ")
+            .starts_with("Paused: promotion paused by admin since ")
     );
     let (code, out, _) = promoter(&env, &["status", "kyverno-rollout-auto", "--exit-code"]);
     assert_eq!(code, 3);
     assert!(out.contains("Paused"));
     let (_, explain, _) = promoter(&env, &["explain", "kyverno-rollout-auto"]);
-    assert!(explain.contains("paused by alice"), "{explain}");
+    assert!(explain.contains("paused by admin"), "{explain}");
     promoter(&env, &["resume", "kyverno-rollout-auto"]);
     for _ in 0..15 {
         env.tick().await;
@@ -163,4 +167,39 @@ fn completions_and_version() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("promoter "));
+}
+
+/// `approve` racing the minute's pass: the first guarded patch is refused as a conflict; approve
+/// reads again and succeeds instead of asking the person to retry.
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_retries_when_the_pass_wrote_first() {
+    use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
+    let env = Env::new(&[("dev", "dev01", "dev"), ("staging", "st01", "staging")]).await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    for _ in 0..8 {
+        env.tick().await;
+    }
+    env.server.clear_requests();
+    env.server.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["patch"]).resource("clusterpromotions"),
+        1,
+        FaultAction::Status(409),
+    ));
+    let (code, out, err) = promoter(&env, &["approve", "kyverno-prog-rollout-man"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("approved stage staging"), "{out}");
+    assert_eq!(
+        env.server
+            .count(|r| r.verb == "patch" && r.resource == "clusterpromotions"),
+        2,
+        "one refused patch, one that went through"
+    );
+    assert!(
+        env.promotion("kyverno-prog-rollout-man")
+            .unwrap()
+            .spec
+            .stages[1]
+            .manual_approval()
+            .unwrap_or(false)
+    );
 }

@@ -53,6 +53,54 @@ pub async fn approve(
     now: DateTime<Utc>,
 ) -> anyhow::Result<String> {
     let api: Api<ClusterPromotion> = Api::all(client.clone());
+    // The minute's pass may write the promotion between our read and our patch: read again and
+    // retry a few times rather than asking the person to.
+    let mut attempt: u64 = 0;
+    let (stage, pre_approval, record) = loop {
+        attempt += 1;
+        match approve_once(&api, name, stage, by, now).await {
+            Err(ApproveError::Changed) if attempt < 5 => {
+                tokio::time::sleep(std::time::Duration::from_millis(200 * attempt)).await;
+            }
+            Err(ApproveError::Changed) => anyhow::bail!(
+                "{name} kept changing while approving ({attempt} attempts); run the command again"
+            ),
+            Err(ApproveError::Other(e)) => return Err(e),
+            Ok(done) => break done,
+        }
+    };
+    Ok(if pre_approval {
+        format!(
+            "pre-approved stage {stage} of {name} for the next revision (the current one has passed it)"
+        )
+    } else {
+        format!(
+            "approved stage {stage} of {name} for revision {}",
+            record.revision.as_deref().unwrap_or("(not started)")
+        )
+    })
+}
+
+enum ApproveError {
+    /// The resourceVersion (or the stage at that index) changed since it was read.
+    Changed,
+    Other(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for ApproveError {
+    fn from(e: E) -> Self {
+        ApproveError::Other(e.into())
+    }
+}
+
+/// One read and one guarded patch: (stage, whether it is a pre-approval, the record written).
+async fn approve_once(
+    api: &Api<ClusterPromotion>,
+    name: &str,
+    stage: Option<&str>,
+    by: &str,
+    now: DateTime<Utc>,
+) -> Result<(String, bool, Record), ApproveError> {
     let p = api.get(name).await?;
     let (idx, stage) = stage_to_approve(&p, stage).map_err(|e| anyhow::anyhow!(e))?;
     let pre_approval = passed_in_current_run(&p, idx);
@@ -77,24 +125,14 @@ pub async fn approve(
         None => json!({"op": "add", "path": "/metadata/annotations", "value": {approval_key(&stage): value}}),
     });
     let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))?;
-    api.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+    match api
+        .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
         .await
-        .map_err(|e| match e {
-            kube::Error::Api(s) if s.code == 422 || s.code == 409 => {
-                anyhow::anyhow!("{name} changed while approving; run the command again")
-            }
-            other => other.into(),
-        })?;
-    Ok(if pre_approval {
-        format!(
-            "pre-approved stage {stage} of {name} for the next revision (the current one has passed it)"
-        )
-    } else {
-        format!(
-            "approved stage {stage} of {name} for revision {}",
-            record.revision.as_deref().unwrap_or("(not started)")
-        )
-    })
+    {
+        Ok(_) => Ok((stage, pre_approval, record)),
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Err(ApproveError::Changed),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Whether the current run has passed stage `idx`: a later stage is current, the run is complete,

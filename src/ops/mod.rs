@@ -3,5 +3,6 @@
 pub mod control;
 pub mod doctor;
 pub mod explain;
+pub mod identity;
 pub mod inspect;
 pub mod lint;

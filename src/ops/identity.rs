@@ -1,0 +1,47 @@
+//! Who is acting, as the API server authenticated them: a SelfSubjectReview (what `kubectl auth
+//! whoami` shows), so that approvals and pauses record a real identity rather than `$USER`, which
+//! containers and CI leave unset and anybody can set.
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use kube::api::{Api, PostParams};
+
+/// The authenticated username, or None where the API server cannot say (before Kubernetes 1.28,
+/// or no permission to create SelfSubjectReviews).
+pub async fn whoami(client: &kube::Client) -> Option<String> {
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    match api
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+    {
+        Ok(r) => r.status?.user_info?.username.filter(|u| !u.is_empty()),
+        Err(e) => {
+            tracing::debug!(error = %e, "SelfSubjectReview failed; the identity is not known");
+            None
+        }
+    }
+}
+
+/// What an approval or a pause records as `by`: the authenticated identity, with the `--by` note
+/// when one was given; the note alone (marked unverified) when the identity is unknown.
+pub fn recorded_by(identity: Option<&str>, note: Option<&str>) -> String {
+    match (identity, note.filter(|n| !n.trim().is_empty())) {
+        (Some(id), Some(note)) if note != id => format!("{id} ({note})"),
+        (Some(id), _) => id.to_string(),
+        (None, Some(note)) => format!("{note} (unverified)"),
+        (None, None) => "unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_first_note_second() {
+        assert_eq!(recorded_by(Some("alice"), None), "alice");
+        assert_eq!(recorded_by(Some("alice"), Some("CAB-42")), "alice (CAB-42)");
+        assert_eq!(recorded_by(Some("alice"), Some("alice")), "alice");
+        assert_eq!(recorded_by(None, Some("bob")), "bob (unverified)");
+        assert_eq!(recorded_by(None, None), "unknown");
+    }
+}
