@@ -397,6 +397,7 @@ fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<String> {
         ];
         out.extend(checks.into_iter().flatten().map(|e| format!("spec.{e}")));
     }
+    out.extend(super::ownership::problems(p, world));
     // A cluster in two stages would receive two conflicting ClusterProfiles (upstream Q11).
     let matchers: Vec<(&str, crate::labels::Matcher)> = p
         .spec

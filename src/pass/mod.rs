@@ -4,6 +4,7 @@ pub mod act;
 pub mod decide;
 pub mod deployment;
 pub mod observe;
+pub mod ownership;
 pub mod profiles;
 pub mod stage_status;
 pub mod summaries;
@@ -186,7 +187,8 @@ pub async fn run_pass(
     health: &dyn HealthEvaluator,
     opts: &PassOptions,
 ) -> anyhow::Result<PassReport> {
-    let observation = observe::observe(client, opts.selector.as_deref()).await?;
+    let mut observation = observe::observe(client, opts.selector.as_deref()).await?;
+    observation.world.claims = ownership::claims(&observation.promotions);
     let ctx = Context {
         now: opts.now,
         default_tz: opts.default_tz,
@@ -202,7 +204,10 @@ pub async fn run_pass(
             .push(report_undecodable(client, bad, opts).await);
     }
     for p in &observation.promotions {
-        let d = decide_with_health(p, &observation.world, health, &ctx).await;
+        let mut d = decide_with_health(p, &observation.world, health, &ctx).await;
+        if ownership::fetch_unlisted(client, &mut observation.world, &d).await {
+            d = decide_with_health(p, &observation.world, health, &ctx).await;
+        }
         let mut r = PromotionReport {
             name: d.promotion.clone(),
             phase: d.phase,

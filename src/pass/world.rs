@@ -60,6 +60,9 @@ pub struct World {
     /// ClusterSummaries, reduced, by the value of their `projectsveltos.io/cluster-profile-name` label.
     pub summaries: BTreeMap<String, ProfileSummaries>,
     pub clusters: Vec<InventoryCluster>,
+    /// Generated ClusterProfile names claimed by more than one promotion, with their claimants,
+    /// the owner first (`ownership::claims`).
+    pub claims: BTreeMap<String, Vec<String>>,
     /// A cache (leave it at its default): built on first use, since every decision of a pass reads
     /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
     pub cache: IndexCache,
@@ -67,11 +70,14 @@ pub struct World {
 
 impl Clone for World {
     fn clone(&self) -> Self {
-        World::new(
-            self.profiles.clone(),
-            self.summaries.clone(),
-            self.clusters.clone(),
-        )
+        World {
+            claims: self.claims.clone(),
+            ..World::new(
+                self.profiles.clone(),
+                self.summaries.clone(),
+                self.clusters.clone(),
+            )
+        }
     }
 }
 
@@ -100,6 +106,7 @@ impl World {
             profiles,
             summaries,
             clusters,
+            claims: BTreeMap::new(),
             cache: IndexCache::default(),
         }
     }
