@@ -150,6 +150,14 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
     kept.spec.stages[0].trigger = None;
     kept.spec.preserve_cluster_profiles_on_delete = Some(true);
     env.apply_promotion(&kept);
+    // A promotion that cannot be read (its error status is a merge patch of /status) and a
+    // hand-written profile with a generated name (looked at with a get, then adopted).
+    env.server.store().seed(&promoter::fake::cluster_promotion_type(), json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "metadata": {"name": "unreadable"},
+        "spec": {"stages": [{"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {"delay": "1d"}}}]}})).unwrap();
+    env.server.store().seed(&promoter::fake::cluster_profile_type(), json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile", "metadata": {"name": "main-prod"},
+        "spec": {"clusterSelector": {"matchLabels": {"env": "legacy"}}}})).unwrap();
     env.server
         .set_authorizer(Arc::new(Rbac::bind(SA, role, &["admin"])));
     let sa = env.server.client_as(SA).await.unwrap();
@@ -188,9 +196,25 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
         && env
             .profile("kept-dev")
             .is_some_and(|p| p.metadata.owner_references.unwrap_or_default().is_empty());
+    let unreadable_reported = env
+        .server
+        .store()
+        .get(&promoter::fake::cluster_promotion_type(), "", "unreadable")
+        .ok()
+        .and_then(|v| v.pointer("/status/stages/0/failureMessage").cloned())
+        .is_some();
+    let adopted = env.profile("main-prod").is_some_and(|p| {
+        p.metadata
+            .owner_references
+            .unwrap_or_default()
+            .iter()
+            .any(|r| r.name == "main")
+    });
     (
         forbidden,
         main_done
+            && unreadable_reported
+            && adopted
             && approval_reset
             && preserved
             && env.profile("preverification-main-dev").is_none(),
