@@ -133,7 +133,7 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
         "data": {"job.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: verify\n  namespace: checks\n"}})).unwrap();
     let main: promoter::api::ClusterPromotion = serde_json::from_value(json!({
         "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "metadata": {"name": "main"},
-        "spec": {"profileSpec": {"helmCharts": [{"repositoryURL": "https://x", "releaseName": "r", "releaseNamespace": "n"}]},
+        "spec": {"profileSpec": {"helmCharts": [{"repositoryURL": "https://x", "repositoryName": "x", "chartName": "x/c", "chartVersion": "1.0.0", "releaseName": "r", "releaseNamespace": "n"}]},
           "stages": [
             {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"manual": {"approved": true,
               "preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "dev", "name": "verify"}],

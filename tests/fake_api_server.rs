@@ -606,5 +606,429 @@ async fn seed_manifests_survive_the_server_unchanged() {
     let p = docs[0].promotion().unwrap();
     api.create(&PostParams::default(), p).await.unwrap();
     let back = api.get(p.metadata.name.as_deref().unwrap()).await.unwrap();
-    assert_eq!(back.spec, p.spec);
+    // Nothing the manifest says is lost; the CRD's defaults are filled in, as a real server does.
+    let mut want = serde_json::to_value(p).unwrap();
+    _s.store()
+        .schema(&promoter::fake::cluster_promotion_type())
+        .unwrap()
+        .normalise(&mut want);
+    assert_eq!(serde_json::to_value(&back.spec).unwrap(), want["spec"]);
+    assert_eq!(
+        back.spec.profile_spec.as_ref().unwrap().0["policyRefs"][0]["deploymentType"],
+        "Remote"
+    );
+}
+
+// ---- The CRDs' structural semantics (pruning, defaulting, validation) and metadata rules ----
+
+fn profile_value(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+           "metadata": {"name": name}, "spec": spec})
+}
+
+async fn create_raw(client: &kube::Client, body: Value) -> Result<Value, Status> {
+    let api: Api<kube::core::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::discovery::ApiResource {
+            group: "config.projectsveltos.io".into(),
+            version: "v1beta1".into(),
+            api_version: "config.projectsveltos.io/v1beta1".into(),
+            kind: body["kind"].as_str().unwrap().into(),
+            plural: format!("{}s", body["kind"].as_str().unwrap().to_lowercase()),
+        },
+    );
+    let obj: kube::core::DynamicObject = serde_json::from_value(body).unwrap();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .map(|o| serde_json::to_value(o).unwrap())
+        .map_err(api_error)
+}
+
+fn chart() -> Value {
+    json!({"repositoryURL": "https://charts.jetstack.io", "repositoryName": "jetstack",
+           "chartName": "jetstack/cert-manager", "chartVersion": "v1.19.1",
+           "releaseName": "cert-manager", "releaseNamespace": "cert-manager"})
+}
+
+#[tokio::test]
+async fn unknown_fields_are_pruned_at_every_depth() {
+    let (_s, client) = server().await;
+    let mut c = chart();
+    c["chartVerison"] = json!("typo");
+    let created = create_raw(
+        &client,
+        profile_value("pruned", json!({"helmCharts": [c], "notAField": {"x": 1}})),
+    )
+    .await
+    .unwrap();
+    assert!(created["spec"].get("notAField").is_none());
+    assert!(
+        created["spec"]["helmCharts"][0]
+            .get("chartVerison")
+            .is_none()
+    );
+    assert_eq!(
+        created["spec"]["helmCharts"][0]["chartName"],
+        "jetstack/cert-manager"
+    );
+}
+
+#[tokio::test]
+async fn defaults_are_filled_at_depth_inside_array_items() {
+    let (_s, client) = server().await;
+    let mut c = chart();
+    c["options"] = json!({"installOptions": {}});
+    let created = create_raw(
+        &client,
+        profile_value("defaults", json!({"helmCharts": [c]})),
+    )
+    .await
+    .unwrap();
+    let chart = &created["spec"]["helmCharts"][0];
+    assert_eq!(chart["options"]["installOptions"]["createNamespace"], true);
+    assert_eq!(chart["options"]["installOptions"]["replace"], true);
+    // An absent parent object is not created by defaulting.
+    assert!(chart["options"].get("upgradeOptions").is_none());
+    assert_eq!(chart["helmChartAction"], "Install");
+    assert_eq!(created["spec"]["syncMode"], "Continuous");
+    assert_eq!(created["spec"]["tier"], 100);
+}
+
+#[tokio::test]
+async fn an_enum_violation_is_refused_with_the_real_message() {
+    let (_s, client) = server().await;
+    let err = create_raw(
+        &client,
+        profile_value("enum", json!({"syncMode": "Sometimes"})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!((err.code, err.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        err.message,
+        "ClusterProfile.config.projectsveltos.io \"enum\" is invalid: spec.syncMode: Unsupported value: \"Sometimes\": supported values: \"OneTime\", \"Continuous\", \"ContinuousWithDriftDetection\", \"DryRun\""
+    );
+    let details = err.details.unwrap();
+    assert_eq!(
+        (details.kind.as_str(), details.group.as_str()),
+        ("ClusterProfile", "config.projectsveltos.io")
+    );
+    assert_eq!(details.causes[0].field, "spec.syncMode");
+    assert_eq!(details.causes[0].reason, "FieldValueNotSupported");
+}
+
+#[tokio::test]
+async fn types_required_fields_and_several_causes() {
+    let (_s, client) = server().await;
+    let mut c = chart();
+    c.as_object_mut().unwrap().remove("releaseName");
+    let err = create_raw(
+        &client,
+        profile_value("bad", json!({"tier": "high", "helmCharts": [c]})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message
+            .starts_with("ClusterProfile.config.projectsveltos.io \"bad\" is invalid: ["),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("spec.helmCharts[0].releaseName: Required value"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("spec.tier: Invalid value: \"string\": spec.tier in body must be of type integer: \"string\""),
+        "{}",
+        err.message
+    );
+    assert!(err.details.unwrap().causes.len() >= 2);
+}
+
+#[tokio::test]
+async fn cel_rules_of_the_crds_are_enforced() {
+    let (_s, client) = server().await;
+    let both = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+        "metadata": {"name": "both"},
+        "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
+                 "trigger": {"manual": {}, "auto": {"delay": "1m"}}}]}});
+    let err = create_raw(&client, both).await.unwrap_err();
+    assert_eq!(
+        err.message,
+        "ClusterPromotion.config.projectsveltos.io \"both\" is invalid: spec.stages[0].trigger: Invalid value: \"object\": A trigger must have either a 'manual' or 'auto' field, but not both."
+    );
+    let mut c = chart();
+    c["chartName"] = json!("");
+    let err = create_raw(&client, profile_value("cel", json!({"helmCharts": [c]})))
+        .await
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("spec.helmCharts[0]: Invalid value: \"object\": ChartName must be defined"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn status_is_a_subresource_and_generation_follows_the_spec() {
+    let (s, client) = server().await;
+    let api: Api<ClusterPromotion> = Api::all(client);
+    let created = api
+        .create(&PostParams::default(), &promotion("gen"))
+        .await
+        .unwrap();
+    assert!(created.status.is_none(), "status is dropped on create");
+    assert_eq!(created.metadata.generation, Some(1));
+    // A status write ignores the spec; the generation stays.
+    let mut next = serde_json::to_value(&created).unwrap();
+    next["spec"]["stages"][0]["name"] = json!("changed");
+    next["status"] = json!({"currentStageName": "dev"});
+    let after: ClusterPromotion = api
+        .replace_status(
+            "gen",
+            &PostParams::default(),
+            &serde_json::from_value(next).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.spec.stages[0].name, "dev");
+    assert_eq!(after.metadata.generation, Some(1));
+    // A main-resource write ignores the status and moves the generation.
+    let mut next = serde_json::to_value(&after).unwrap();
+    next["spec"]["stages"][0]["name"] = json!("dev2");
+    next["status"] = json!({"currentStageName": "ignored"});
+    let after: ClusterPromotion = api
+        .replace(
+            "gen",
+            &PostParams::default(),
+            &serde_json::from_value(next).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.metadata.generation, Some(2));
+    let stored = s
+        .store()
+        .get(&promoter::fake::cluster_promotion_type(), "", "gen")
+        .unwrap();
+    assert_eq!(stored["status"]["currentStageName"], "dev");
+    // Invalid status is refused on the status subresource too.
+    let err = api
+        .patch_status(
+            "gen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"stages": "no"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err).code, 422);
+}
+
+#[tokio::test]
+async fn json_patch_failures_have_the_real_codes() {
+    let (_s, client) = server().await;
+    let api: Api<ClusterPromotion> = Api::all(client);
+    api.create(&PostParams::default(), &promotion("jp"))
+        .await
+        .unwrap();
+    let test_fails: json_patch::Patch = serde_json::from_value(
+        json!([{"op": "test", "path": "/spec/stages/0/name", "value": "x"}]),
+    )
+    .unwrap();
+    let err = api
+        .patch(
+            "jp",
+            &PatchParams::default(),
+            &Patch::<()>::Json(test_fails),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err).code, 422);
+}
+
+#[tokio::test]
+async fn metadata_is_validated_for_every_kind() {
+    let (_s, client) = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let bad = |meta: Value| -> ConfigMap {
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}))
+            .unwrap()
+    };
+    let err = api_error(
+        cms.create(&PostParams::default(), &bad(json!({"generateName": "cm."})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.contains("metadata.generateName: Invalid value: \"cm.\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
+        "{}",
+        err.message
+    );
+    let ok = cms
+        .create(&PostParams::default(), &bad(json!({"generateName": "cm-"})))
+        .await
+        .unwrap();
+    let name = ok.metadata.name.unwrap();
+    assert!(name.starts_with("cm-") && name.len() == 8, "{name}");
+    let err = api_error(
+        cms.create(&PostParams::default(), &bad(json!({"name": "Upper"})))
+            .await
+            .unwrap_err(),
+    );
+    assert!(err.message.starts_with("ConfigMap \"Upper\" is invalid: metadata.name: Invalid value: \"Upper\": a lowercase RFC 1123 subdomain"), "{}", err.message);
+    let err = api_error(
+        cms.create(
+            &PostParams::default(),
+            &bad(json!({"name": "l", "labels": {"a": "not valid"}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert!(
+        err.message.contains(
+            "metadata.labels: Invalid value: \"not valid\": a valid label must be an empty string"
+        ),
+        "{}",
+        err.message
+    );
+    let err = api_error(
+        cms.create(
+            &PostParams::default(),
+            &bad(json!({"name": "a", "annotations": {"big": "x".repeat(256 * 1024)}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert!(
+        err.message
+            .ends_with("metadata.annotations: Too long: may not be more than 262144 bytes"),
+        "{}",
+        err.message
+    );
+    // Namespaces are DNS labels: no dots.
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+    let err = api_error(
+        nss.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "a.b"}})).unwrap(),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert!(
+        err.message
+            .contains("a lowercase RFC 1123 label must consist of"),
+        "{}",
+        err.message
+    );
+}
+
+fn events_v1(generate_name: &str, note: &str) -> k8s_openapi::api::events::v1::Event {
+    serde_json::from_value(json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"generateName": generate_name},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "action": "ClusterPromotion", "reason": "StageProvisioned", "note": note, "type": "Normal",
+        "reportingController": "promoter.dev/promoter", "reportingInstance": "promoter",
+        "regarding": {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "name": "p"}
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn events_k8s_io_validation_is_the_real_one() {
+    let (_s, client) = server().await;
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    // promoter's former generateName "<promotion>." is refused by a real server.
+    let err = api_error(
+        api.create(&PostParams::default(), &events_v1("p.", "n"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message
+            .contains("metadata.generateName: Invalid value: \"p.\""),
+        "{}",
+        err.message
+    );
+    let created = api
+        .create(&PostParams::default(), &events_v1("p-", "n"))
+        .await
+        .unwrap();
+    assert!(created.metadata.name.unwrap().starts_with("p-"));
+    let err = api_error(
+        api.create(&PostParams::default(), &events_v1("p-", &"x".repeat(1025)))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        err.message
+            .contains("message: Invalid value: \"\": can have at most 1024 characters"),
+        "{}",
+        err.message
+    );
+    let mut e = events_v1("p-", "n");
+    e.event_time = None;
+    e.type_ = Some("Info".into());
+    e.reporting_controller = None;
+    let err = api_error(api.create(&PostParams::default(), &e).await.unwrap_err());
+    assert!(
+        err.message.contains("eventTime: Required value"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("type: Invalid value: \"\": has invalid value: Info"),
+        "{}",
+        err.message
+    );
+}
+
+/// promoter's own Events pass the real validation: before the fix every one of them was refused
+/// with 422 (`generateName: "<promotion>."`) and only logged as a warning.
+#[tokio::test]
+async fn a_pass_records_events_the_server_accepts() {
+    let (s, client) = server().await;
+    let api: Api<ClusterPromotion> = Api::all(client.clone());
+    let mut p = promotion("evented");
+    p.status = None;
+    api.create(&PostParams::default(), &p).await.unwrap();
+    s.clear_requests();
+    let opts = promoter::pass::PassOptions {
+        dry_run: false,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now: chrono::Utc::now(),
+    };
+    promoter::pass::run_pass(&client, &promoter::pass::ChecksNotEvaluated, &opts)
+        .await
+        .unwrap();
+    let events: Vec<_> = s
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "events" && r.verb == "create")
+        .collect();
+    assert!(!events.is_empty(), "the first pass records a transition");
+    assert!(events.iter().all(|r| r.code == 201), "{events:?}");
+    let stored = s.store().all(&promoter::fake::store::ResourceType::builtin(
+        "events.k8s.io",
+        "v1",
+        "Event",
+        "events",
+        true,
+    ));
+    assert_eq!(stored.len(), events.len());
+    assert!(stored.iter().all(|e| {
+        e["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("evented-")
+    }));
 }

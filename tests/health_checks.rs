@@ -233,12 +233,19 @@ async fn unreachable_clusters_are_named_never_hang() {
         )
         .unwrap();
     let sc = promoter::fake::sveltos_cluster_type();
+    // spec.pullMode is immutable (a CEL transition rule of the SveltosCluster CRD): a cluster in
+    // pull mode is registered so from the start.
     let mut pull = env.server.store().get(&sc, "dev", "c-pull").unwrap();
-    pull["spec"]["pullMode"] = json!(true);
     env.server
         .store()
-        .update(&sc, "dev", "c-pull", pull, false)
+        .delete(&sc, "dev", "c-pull", &Default::default())
         .unwrap();
+    pull["spec"]["pullMode"] = json!(true);
+    pull["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    env.server.store().seed(&sc, pull).unwrap();
     let checks = json!([{"name": "c", "featureID": "Resources", "version": "v1", "kind": "Secret", "script": "function evaluate() return {healthy = true} end"}]);
     let p = with_checks(checks);
     let started = Instant::now();

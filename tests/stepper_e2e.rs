@@ -701,9 +701,15 @@ async fn upstream_fv_scenario() {
         cp.spec.fields["helmCharts"],
         p.spec.profile_spec.as_ref().unwrap().0["helmCharts"]
     );
+    // As the API server stored the promotion: the CRD's defaults (tier, deploymentType, ...) filled.
+    let stored = env
+        .server
+        .store()
+        .get(&promoter::fake::cluster_promotion_type(), "", "fv")
+        .unwrap();
     assert_eq!(
         cp.spec.fields["policyRefs"],
-        p.spec.profile_spec.as_ref().unwrap().0["policyRefs"]
+        stored["spec"]["profileSpec"]["policyRefs"]
     );
     assert_eq!(
         cp.spec.fields["clusterSelector"],

@@ -164,6 +164,16 @@ pub(crate) fn status_body(e: &ApiError) -> Reply {
     if let Some(name) = &e.name {
         status["details"] = json!({"name": name});
     }
+    if let Some(inv) = &e.invalid {
+        let causes: Vec<Value> = inv
+            .causes
+            .iter()
+            .map(|c| json!({"reason": c.kind.reason(), "message": c.body(), "field": c.field}))
+            .collect();
+        status["details"]["group"] = json!(inv.group);
+        status["details"]["kind"] = json!(inv.kind);
+        status["details"]["causes"] = json!(causes);
+    }
     (e.code, status)
 }
 

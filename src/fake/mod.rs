@@ -3,18 +3,38 @@
 //!
 //! It implements what promoter relies on as the real API server does: resources by
 //! group/version/plural, discovery, get/list (label and field selectors, `limit`/`continue`), create,
-//! update with optimistic concurrency, merge and JSON patch, delete with finalizers and owner-reference
-//! garbage collection, the status subresource, and the same status codes and `Status` bodies.
-//! Requests are logged and counted; faults can be injected; an [`Authorizer`] decides access.
+//! update with optimistic concurrency, merge and JSON patch (the `json-patch` crate), delete with
+//! finalizers and owner-reference garbage collection, the status subresource, and the same status
+//! codes and `Status` bodies. Requests are logged and counted; faults can be injected; an
+//! [`Authorizer`] decides access.
 //!
-//! Known differences from a real server: no watch, no admission or schema validation/defaulting,
-//! server-side apply is approximated by a merge patch, foreground deletion behaves as background,
-//! namespaces need not exist, and `resourceVersion` on a list is always "the latest".
+//! Custom resources registered from CRD documents ([`Store::register_crd`]; the Sveltos types from
+//! upstream's CRDs vendored in `src/fake/crds/`) get the apiextensions semantics of
+//! [`schema`]: unknown fields pruned, defaults filled at every depth, structural validation, list-type
+//! uniqueness and `x-kubernetes-validations` CEL rules, with the real 422 texts and causes, on
+//! create, update, patch and status writes (and seeded fixtures). Every kind's metadata is validated
+//! as `ValidateObjectMeta` does ([`meta`]: names, generateName, labels, annotations), and
+//! events.k8s.io/v1 Events as `ValidateEventCreate` does. A main-resource write ignores `status`, a
+//! `/status` write ignores everything else, and `generation` moves only with the spec (and when a
+//! deletion starts).
+//!
+//! Known differences from a real server: no watch and no admission webhooks; server-side apply is
+//! approximated by a merge patch (no field managers, no `managedFields`); foreground deletion behaves
+//! as background; namespaces need not exist; `resourceVersion` on a list is always "the latest";
+//! types registered without a CRD ([`ResourceType::custom`], built-ins) have no schema, so their
+//! bodies are stored as given apart from metadata validation; CEL rules run on cel-interpreter (not
+//! cel-go) without cost limits and with Kubernetes' CEL libraries absent; validation ratcheting is
+//! approximated (unchanged subtrees, correlated through object properties and map lists, are not
+//! re-validated); core/v1 and events.k8s.io/v1 Events are stored as two resources, not as one with
+//! a field mapping; generated names take 5 characters from the real alphabet but deterministically.
 
 mod control;
+pub mod field;
 mod http;
+pub mod meta;
 pub mod patch;
 pub mod rbac;
+pub mod schema;
 pub mod store;
 
 pub use control::{
@@ -115,12 +135,24 @@ impl FakeApiServer {
 
     /// Starts a server that serves the types promoter reads and writes: ClusterPromotion,
     /// ClusterProfile, ClusterSummary, SveltosCluster, Secret, ConfigMap, Namespace and Events.
+    /// The Sveltos types are registered from upstream's CRDs (vendored in `src/fake/crds/`), so
+    /// they are pruned, defaulted and validated as a real server does.
     pub async fn start_with_sveltos() -> anyhow::Result<Self> {
         let server = Self::start().await?;
         for rt in sveltos_types() {
             server.register(rt);
         }
+        for crd in schema::SVELTOS_CRDS {
+            server
+                .register_crd_yaml(crd)
+                .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
+        }
         Ok(server)
+    }
+
+    /// Serves a custom resource from its CRD (YAML), replacing any earlier registration of it.
+    pub fn register_crd_yaml(&self, yaml: &str) -> Result<ResourceType, String> {
+        self.store().register_crd_yaml(yaml)
     }
 
     pub fn register(&self, rt: ResourceType) {

@@ -2,7 +2,10 @@
 //! relies on (resourceVersion and optimistic concurrency, generation, the status subresource,
 //! finalizers, owner-reference garbage collection), independent of HTTP.
 
+use super::field::{BadValue, ErrorType, FieldError, aggregate};
+use super::meta::{generate_name, name_rule, validate_event, validate_object_meta};
 use super::patch::{PatchError, json_patch, merge_patch};
+use super::schema::{Crd, Schema, crd_from_value};
 use crate::labels::{Requirement, matches_all};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
@@ -76,6 +79,15 @@ pub struct ApiError {
     pub reason: &'static str,
     pub message: String,
     pub name: Option<String>,
+    /// `details.group`/`details.kind`/`details.causes` of an `Invalid` Status.
+    pub invalid: Option<Box<InvalidDetails>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidDetails {
+    pub group: String,
+    pub kind: String,
+    pub causes: Vec<FieldError>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -93,6 +105,7 @@ impl ApiError {
             reason,
             message: message.into(),
             name: None,
+            invalid: None,
         }
     }
     fn not_found(rt: &ResourceType, name: &str) -> Self {
@@ -118,14 +131,26 @@ impl ApiError {
             )
         }
     }
-    fn invalid(rt: &ResourceType, name: &str, detail: &str) -> Self {
+    /// `errors.NewInvalid`: `<Kind>.<group> "<name>" is invalid: <errors>`, with the causes.
+    pub fn invalid(rt: &ResourceType, name: &str, errs: Vec<FieldError>) -> Self {
+        let group_kind = if rt.group.is_empty() {
+            rt.kind.clone()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
+        let message = if errs.is_empty() {
+            format!("{group_kind} {name:?} is invalid")
+        } else {
+            format!("{group_kind} {name:?} is invalid: {}", aggregate(&errs))
+        };
         ApiError {
             name: Some(name.into()),
-            ..Self::new(
-                422,
-                "Invalid",
-                format!("{} \"{name}\" is invalid: {detail}", rt.group_resource()),
-            )
+            invalid: Some(Box::new(InvalidDetails {
+                group: rt.group.clone(),
+                kind: rt.kind.clone(),
+                causes: errs,
+            })),
+            ..Self::new(422, "Invalid", message)
         }
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -168,6 +193,8 @@ type Key = (String, String, String, String); // group, plural, namespace, name
 
 pub struct Store {
     types: Vec<ResourceType>,
+    /// Structural schemas of the types registered from CRDs, by (group, plural).
+    schemas: HashMap<(String, String), Arc<Schema>>,
     objects: BTreeMap<Key, Value>,
     /// Propagation asked for by a delete that had to wait for finalizers.
     pending_propagation: HashMap<String, Propagation>,
@@ -227,6 +254,7 @@ impl Store {
     pub fn new(clock: Clock) -> Self {
         Store {
             types: Vec::new(),
+            schemas: HashMap::new(),
             objects: BTreeMap::new(),
             pending_propagation: HashMap::new(),
             revision: 1,
@@ -247,6 +275,76 @@ impl Store {
         self.types
             .retain(|t| !(t.group == rt.group && t.plural == rt.plural));
         self.types.push(rt);
+    }
+
+    /// Registers a custom resource from its CRD (as JSON or YAML), with the CRD's structural
+    /// semantics: pruning, defaulting and validation on every write. Objects already stored are
+    /// pruned and defaulted again, as a real server does when it reads them after a CRD change.
+    pub fn register_crd(&mut self, crd: &Value) -> Result<ResourceType, String> {
+        let Crd {
+            group,
+            version,
+            kind,
+            plural,
+            namespaced,
+            status_subresource,
+            schema,
+        } = crd_from_value(crd)?;
+        let mut rt = ResourceType::custom(&group, &version, &kind, &plural, namespaced);
+        rt.status_subresource = status_subresource;
+        let schema = Arc::new(schema);
+        self.schemas
+            .insert((group.clone(), plural.clone()), schema.clone());
+        self.register(rt.clone());
+        for ((g, p, ..), obj) in self.objects.iter_mut() {
+            if *g == group && *p == plural {
+                schema.normalise(obj);
+            }
+        }
+        Ok(rt)
+    }
+
+    /// Registers a custom resource from a CRD in YAML (one document).
+    pub fn register_crd_yaml(&mut self, yaml: &str) -> Result<ResourceType, String> {
+        let crd: Value = serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+        self.register_crd(&crd)
+    }
+
+    /// The compiled schema of a type registered from a CRD.
+    pub fn schema(&self, rt: &ResourceType) -> Option<Arc<Schema>> {
+        self.schemas
+            .get(&(rt.group.clone(), rt.plural.clone()))
+            .cloned()
+    }
+
+    /// What the server does to every object it persists: the CRD's pruning and defaulting, then
+    /// metadata, schema and kind-specific validation (`old` is the stored object on an update).
+    fn admit(
+        &self,
+        rt: &ResourceType,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let schema = self.schema(rt);
+        if let Some(schema) = &schema {
+            schema.normalise(obj);
+        }
+        let mut errs = validate_object_meta(obj, name_rule(&rt.group, &rt.kind), rt.namespaced);
+        if let Some(schema) = &schema {
+            errs.extend(schema.validate(obj, old));
+        }
+        if rt.kind == "Event" && old.is_none() {
+            errs.extend(validate_event(obj, rt.group == "events.k8s.io"));
+        }
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::invalid(
+                rt,
+                &meta(obj, "name").unwrap_or_default(),
+                errs,
+            ))
+        }
     }
 
     pub fn types(&self) -> &[ResourceType] {
@@ -355,11 +453,16 @@ impl Store {
         }))
     }
 
-    pub fn create(
+    pub fn create(&mut self, rt: &ResourceType, ns: &str, obj: Value) -> Result<Value, ApiError> {
+        self.create_inner(rt, ns, obj, false)
+    }
+
+    fn create_inner(
         &mut self,
         rt: &ResourceType,
         ns: &str,
         mut obj: Value,
+        keep_status: bool,
     ) -> Result<Value, ApiError> {
         if !obj.is_object() {
             return Err(ApiError::bad_request(
@@ -391,15 +494,11 @@ impl Store {
             (Some(n), _) if !n.is_empty() => n,
             (_, Some(prefix)) if !prefix.is_empty() => {
                 self.uids += 1;
-                format!("{prefix}{:05x}", self.uids)
+                let name = generate_name(&prefix, self.uids);
+                set_meta(&mut obj, "name", json!(name));
+                name
             }
-            _ => {
-                return Err(ApiError::invalid(
-                    rt,
-                    "",
-                    "metadata.name: Required value: name or generateName is required",
-                ));
-            }
+            _ => String::new(),
         };
         let key = Self::key(rt, &meta(&obj, "namespace").unwrap_or_default(), &name);
         if self.objects.contains_key(&key) {
@@ -424,11 +523,13 @@ impl Store {
             m.remove("deletionTimestamp");
         }
         if rt.status_subresource
+            && !keep_status
             && let Some(m) = obj.as_object_mut()
         {
             // The API server drops status on create when status is a subresource.
             m.remove("status");
         }
+        self.admit(rt, &mut obj, None)?;
         let rv = self.next_revision();
         set_meta(&mut obj, "resourceVersion", json!(rv));
         self.objects.insert(key, obj.clone());
@@ -437,18 +538,14 @@ impl Store {
 
     /// Inserts an object as is, status and uid included (fixtures, and live state loaded into a
     /// simulation); bypasses the rules of create.
+    /// The object is still pruned, defaulted and validated, status included: a real server holds
+    /// nothing else.
     pub fn seed(&mut self, rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
         let ns = meta(&obj, "namespace").unwrap_or_default();
-        let status = obj.get("status").cloned();
         let uid = meta(&obj, "uid");
-        let mut created = self.create(rt, &ns, obj)?;
-        if status.is_some() || uid.is_some() {
-            if let Some(status) = status {
-                created["status"] = status;
-            }
-            if let Some(uid) = uid {
-                set_meta(&mut created, "uid", json!(uid));
-            }
+        let mut created = self.create_inner(rt, &ns, obj, true)?;
+        if let Some(uid) = uid {
+            set_meta(&mut created, "uid", json!(uid));
             let key = Self::key(rt, &ns, &meta(&created, "name").unwrap_or_default());
             self.objects.insert(key, created.clone());
         }
@@ -470,7 +567,12 @@ impl Store {
                 return Err(ApiError::invalid(
                     rt,
                     name,
-                    "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+                    vec![FieldError::new(
+                        ErrorType::Invalid,
+                        "metadata.resourceVersion",
+                        BadValue::Raw("0x0".into()),
+                        "must be specified for an update",
+                    )],
                 ));
             }
             Some(rv) if Some(&rv) != meta(&current, "resourceVersion").as_ref() => {
@@ -583,10 +685,14 @@ impl Store {
                 return Err(ApiError::invalid(
                     rt,
                     &name,
-                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted",
+                    vec![FieldError::forbidden(
+                        "metadata.finalizers",
+                        "no new finalizers can be added if the object is being deleted",
+                    )],
                 ));
             }
         }
+        self.admit(rt, &mut new, Some(&current))?;
         if new == current {
             // A write that changes nothing is not persisted; resourceVersion stays.
             return Ok(current);
@@ -645,6 +751,13 @@ impl Store {
             }
             let mut marked = current;
             set_meta(&mut marked, "deletionTimestamp", json!(self.now()));
+            // rest.BeforeDelete: setting deletionTimestamp moves the generation.
+            if let Some(g) = marked
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+            {
+                set_meta(&mut marked, "generation", json!(g + 1));
+            }
             set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
             let rv = self.next_revision();
             set_meta(&mut marked, "resourceVersion", json!(rv));

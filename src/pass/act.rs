@@ -318,6 +318,30 @@ fn to_json<T: serde::Serialize>(v: &T) -> String {
 
 /// Kubernetes Events (events.k8s.io/v1) in `default`, where events of cluster-scoped objects go.
 /// Failing to record one never fails the pass.
+/// events.k8s.io/v1 limits (kubernetes `pkg/apis/core/validation/events.go`): a longer note or
+/// reason makes the API server refuse the whole Event with 422.
+const EVENT_NOTE_LIMIT: usize = 1024;
+const EVENT_REASON_LIMIT: usize = 128;
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn truncate_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+/// `generateName` of a promotion's Events: `<promotion>-`. A prefix must be a valid DNS-1123
+/// subdomain once a trailing `-` is masked, so `<promotion>.` is refused with 422; the server cuts
+/// the prefix to 58 characters and appends 5 random ones.
+fn event_name_prefix(promotion: &str) -> String {
+    format!("{promotion}-")
+}
+
 async fn emit_events(
     client: &kube::Client,
     p: &ClusterPromotion,
@@ -336,13 +360,13 @@ async fn emit_events(
     for note in notes {
         let event = Event {
             metadata: kube::core::ObjectMeta {
-                generate_name: Some(format!("{name}.")),
+                generate_name: Some(event_name_prefix(&name)),
                 ..Default::default()
             },
             event_time: event_time.clone(),
             action: Some("ClusterPromotion".into()),
-            reason: Some(note.reason.clone()),
-            note: Some(note.message.clone()),
+            reason: Some(truncate_bytes(&note.reason, EVENT_REASON_LIMIT).to_string()),
+            note: Some(truncate_bytes(&note.message, EVENT_NOTE_LIMIT).to_string()),
             type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
             reporting_controller: Some("promoter.dev/promoter".into()),
             reporting_instance: Some("promoter".into()),
@@ -359,5 +383,23 @@ async fn emit_events(
         if let Err(e) = events.create(&PostParams::default(), &event).await {
             tracing::warn!(promotion = %name, error = %e, "could not record event {:?}", note.message);
         }
+    }
+}
+
+#[cfg(test)]
+mod event_tests {
+    use super::*;
+
+    #[test]
+    fn event_names_and_notes_are_what_a_server_accepts() {
+        let prefix = event_name_prefix("blog.kyverno");
+        assert!(
+            crate::fake::meta::dns1123_subdomain(&format!("{}a", &prefix[..prefix.len() - 1]))
+                .is_empty()
+        );
+        let long = "é".repeat(EVENT_NOTE_LIMIT);
+        let cut = truncate_bytes(&long, EVENT_NOTE_LIMIT);
+        assert!(cut.len() <= EVENT_NOTE_LIMIT && cut.len() > EVENT_NOTE_LIMIT - 2);
+        assert_eq!(truncate_bytes("short", EVENT_NOTE_LIMIT), "short");
     }
 }
