@@ -968,6 +968,22 @@ mod tests {
     }
 
     #[test]
+    fn promoters_own_crd_compiles_and_enforces_the_trigger_rule() {
+        let crd = serde_json::to_value(crate::crd::cluster_promotion_crd()).unwrap();
+        let crd = crd_from_value(&crd).unwrap();
+        let mut ok = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p"}, "spec": {"profileSpec": {}, "stages": [{"name": "dev",
+            "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"manual": {}}}]}});
+        crd.schema.normalise(&mut ok);
+        assert_eq!(crd.schema.validate(&ok, None), vec![]);
+        let mut both = ok.clone();
+        both["spec"]["stages"][0]["trigger"]["auto"] = json!({});
+        let errs = crd.schema.validate(&both, None);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].field, "spec.stages[0].trigger");
+    }
+
+    #[test]
     fn upstream_crds_compile() {
         for text in SVELTOS_CRDS {
             let v: Value = serde_saphyr::from_str(text).unwrap();

@@ -195,6 +195,8 @@ pub struct Store {
     types: Vec<ResourceType>,
     /// Structural schemas of the types registered from CRDs, by (group, plural).
     schemas: HashMap<(String, String), Arc<Schema>>,
+    /// Set only while [`Store::seed_unvalidated`] stores an object.
+    unvalidated: bool,
     objects: BTreeMap<Key, Value>,
     /// Propagation asked for by a delete that had to wait for finalizers.
     pending_propagation: HashMap<String, Propagation>,
@@ -255,6 +257,7 @@ impl Store {
         Store {
             types: Vec::new(),
             schemas: HashMap::new(),
+            unvalidated: false,
             objects: BTreeMap::new(),
             pending_propagation: HashMap::new(),
             revision: 1,
@@ -328,6 +331,9 @@ impl Store {
         let schema = self.schema(rt);
         if let Some(schema) = &schema {
             schema.normalise(obj);
+        }
+        if self.unvalidated {
+            return Ok(());
         }
         let mut errs = validate_object_meta(obj, name_rule(&rt.group, &rt.kind), rt.namespaced);
         if let Some(schema) = &schema {
@@ -550,6 +556,16 @@ impl Store {
             self.objects.insert(key, created.clone());
         }
         Ok(created)
+    }
+
+    /// Inserts an object as a server holds one written before its CRD became stricter: pruned and
+    /// defaulted (as on every read from storage) but never validated, since validation only runs on
+    /// writes. Metadata is still completed as on create.
+    pub fn seed_unvalidated(&mut self, rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
+        self.unvalidated = true;
+        let result = self.seed(rt, obj);
+        self.unvalidated = false;
+        result
     }
 
     /// PUT: replaces the object (or only its status) with optimistic concurrency.
