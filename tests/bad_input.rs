@@ -778,7 +778,9 @@ async fn run_case(c: Case) -> Result<(), String> {
             .store()
             .seed_unvalidated(&cluster_promotion_type(), obj.clone())
     } else {
-        env.server.store().seed(&cluster_promotion_type(), obj.clone())
+        env.server
+            .store()
+            .seed(&cluster_promotion_type(), obj.clone())
     };
     stored.map_err(|e| format!("the fake API server does not store it: {}", e.message))?;
     let has_stage = obj
