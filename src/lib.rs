@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod ops;
 pub mod pass;
 pub mod sim;
+pub mod sveltos;
 pub mod validation;
 pub mod window;
 pub mod zone;

@@ -57,38 +57,51 @@ pub struct ClusterSummarySpec {
     /// `Capi` or `Sveltos`.
     #[serde(default)]
     pub cluster_type: String,
-    /// Only the lists the completion check compares: promoter reads ClusterSummaries, never writes
-    /// them, and a fleet has one per cluster and profile, each with a full copy of the profile's
-    /// spec; the rest is skipped while parsing.
-    #[serde(default, deserialize_with = "compared_lists")]
-    pub cluster_profile_spec: Map<String, Value>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    /// The copy of the profile's spec, kept as its JSON text: a fleet has one summary per cluster
+    /// and profile, nearly all with the same text, so it is parsed and normalised once per distinct
+    /// text (`pass::summaries`), not once per summary. (No `flatten` in this struct: serde cannot
+    /// hand a raw value through a flattened struct.)
+    #[serde(default)]
+    pub cluster_profile_spec: SpecText,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ComparedLists {
-    helm_charts: Option<Value>,
-    policy_refs: Option<Value>,
-    kustomization_refs: Option<Value>,
+/// A JSON object kept as text.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SpecText(Box<serde_json::value::RawValue>);
+
+impl SpecText {
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The parsed object; anything else (which the API server would not have stored) is empty.
+    pub fn to_map(&self) -> Map<String, Value> {
+        serde_json::from_str(self.0.get()).unwrap_or_default()
+    }
 }
 
-fn compared_lists<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Map<String, Value>, D::Error> {
-    let lists = Option::<ComparedLists>::deserialize(d)?;
-    let mut out = Map::new();
-    if let Some(l) = lists {
-        for (k, v) in [
-            ("helmCharts", l.helm_charts),
-            ("policyRefs", l.policy_refs),
-            ("kustomizationRefs", l.kustomization_refs),
-        ] {
-            if let Some(v) = v {
-                out.insert(k.to_string(), v);
-            }
+impl Default for SpecText {
+    fn default() -> Self {
+        Map::new().into()
+    }
+}
+
+impl PartialEq for SpecText {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl From<Map<String, Value>> for SpecText {
+    fn from(m: Map<String, Value>) -> Self {
+        let text = serde_json::to_string(&m).unwrap_or_else(|_| "{}".into());
+        match serde_json::value::RawValue::from_string(text) {
+            Ok(raw) => SpecText(raw),
+            // Unreachable: serde_json's own output is valid JSON.
+            Err(_) => SpecText(serde_json::value::RawValue::NULL.to_owned()),
         }
     }
-    Ok(out)
 }
 
 /// Only the feature statuses (the rest of a ClusterSummary's status is not read).
@@ -112,6 +125,9 @@ pub struct FeatureSummary {
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// When the feature last reached `Provisioned` (or `Failed`/`Removed`): the freshness signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_time: Option<String>,
 }
 
 #[cfg(test)]
@@ -120,30 +136,29 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_cluster_summary_keeps_only_what_the_completion_check_reads() {
-        let cs: ClusterSummary = serde_json::from_value(json!({
+    fn a_cluster_summary_keeps_its_spec_as_text_and_the_feature_statuses() {
+        // As kube parses a list response: from the text.
+        let text = json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
             "metadata": {"name": "p-dev-sveltos-c1", "namespace": "dev"},
             "spec": {"clusterNamespace": "dev", "clusterName": "c1", "clusterType": "Sveltos",
-                     "clusterProfileSpec": {"helmCharts": [{"releaseName": "r"}], "policyRefs": [], "tier": 100,
-                                            "validateHealths": [{"name": "big", "script": "..."}]}},
-            "status": {"featureSummaries": [{"featureID": "Helm", "status": "Provisioned", "hash": "aGFzaA=="}],
+                     "clusterProfileSpec": {"helmCharts": [{"releaseName": "r"}], "policyRefs": [], "tier": 100}},
+            "status": {"featureSummaries": [{"featureID": "Helm", "status": "Provisioned", "hash": "aGFzaA==",
+                                             "lastAppliedTime": "2026-11-23T10:00:00Z"}],
                        "helmReleaseSummaries": [{"releaseName": "r"}]}
-        }))
-        .unwrap();
+        })
+        .to_string();
+        let cs: ClusterSummary = serde_json::from_str(&text).unwrap();
         assert_eq!(
-            Value::Object(cs.spec.cluster_profile_spec.clone()),
-            json!({"helmCharts": [{"releaseName": "r"}], "policyRefs": []})
+            Value::Object(cs.spec.cluster_profile_spec.to_map()),
+            json!({"helmCharts": [{"releaseName": "r"}], "policyRefs": [], "tier": 100})
         );
-        assert_eq!(
-            cs.status.unwrap().feature_summaries.unwrap()[0]
-                .status
-                .as_deref(),
-            Some("Provisioned")
-        );
-        for spec in [json!({}), json!({"clusterProfileSpec": null})] {
-            let s: ClusterSummarySpec = serde_json::from_value(spec).unwrap();
-            assert!(s.cluster_profile_spec.is_empty());
+        let f = &cs.status.unwrap().feature_summaries.unwrap()[0];
+        assert_eq!(f.status.as_deref(), Some("Provisioned"));
+        assert_eq!(f.last_applied_time.as_deref(), Some("2026-11-23T10:00:00Z"));
+        for spec in [r#"{}"#, r#"{"clusterProfileSpec": null}"#] {
+            let s: ClusterSummarySpec = serde_json::from_str(spec).unwrap();
+            assert!(s.cluster_profile_spec.to_map().is_empty());
         }
     }
 }

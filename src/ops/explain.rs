@@ -7,6 +7,7 @@ use crate::api::ClusterPromotion;
 use crate::pass::World;
 use crate::pass::deployment::matching_clusters;
 use crate::pass::profiles::{main_profile, preverification_name, profile_name};
+use crate::pass::summaries::Provisioned;
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -138,15 +139,22 @@ pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -
                         } else {
                             features.join(", ")
                         },
-                        if cs.is_provisioned() {
-                            ""
-                        } else {
-                            " [not provisioned]"
+                        match summaries.map(|s| cs.provisioned(s.content(cs), Some(now))) {
+                            Some(Provisioned::Yes) => "",
+                            Some(Provisioned::Stale) => " [Provisioned predates its spec]",
+                            _ => " [not provisioned]",
                         }
                     )
                 }
             };
             let _ = writeln!(out, "    {c} ({flags}): {detail}");
+        }
+        for x in world
+            .excluded
+            .iter()
+            .filter(|x| selector.selects(&x.cluster.labels).unwrap_or(false))
+        {
+            let _ = writeln!(out, "    {} (left out: {})", x.cluster, x.why);
         }
         if let Some(gates) = stage.trigger.as_ref().and_then(|t| t.gates()) {
             if let Some(delay) = gates.delay {

@@ -179,8 +179,7 @@ fn summaries_for(world: &World, profile: &str, feature_status: &str) -> Vec<Clus
                 cluster_namespace: c.namespace.clone(),
                 cluster_name: c.name.clone(),
                 cluster_type: "Sveltos".into(),
-                cluster_profile_spec: cp.spec.fields.clone(),
-                ..Default::default()
+                cluster_profile_spec: cp.spec.fields.clone().into(),
             },
         );
         // One feature per kind of content, as the ClusterSummary controller reports them.
@@ -270,7 +269,9 @@ fn full_auto_manual_rollout_with_upstream_texts() {
     );
     assert_eq!(d.phase, Phase::Progressing);
     let mut out = summaries_for(&w, "kyverno-dev", "Provisioning");
-    out[0].spec.cluster_profile_spec["helmCharts"] = json!([]);
+    let mut spec = out[0].spec.cluster_profile_spec.to_map();
+    spec.insert("helmCharts".into(), json!([]));
+    out[0].spec.cluster_profile_spec = spec.into();
     w.summaries
         .insert("kyverno-dev".into(), out.into_iter().collect());
     run(&mut p, &mut w, 2);

@@ -1,8 +1,9 @@
 //! Whether a generated profile has really finished: every cluster of the inventory that its stage
-//! selects (not only those that already have a ClusterSummary) has a ClusterSummary whose spec is in
-//! sync with the profile and whose features are all `Provisioned`. Texts follow upstream's.
+//! selects (not only those that already have a ClusterSummary) has a ClusterSummary whose whole
+//! spec is in sync with the profile (in the normal form in which both are stored) and whose
+//! features are all `Provisioned` for that spec. Texts follow upstream's.
 
-use super::summaries::{COMPARED, ProfileSummaries};
+use super::summaries::{ProfileSummaries, Provisioned, not_in_sync_text};
 use super::world::{InventoryCluster, World};
 use crate::api::ClusterProfile;
 use crate::labels::LabelSelector;
@@ -73,22 +74,28 @@ pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) 
                 failure,
             );
         };
-        if let Some(field) = (0..COMPARED.len()).find(|i| !comparison.in_sync(cs, *i)) {
-            let cs_name = &cs.name;
-            let text = match COMPARED[field].0 {
-                "helmCharts" => format!("ClusterSummary HelmCharts {cs_name} is not in sync."),
-                "policyRefs" => format!("ClusterSummary PolicyRefs {cs_name} is not in sync."),
-                // Upstream's text, missing space included.
-                _ => format!("ClusterSummaryKustomizationRefs {cs_name} is not in sync."),
-            };
-            return outcome(false, text, failure);
+        if let Some(field) = comparison.differs(cs) {
+            return outcome(false, not_in_sync_text(field, &cs.name), failure);
         }
-        if !cs.is_provisioned() {
-            return outcome(
-                false,
-                format!("ClusterSummary {} is not yet provisioned.", cs.name),
-                failure,
-            );
+        match cs.provisioned(comparison.content(cs), world.now) {
+            Provisioned::Yes => {}
+            Provisioned::No => {
+                return outcome(
+                    false,
+                    format!("ClusterSummary {} is not yet provisioned.", cs.name),
+                    failure,
+                );
+            }
+            Provisioned::Stale => {
+                return outcome(
+                    false,
+                    format!(
+                        "ClusterSummary {} is not yet provisioned (its Provisioned predates its current spec).",
+                        cs.name
+                    ),
+                    failure,
+                );
+            }
         }
     }
     outcome(

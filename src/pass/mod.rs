@@ -189,6 +189,7 @@ pub async fn run_pass(
 ) -> anyhow::Result<PassReport> {
     let mut observation = observe::observe(client, opts.selector.as_deref()).await?;
     observation.world.claims = ownership::claims(&observation.promotions);
+    observation.world.now = Some(opts.now);
     let ctx = Context {
         now: opts.now,
         default_tz: opts.default_tz,

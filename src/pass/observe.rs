@@ -5,17 +5,20 @@
 
 use super::decide::watched_profiles;
 use super::summaries::ProfileSummaries;
-use super::world::{ClusterKind, InventoryCluster, World};
+use super::world::{ClusterKind, ExcludedCluster, InventoryCluster, World};
 use crate::api::inventory::CAPI_GROUP;
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
 use crate::api::{
     CapiClusterFacts, ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster,
 };
 use anyhow::Context as _;
+use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::core::ObjectList;
+use kube::core::{ListMeta, ObjectList};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 
 /// Profile names per ClusterSummary list call; keeps the label selector well below URL limits.
@@ -142,15 +145,6 @@ where
     }
 }
 
-async fn list_all<K>(api: &Api<K>, params: ListParams) -> kube::Result<Vec<K>>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let mut items = Vec::new();
-    list_pages(api, params, |page| items.extend(page)).await?;
-    Ok(items)
-}
-
 pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::Result<Observation> {
     let mut params = ListParams::default();
     if let Some(s) = selector {
@@ -195,7 +189,9 @@ pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::R
     }
     let summaries = summaries_of(client, &watched).await?;
     world.summaries = summaries;
-    world.clusters = inventory(client).await?;
+    let (clusters, excluded) = inventory_with_exclusions(client).await?;
+    world.clusters = clusters;
+    world.excluded = excluded;
     Ok(Observation {
         promotions,
         undecodable,
@@ -209,79 +205,256 @@ pub async fn summaries_of(
     client: &kube::Client,
     profiles: &[String],
 ) -> anyhow::Result<BTreeMap<String, ProfileSummaries>> {
-    let api = Api::<ClusterSummary>::all(client.clone());
     let mut out: BTreeMap<String, ProfileSummaries> = BTreeMap::new();
+    let url = ClusterSummary::url_path(&(), None);
     for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
-        list_pages(&api, ListParams::default().labels(&sel), |page| {
-            for cs in page {
-                if let Some(profile) = cs
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
-                    .cloned()
-                {
-                    out.entry(profile).or_default().push(cs);
+        list_tolerant(
+            client,
+            &url,
+            ListParams::default().labels(&sel),
+            |item: Result<ClusterSummary, Unreadable>| match item {
+                Ok(cs) => {
+                    if let Some(profile) = cs
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
+                        .cloned()
+                    {
+                        out.entry(profile).or_default().push(cs);
+                    }
                 }
-            }
-        })
+                // Its cluster then has no readable summary: not in sync, and named in the log.
+                Err(u) => {
+                    if let Some(profile) = u.label(CLUSTER_PROFILE_NAME_LABEL) {
+                        out.entry(profile)
+                            .or_default()
+                            .unreadable
+                            .push(format!("{}: {}", u.name, u.error));
+                    }
+                }
+            },
+        )
         .await
         .context("listing ClusterSummaries")?;
     }
     Ok(out)
 }
 
-/// SveltosClusters and, when Cluster API is installed, CAPI Clusters (in its served version).
+/// A list response whose items are kept as text, so that each is decoded on its own.
+#[derive(Deserialize)]
+struct RawList {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<Box<RawValue>>,
+}
+
+/// An object of a list that could not be decoded.
+pub struct Unreadable {
+    pub name: String,
+    pub error: String,
+    labels: BTreeMap<String, String>,
+}
+
+impl Unreadable {
+    fn label(&self, key: &str) -> Option<String> {
+        self.labels.get(key).cloned()
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct MetaOnly {
+    #[serde(default)]
+    metadata: MetaNames,
+}
+
+#[derive(Deserialize, Default)]
+struct MetaNames {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// Lists page by page and decodes each object on its own: one object that does not decode (a
+/// field of the wrong type written by another tool) is named in the log and handed over as
+/// [`Unreadable`], and never fails the list.
+async fn list_tolerant<K: DeserializeOwned>(
+    client: &kube::Client,
+    url: &str,
+    params: ListParams,
+    mut each: impl FnMut(Result<K, Unreadable>),
+) -> anyhow::Result<()> {
+    let mut params = params.limit(PAGE);
+    let request = kube::core::Request::new(url);
+    loop {
+        let req = request.list(&params).context("building a list request")?;
+        let page: RawList = client.request(req).await?;
+        for raw in page.items {
+            match serde_json::from_str::<K>(raw.get()) {
+                Ok(obj) => each(Ok(obj)),
+                Err(e) => {
+                    let meta = serde_json::from_str::<MetaOnly>(raw.get()).unwrap_or_default();
+                    let name = format!(
+                        "{}/{}",
+                        meta.metadata.namespace.unwrap_or_default(),
+                        meta.metadata.name.unwrap_or_default()
+                    );
+                    tracing::warn!(object = %name, url, error = %e, "skipping an object that cannot be decoded");
+                    each(Err(Unreadable {
+                        name,
+                        error: e.to_string(),
+                        labels: meta.metadata.labels.unwrap_or_default(),
+                    }));
+                }
+            }
+        }
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// The addon-controller's `--capi-onboard-annotation`, when it is configured with one: CAPI
+/// clusters without that annotation are not onboarded by Sveltos.
+pub const CAPI_ONBOARD_ANNOTATION_ENV: &str = "PROMOTER_CAPI_ONBOARD_ANNOTATION";
+
+fn capi_onboard_annotation() -> Option<String> {
+    std::env::var(CAPI_ONBOARD_ANNOTATION_ENV)
+        .ok()
+        .filter(|v| !v.is_empty())
+}
+
+/// The clusters Sveltos serves (see [`inventory_with_exclusions`]).
 pub async fn inventory(client: &kube::Client) -> anyhow::Result<Vec<InventoryCluster>> {
-    let sveltos = list_all(
-        &Api::<SveltosCluster>::all(client.clone()),
+    Ok(inventory_with_exclusions(client).await?.0)
+}
+
+/// SveltosClusters and, when Cluster API is installed, CAPI Clusters (in its served version), each
+/// decoded on its own; and the clusters Sveltos leaves out (see [`ExcludedCluster`]).
+pub async fn inventory_with_exclusions(
+    client: &kube::Client,
+) -> anyhow::Result<(Vec<InventoryCluster>, Vec<ExcludedCluster>)> {
+    let mut clusters: Vec<InventoryCluster> = Vec::new();
+    let mut excluded: Vec<ExcludedCluster> = Vec::new();
+    let mut place = |c: InventoryCluster, deleting: bool, why_not: Option<String>| {
+        if deleting {
+            excluded.push(ExcludedCluster {
+                cluster: c,
+                why: "being deleted (Sveltos removes its ClusterSummaries)".into(),
+            });
+        } else if let Some(why) = why_not {
+            excluded.push(ExcludedCluster { cluster: c, why });
+        } else {
+            clusters.push(c);
+        }
+    };
+    list_tolerant(
+        client,
+        &SveltosCluster::url_path(&(), None),
         ListParams::default(),
+        |item: Result<SveltosCluster, Unreadable>| match item {
+            Ok(c) => {
+                let deleting = c.metadata.deletion_timestamp.is_some();
+                place(
+                    InventoryCluster {
+                        kind: ClusterKind::Sveltos,
+                        namespace: c.metadata.namespace.clone().unwrap_or_default(),
+                        name: c.metadata.name.clone().unwrap_or_default(),
+                        labels: c.metadata.labels.clone().unwrap_or_default(),
+                        ready: c.status.as_ref().and_then(|s| s.ready).unwrap_or(false),
+                        paused: c.spec.paused.unwrap_or(false),
+                        pull_mode: c.spec.pull_mode.unwrap_or(false),
+                        kubeconfig_secret: c.spec.kubeconfig_name.clone(),
+                        kubeconfig_key: c.spec.kubeconfig_key_name.clone(),
+                    },
+                    deleting,
+                    None,
+                )
+            }
+            // Kept as a cluster that is not ready: it blocks the stages that select it, by name,
+            // rather than silently dropping out of them.
+            Err(u) => {
+                let (namespace, name) = u.name.split_once('/').unwrap_or(("", &u.name));
+                place(
+                    InventoryCluster {
+                        kind: ClusterKind::Sveltos,
+                        namespace: namespace.to_string(),
+                        name: name.to_string(),
+                        labels: u.labels.clone(),
+                        ready: false,
+                        paused: false,
+                        pull_mode: false,
+                        kubeconfig_secret: None,
+                        kubeconfig_key: None,
+                    },
+                    false,
+                    None,
+                )
+            }
+        },
     )
     .await
     .context("listing SveltosClusters")?;
-    let mut clusters: Vec<InventoryCluster> = sveltos
-        .into_iter()
-        .map(|c| InventoryCluster {
-            kind: ClusterKind::Sveltos,
-            namespace: c.metadata.namespace.clone().unwrap_or_default(),
-            name: c.metadata.name.clone().unwrap_or_default(),
-            labels: c.metadata.labels.clone().unwrap_or_default(),
-            ready: c.status.as_ref().and_then(|s| s.ready).unwrap_or(false),
-            paused: c.spec.paused.unwrap_or(false),
-            pull_mode: c.spec.pull_mode.unwrap_or(false),
-            kubeconfig_secret: c.spec.kubeconfig_name.clone(),
-            kubeconfig_key: c.spec.kubeconfig_key_name.clone(),
-        })
-        .collect();
     let group = match kube::discovery::group(client, CAPI_GROUP).await {
         Ok(g) => g,
         // No Cluster API in this management cluster: no CAPI clusters.
         Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
-            return Ok(clusters);
+            return Ok((clusters, excluded));
         }
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(clusters),
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok((clusters, excluded)),
         Err(e) => return Err(e).context("discovering the Cluster API group"),
     };
+    let onboard = capi_onboard_annotation();
     if let Some((resource, _)) = group.recommended_kind("Cluster") {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        for c in list_all(&api, ListParams::default())
-            .await
-            .context("listing Cluster API Clusters")?
-        {
-            let facts = CapiClusterFacts::from_object(&c.data);
-            clusters.push(InventoryCluster {
-                kind: ClusterKind::Capi,
-                namespace: c.metadata.namespace.clone().unwrap_or_default(),
-                name: c.metadata.name.clone().unwrap_or_default(),
-                labels: c.metadata.labels.clone().unwrap_or_default(),
-                ready: facts.control_plane_initialized,
-                paused: facts.paused,
-                pull_mode: false,
-                kubeconfig_secret: None,
-                kubeconfig_key: None,
-            });
-        }
+        let url = DynamicObject::url_path(&resource, None);
+        list_tolerant(
+            client,
+            &url,
+            ListParams::default(),
+            |item: Result<DynamicObject, Unreadable>| {
+                let Ok(c) = item else { return };
+                capi_cluster(&c, onboard.as_deref(), &mut place);
+            },
+        )
+        .await
+        .context("listing Cluster API Clusters")?;
     }
-    Ok(clusters)
+    Ok((clusters, excluded))
+}
+
+fn capi_cluster(
+    c: &DynamicObject,
+    onboard: Option<&str>,
+    place: &mut impl FnMut(InventoryCluster, bool, Option<String>),
+) {
+    let facts = CapiClusterFacts::from_object(&c.data);
+    let why_not = onboard
+        .filter(|a| {
+            !c.metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|m| m.contains_key(*a))
+        })
+        .map(|a| format!("not onboarded: no annotation {a} (the addon-controller's --capi-onboard-annotation)"));
+    place(
+        InventoryCluster {
+            kind: ClusterKind::Capi,
+            namespace: c.metadata.namespace.clone().unwrap_or_default(),
+            name: c.metadata.name.clone().unwrap_or_default(),
+            labels: c.metadata.labels.clone().unwrap_or_default(),
+            ready: facts.control_plane_initialized,
+            paused: facts.paused,
+            pull_mode: false,
+            kubeconfig_secret: None,
+            kubeconfig_key: None,
+        },
+        c.metadata.deletion_timestamp.is_some(),
+        why_not,
+    );
 }

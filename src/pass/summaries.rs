@@ -1,27 +1,47 @@
 //! ClusterSummaries reduced, as they are read, to what the decision and `explain` use: which
-//! cluster, the three lists compared with the profile, and the feature statuses. The lists of a
-//! profile's summaries are nearly always identical, so each distinct value is kept once per profile
-//! and compared with the profile once per check, exactly (`==`), not per summary.
+//! cluster, which spec it carries, when that spec was written, and the feature statuses.
+//!
+//! In sync is judged as Sveltos judges it: the summary's whole `clusterProfileSpec` equals the
+//! profile's spec, both in the normal form in which they are really stored
+//! ([`crate::sveltos::normal_form`]). The specs of a profile's summaries are nearly always the same
+//! text, so each distinct text is parsed and normalised once (memoised by the text itself, so that
+//! a collision cannot mistake one spec for another), each distinct normal form is kept once per
+//! profile, and a summary keeps only its index; a check compares each distinct normal form with the
+//! profile once, not each summary.
 
 use super::world::ClusterKind;
 use crate::api::ClusterSummary;
-use serde_json::Value;
+use crate::sveltos::normal_form::{differing_fields, normalize};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-/// The profile fields whose copy in a ClusterSummary must equal the profile's, with the feature
-/// that deploys each kind of content.
+/// The profile lists whose content a feature deploys: a summary carrying one must report that
+/// feature (upstream's provisioned check).
 pub const COMPARED: [(&str, &str); 3] = [
     ("helmCharts", "Helm"),
     ("policyRefs", "Resources"),
     ("kustomizationRefs", "Kustomize"),
 ];
 
-/// How many distinct values of a field are looked for before a new one is simply added (more only
+/// How many distinct normal forms are looked for before a new one is simply added (more only
 /// costs memory, never correctness).
 const DISTINCT_LOOKUP: usize = 8;
+
+/// How long a `Provisioned` older than the summary's spec is distrusted. Sveltos moves a feature
+/// whose deployment hash changed to `Provisioning` as soon as it reconciles the new spec (its
+/// ClusterSummary controller watches with `GenerationChangedPredicate`), and stamps
+/// `lastAppliedTime` when the feature is `Provisioned` again. A spec change that touches no
+/// feature's hash (`dependsOn`, `maxUpdate`, `stopMatchingBehavior`, …) is never redeployed and
+/// writes no status at all (`proceedDeployingFeature` skips the status update when the hash is
+/// the same; projectsveltos/addon-controller `controllers/clustersummary_deployer.go`, commit
+/// 60c6358035778386ccb9599f4944d2f5a0ec8926), so its old `Provisioned` is current; nothing tells it
+/// apart from a busy controller that has not reconciled yet except time. After this long, a
+/// `Provisioned` that Sveltos did not move to `Provisioning` is taken as current.
+pub const STALE_PROVISIONED_GRACE: chrono::Duration = chrono::Duration::minutes(10);
 
 /// One feature of a ClusterSummary. The ids and statuses are shared strings: tens of thousands of
 /// summaries say `Helm` and `Provisioned`.
@@ -30,6 +50,8 @@ pub struct Feature {
     pub id: Arc<str>,
     pub status: Option<Arc<str>>,
     pub failure_message: Option<Box<str>>,
+    /// `lastAppliedTime`, seconds since the epoch.
+    pub last_applied: Option<i64>,
 }
 
 /// One ClusterSummary.
@@ -40,26 +62,64 @@ pub struct Summary {
     pub kind: Option<ClusterKind>,
     pub cluster_namespace: Arc<str>,
     pub cluster_name: Box<str>,
-    /// Per compared field: the index of its value among the profile's distinct values, or
-    /// [`EMPTY`] when empty or absent.
-    lists: [u32; 3],
+    /// Index of its spec's normal form among the profile's distinct ones; [`UNREADABLE`] when its
+    /// spec could not be read.
+    spec: u32,
+    /// When its spec was last written (seconds since the epoch), from `metadata.managedFields`;
+    /// None when the server keeps no managed fields.
+    pub spec_written: Option<i64>,
     pub features: Box<[Feature]>,
 }
 
-const EMPTY: u32 = u32::MAX;
+const UNREADABLE: u32 = u32::MAX;
+
+/// Whether a summary's features say its current spec is deployed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provisioned {
+    Yes,
+    No,
+    /// Every feature `Provisioned`, but at least one predates the summary's current spec and the
+    /// grace has not passed: Sveltos has not redeployed yet.
+    Stale,
+}
+
+fn seconds(text: &str) -> Option<i64> {
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.with_timezone(&Utc).timestamp())
+}
 
 impl Summary {
-    /// Every feature `Provisioned`, and one present for each kind of content the summary carries.
-    pub fn is_provisioned(&self) -> bool {
-        self.features
+    /// Upstream's check (every feature `Provisioned`, one present for each kind of content the
+    /// summary carries) plus freshness: a feature's `lastAppliedTime` is not older than the
+    /// summary's last spec write, or the spec was written longer than
+    /// [`STALE_PROVISIONED_GRACE`] ago (see there why). Second precision on both sides: equal
+    /// counts as fresh.
+    pub fn provisioned(&self, content: [bool; 3], now: Option<DateTime<Utc>>) -> Provisioned {
+        let all = self
+            .features
             .iter()
             .all(|f| f.status.as_deref() == Some("Provisioned"))
-            && COMPARED
-                .iter()
-                .zip(&self.lists)
-                .all(|((_, feature), list)| {
-                    *list == EMPTY || self.features.iter().any(|f| &*f.id == *feature)
-                })
+            && COMPARED.iter().zip(content).all(|((_, feature), has)| {
+                !has || self.features.iter().any(|f| &*f.id == *feature)
+            });
+        if !all {
+            return Provisioned::No;
+        }
+        let Some(written) = self.spec_written else {
+            return Provisioned::Yes;
+        };
+        let fresh = self
+            .features
+            .iter()
+            .all(|f| f.last_applied.is_some_and(|t| t >= written));
+        let settled =
+            now.is_some_and(|n| n.timestamp() - written >= STALE_PROVISIONED_GRACE.num_seconds());
+        if fresh || settled {
+            Provisioned::Yes
+        } else {
+            Provisioned::Stale
+        }
     }
 
     /// A feature reported `Failed` or `FailedNonRetriable`: the cluster and Sveltos' message.
@@ -86,20 +146,46 @@ fn cluster_key(kind: ClusterKind, namespace: &str, name: &str) -> u64 {
     h.finish()
 }
 
-fn empty_or_missing(v: Option<&Value>) -> bool {
+fn has_content(v: Option<&Value>) -> bool {
     match v {
-        None | Some(Value::Null) => true,
-        Some(Value::Array(a)) => a.is_empty(),
-        _ => false,
+        None | Some(Value::Null) => false,
+        Some(Value::Array(a)) => !a.is_empty(),
+        _ => true,
     }
+}
+
+/// One distinct spec of a profile's summaries, in normal form.
+#[derive(Clone, Debug, Default)]
+struct SpecFacts {
+    normal: Map<String, Value>,
+    /// Per [`COMPARED`] list: whether it has content.
+    content: [bool; 3],
+}
+
+/// The newest time at which a writer other than the status subresource wrote `spec`.
+fn spec_written(cs: &ClusterSummary) -> Option<i64> {
+    cs.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.get("f:spec").is_some())
+        })
+        .filter_map(|m| m.time.as_ref().map(|t| t.0.as_second()))
+        .max()
 }
 
 /// The ClusterSummaries of one profile.
 #[derive(Clone, Debug, Default)]
 pub struct ProfileSummaries {
     items: Vec<Summary>,
-    /// Per compared field, its distinct non-empty values.
-    distinct: [Vec<Value>; 3],
+    /// Distinct normal forms of the summaries' specs.
+    specs: Vec<SpecFacts>,
+    /// Spec text → index in `specs`.
+    memo: HashMap<Box<str>, u32>,
     /// Hash of (cluster kind, namespace, name) → index in `items` of the first summary with that
     /// hash; looked up with borrowed strings, so that a check allocates nothing per cluster.
     by_cluster: HashMap<u64, u32>,
@@ -108,6 +194,8 @@ pub struct ProfileSummaries {
     overflow: Vec<u32>,
     /// Shared copies of the strings that repeat across summaries.
     strings: HashSet<Arc<str>>,
+    /// Summaries that could not be read, by name, with why (counted as not in sync).
+    pub unreadable: Vec<String>,
 }
 
 impl FromIterator<ClusterSummary> for ProfileSummaries {
@@ -130,28 +218,37 @@ impl ProfileSummaries {
         a
     }
 
-    pub fn push(&mut self, mut cs: ClusterSummary) {
-        let mut lists = [EMPTY; 3];
-        for (i, (field, _)) in COMPARED.iter().enumerate() {
-            let value = cs.spec.cluster_profile_spec.remove(*field);
-            if empty_or_missing(value.as_ref()) {
-                continue;
-            }
-            let Some(value) = value else { continue };
-            let known = &mut self.distinct[i];
-            let found = known
-                .iter()
-                .enumerate()
-                .rev()
-                .take(DISTINCT_LOOKUP)
-                .find(|(_, v)| **v == value)
-                .map(|(idx, _)| idx);
-            let idx = found.unwrap_or_else(|| {
-                known.push(value);
-                known.len() - 1
-            });
-            lists[i] = u32::try_from(idx).unwrap_or(EMPTY - 1);
+    /// The index of this spec text's normal form, parsing and normalising only a text not seen
+    /// before.
+    fn spec_index(&mut self, text: &str) -> u32 {
+        if let Some(i) = self.memo.get(text) {
+            return *i;
         }
+        let Ok(map) = serde_json::from_str::<Map<String, Value>>(text) else {
+            return UNREADABLE;
+        };
+        let normal = normalize(&map);
+        let found = self
+            .specs
+            .iter()
+            .enumerate()
+            .rev()
+            .take(DISTINCT_LOOKUP)
+            .find(|(_, s)| s.normal == normal)
+            .map(|(i, _)| i);
+        let idx = found.unwrap_or_else(|| {
+            let content = COMPARED.map(|(field, _)| has_content(normal.get(field)));
+            self.specs.push(SpecFacts { normal, content });
+            self.specs.len() - 1
+        });
+        let idx = u32::try_from(idx).unwrap_or(UNREADABLE);
+        self.memo.insert(text.into(), idx);
+        idx
+    }
+
+    pub fn push(&mut self, cs: ClusterSummary) {
+        let spec = self.spec_index(cs.spec.cluster_profile_spec.as_str());
+        let spec_written = spec_written(&cs);
         let features = cs
             .status
             .and_then(|s| s.feature_summaries)
@@ -161,6 +258,7 @@ impl ProfileSummaries {
                 id: self.shared(&f.feature_id),
                 status: f.status.map(|s| self.shared(&s)),
                 failure_message: f.failure_message.map(String::into_boxed_str),
+                last_applied: f.last_applied_time.as_deref().and_then(seconds),
             })
             .collect();
         let kind = [ClusterKind::Sveltos, ClusterKind::Capi]
@@ -171,7 +269,8 @@ impl ProfileSummaries {
             kind,
             cluster_namespace: self.shared(&cs.spec.cluster_namespace),
             cluster_name: cs.spec.cluster_name.into_boxed_str(),
-            lists,
+            spec,
+            spec_written,
             features,
         };
         // Sveltos makes one summary per profile and cluster; should there be two, the first wins,
@@ -218,20 +317,31 @@ impl ProfileSummaries {
             .find(is)
     }
 
-    /// For each compared field, whether each distinct value equals the profile's: computed once
-    /// per check, then [`Self::in_sync`] is a lookup.
-    pub fn comparison(&self, profile_spec: &serde_json::Map<String, Value>) -> Comparison {
-        let mut equal: [Vec<bool>; 3] = Default::default();
-        let mut profile_empty = [false; 3];
-        for (i, (field, _)) in COMPARED.iter().enumerate() {
-            let theirs = profile_spec.get(*field);
-            profile_empty[i] = empty_or_missing(theirs);
-            equal[i] = self.distinct[i].iter().map(|v| Some(v) == theirs).collect();
-        }
+    /// Each distinct normal form compared with the profile's spec (normalised here, once per
+    /// check); then [`Comparison::differs`] is a lookup.
+    pub fn comparison(&self, profile_spec: &Map<String, Value>) -> Comparison {
+        let theirs = normalize(profile_spec);
+        let differs = self
+            .specs
+            .iter()
+            .map(|s| {
+                differing_fields(&s.normal, &theirs)
+                    .first()
+                    .map(|f| f.to_string())
+            })
+            .collect();
         Comparison {
-            equal,
-            profile_empty,
+            differs,
+            content: self.specs.iter().map(|s| s.content).collect(),
         }
+    }
+
+    /// The content flags of a summary's spec (for [`Summary::provisioned`]).
+    pub fn content(&self, s: &Summary) -> [bool; 3] {
+        self.specs
+            .get(s.spec as usize)
+            .map(|f| f.content)
+            .unwrap_or_default()
     }
 
     /// Keeps the summaries for which `keep` is true (tests: a cluster whose summary is missing).
@@ -245,21 +355,45 @@ impl ProfileSummaries {
     }
 }
 
-/// A profile's lists compared with its summaries' distinct values.
+/// A profile's spec compared with its summaries' distinct normal forms.
 pub struct Comparison {
-    equal: [Vec<bool>; 3],
-    profile_empty: [bool; 3],
+    /// Per distinct normal form: the first top-level field that differs.
+    differs: Vec<Option<String>>,
+    content: Vec<[bool; 3]>,
 }
 
 impl Comparison {
-    /// Upstream compares with DeepEqual; an absent list and an empty one are the same here.
-    pub fn in_sync(&self, s: &Summary, field: usize) -> bool {
-        match s.lists[field] {
-            EMPTY => self.profile_empty[field],
-            idx => self.equal[field]
-                .get(idx as usize)
-                .copied()
-                .unwrap_or(false),
+    /// The first top-level field of the summary's spec that differs from the profile's (the
+    /// three lists upstream compares first), or `spec` when it could not be read; None in sync.
+    pub fn differs(&self, s: &Summary) -> Option<&str> {
+        match self.differs.get(s.spec as usize) {
+            Some(d) => d.as_deref(),
+            None => Some("spec"),
+        }
+    }
+
+    pub fn content(&self, s: &Summary) -> [bool; 3] {
+        self.content
+            .get(s.spec as usize)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// Upstream's text for a summary that is not in sync (its typo included), and the analogous text
+/// for the fields upstream does not compare.
+pub fn not_in_sync_text(field: &str, cs_name: &str) -> String {
+    match field {
+        "helmCharts" => format!("ClusterSummary HelmCharts {cs_name} is not in sync."),
+        "policyRefs" => format!("ClusterSummary PolicyRefs {cs_name} is not in sync."),
+        "kustomizationRefs" => format!("ClusterSummaryKustomizationRefs {cs_name} is not in sync."),
+        other => {
+            let mut c = other.chars();
+            let title: String = c
+                .next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default();
+            format!("ClusterSummary {title} {cs_name} is not in sync.")
         }
     }
 }
@@ -277,8 +411,7 @@ mod tests {
                 cluster_namespace: "fleet".into(),
                 cluster_name: cluster.into(),
                 cluster_type: "Sveltos".into(),
-                cluster_profile_spec: spec.as_object().cloned().unwrap_or_default(),
-                ..Default::default()
+                cluster_profile_spec: spec.as_object().cloned().unwrap_or_default().into(),
             },
         );
         cs.status = Some(ClusterSummaryStatus {
@@ -296,8 +429,28 @@ mod tests {
         cs
     }
 
+    fn stamp(cs: &mut ClusterSummary, spec_at: &str, applied_at: &str) {
+        cs.metadata.managed_fields = serde_json::from_value(json!([
+            {"manager": "manager", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
+             "time": spec_at, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterProfileSpec": {}}}},
+            {"manager": "manager", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
+             "time": applied_at, "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}
+        ]))
+        .unwrap();
+        for f in cs
+            .status
+            .as_mut()
+            .unwrap()
+            .feature_summaries
+            .as_mut()
+            .unwrap()
+        {
+            f.last_applied_time = Some(applied_at.into());
+        }
+    }
+
     #[test]
-    fn identical_lists_are_kept_once_and_compared_exactly() {
+    fn identical_specs_are_normalised_once_and_compared_whole() {
         let charts = json!({"helmCharts": [{"chartName": "kyverno", "chartVersion": "3.5.2"}]});
         let summaries: ProfileSummaries = (0..500)
             .map(|i| summary(&format!("c{i}"), charts.clone(), &[("Helm", "Provisioned")]))
@@ -306,34 +459,72 @@ mod tests {
                 json!({"helmCharts": [{"chartName": "kyverno", "chartVersion": "3.5.1"}]}),
                 &[("Helm", "Provisioned")],
             )])
+            .chain([summary(
+                "patched",
+                json!({"helmCharts": [{"chartName": "kyverno", "chartVersion": "3.5.2"}],
+                       "patches": [{"patch": "x"}]}),
+                &[("Helm", "Provisioned")],
+            )])
             .collect();
-        assert_eq!(summaries.len(), 501);
+        assert_eq!(summaries.len(), 502);
         assert_eq!(
-            summaries.distinct[0].len(),
-            2,
-            "one copy per distinct value"
+            summaries.specs.len(),
+            3,
+            "one normal form per distinct spec"
         );
+        assert_eq!(summaries.memo.len(), 3, "one parse per distinct text");
         let cmp = summaries.comparison(charts.as_object().unwrap());
         let c7 = summaries.find(ClusterKind::Sveltos, "fleet", "c7").unwrap();
-        assert!(cmp.in_sync(c7, 0));
-        assert!(cmp.in_sync(c7, 1), "both without policyRefs");
+        assert_eq!(cmp.differs(c7), None);
         let old = summaries
             .find(ClusterKind::Sveltos, "fleet", "old")
             .unwrap();
-        assert!(!cmp.in_sync(old, 0));
+        assert_eq!(cmp.differs(old), Some("helmCharts"));
+        let patched = summaries
+            .find(ClusterKind::Sveltos, "fleet", "patched")
+            .unwrap();
+        assert_eq!(
+            cmp.differs(patched),
+            Some("patches"),
+            "not only the three lists"
+        );
+        assert_eq!(
+            not_in_sync_text("patches", "x"),
+            "ClusterSummary Patches x is not in sync."
+        );
         assert!(summaries.find(ClusterKind::Capi, "fleet", "c7").is_none());
     }
 
     #[test]
-    fn empty_and_absent_lists_are_the_same() {
-        let summaries: ProfileSummaries = [summary("a", json!({"policyRefs": []}), &[])]
-            .into_iter()
-            .collect();
+    fn stored_form_and_verbatim_profile_are_in_sync() {
+        // What Sveltos stores for a chart with options, a duration and an empty values.
+        let profile = json!({"helmCharts": [{"repositoryURL": "u", "releaseName": "r", "releaseNamespace": "n",
+            "chartName": "c", "chartVersion": "1", "values": "", "options": {"timeout": "10m"}}]});
+        let stored = normalize(profile.as_object().unwrap());
+        assert_eq!(stored["helmCharts"][0]["options"]["timeout"], "10m0s");
+        let summaries: ProfileSummaries = [summary(
+            "a",
+            Value::Object(stored),
+            &[("Helm", "Provisioned")],
+        )]
+        .into_iter()
+        .collect();
         let s = summaries.iter().next().unwrap();
-        let cmp = summaries.comparison(json!({"helmCharts": null}).as_object().unwrap());
-        assert!((0..3).all(|i| cmp.in_sync(s, i)));
-        let cmp = summaries.comparison(json!({"policyRefs": [{"name": "x"}]}).as_object().unwrap());
-        assert!(!cmp.in_sync(s, 1));
+        assert_eq!(
+            summaries
+                .comparison(profile.as_object().unwrap())
+                .differs(s),
+            None
+        );
+    }
+
+    #[test]
+    fn an_unreadable_spec_is_never_in_sync() {
+        let mut cs = summary("a", json!({}), &[]);
+        cs.spec.cluster_profile_spec = serde_json::from_str("[1]").unwrap();
+        let summaries: ProfileSummaries = [cs].into_iter().collect();
+        let s = summaries.iter().next().unwrap();
+        assert_eq!(summaries.comparison(&Map::new()).differs(s), Some("spec"));
     }
 
     #[test]
@@ -342,7 +533,9 @@ mod tests {
         let only_helm: ProfileSummaries = [summary("a", spec.clone(), &[("Helm", "Provisioned")])]
             .into_iter()
             .collect();
-        assert!(!only_helm.iter().next().unwrap().is_provisioned());
+        let s = only_helm.iter().next().unwrap();
+        assert_eq!(only_helm.content(s), [true, true, false]);
+        assert_eq!(s.provisioned(only_helm.content(s), None), Provisioned::No);
         let both: ProfileSummaries = [summary(
             "a",
             spec.clone(),
@@ -350,7 +543,8 @@ mod tests {
         )]
         .into_iter()
         .collect();
-        assert!(both.iter().next().unwrap().is_provisioned());
+        let s = both.iter().next().unwrap();
+        assert_eq!(s.provisioned(both.content(s), None), Provisioned::Yes);
         let failing: ProfileSummaries = [summary(
             "a",
             spec,
@@ -359,11 +553,30 @@ mod tests {
         .into_iter()
         .collect();
         let s = failing.iter().next().unwrap();
-        assert!(!s.is_provisioned());
+        assert_eq!(s.provisioned(failing.content(s), None), Provisioned::No);
         assert_eq!(
             s.failure().as_deref(),
             Some("cluster fleet/a: feature Resources FailedNonRetriable: no failure message")
         );
+    }
+
+    #[test]
+    fn a_provisioned_older_than_the_spec_is_stale_until_the_grace_passes() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}]});
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let mut stale = summary("a", spec.clone(), &[("Helm", "Provisioned")]);
+        stamp(&mut stale, "2026-11-23T10:00:05Z", "2026-11-23T10:00:00Z");
+        let mut fresh = summary("b", spec, &[("Helm", "Provisioned")]);
+        stamp(&mut fresh, "2026-11-23T10:00:05Z", "2026-11-23T10:00:05Z");
+        let all: ProfileSummaries = [stale, fresh].into_iter().collect();
+        let now = Some(t("2026-11-23T10:01:00Z"));
+        let a = all.find(ClusterKind::Sveltos, "fleet", "a").unwrap();
+        assert_eq!(a.spec_written, Some(t("2026-11-23T10:00:05Z").timestamp()));
+        assert_eq!(a.provisioned(all.content(a), now), Provisioned::Stale);
+        let later = Some(t("2026-11-23T10:10:05Z"));
+        assert_eq!(a.provisioned(all.content(a), later), Provisioned::Yes);
+        let b = all.find(ClusterKind::Sveltos, "fleet", "b").unwrap();
+        assert_eq!(b.provisioned(all.content(b), now), Provisioned::Yes);
     }
 
     #[test]

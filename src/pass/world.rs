@@ -4,6 +4,7 @@
 use super::summaries::ProfileSummaries;
 use crate::api::ClusterProfile;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,18 @@ impl fmt::Display for InventoryCluster {
     }
 }
 
+/// A cluster of the inventory that Sveltos does not serve, so that no stage waits for it
+/// (libsveltos `lib/clusterproxy/cluster_utils.go`, `getMatchingCAPIClusters` and
+/// `getMatchingSveltosClusters`, commit fe4f45bd59468b6b648f859ae621ff492fec762a: a cluster with a
+/// `deletionTimestamp` never matches, and Sveltos removes its ClusterSummaries; a CAPI cluster
+/// without the onboarding annotation, when the addon-controller is configured with one, is not
+/// onboarded). `explain` names them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExcludedCluster {
+    pub cluster: InventoryCluster,
+    pub why: String,
+}
+
 #[derive(Debug, Default)]
 pub struct World {
     /// Profiles labelled `config.projectsveltos.io/promotionname`, by name.
@@ -63,6 +76,10 @@ pub struct World {
     /// Generated ClusterProfile names claimed by more than one promotion, with their claimants,
     /// the owner first (`ownership::claims`).
     pub claims: BTreeMap<String, Vec<String>>,
+    /// Clusters left out of every stage, as Sveltos leaves them out.
+    pub excluded: Vec<ExcludedCluster>,
+    /// When the world was observed (the pass's clock): judges how old a summary's spec is.
+    pub now: Option<DateTime<Utc>>,
     /// A cache (leave it at its default): built on first use, since every decision of a pass reads
     /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
     pub cache: IndexCache,
@@ -72,6 +89,8 @@ impl Clone for World {
     fn clone(&self) -> Self {
         World {
             claims: self.claims.clone(),
+            excluded: self.excluded.clone(),
+            now: self.now,
             ..World::new(
                 self.profiles.clone(),
                 self.summaries.clone(),
@@ -107,6 +126,8 @@ impl World {
             summaries,
             clusters,
             claims: BTreeMap::new(),
+            excluded: Vec::new(),
+            now: None,
             cache: IndexCache::default(),
         }
     }

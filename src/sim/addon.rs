@@ -1,8 +1,21 @@
-//! A simulated Sveltos addon-controller over the fake API server's store: for every ClusterProfile
-//! it keeps a ClusterSummary per matching, ready cluster, whose features go `Provisioning` and then
-//! `Provisioned` once the deploy time has passed since the summary last changed, `maxUpdate`
-//! clusters at a time; failing clusters report `Failed`. A deleted profile loses its summaries and
-//! then Sveltos' finalizer (the add-ons are withdrawn).
+//! A simulated Sveltos addon-controller over the fake API server's store, as unkind as the real one:
+//!
+//! * for every ClusterProfile it keeps a ClusterSummary per matching, ready cluster that is not
+//!   being deleted (the summaries of deleting clusters are removed, as libsveltos' matching leaves
+//!   such clusters out), `maxUpdate` clusters at a time (the others keep their previous spec and
+//!   its `Provisioned`);
+//! * the summary's spec is the profile's spec re-encoded as Sveltos' Go types encode it and
+//!   defaulted as the API server defaults it ([`normalize`]), never the profile's bytes;
+//! * the spec is written first (stamped in `managedFields`, as the API server does) and the status
+//!   only after [`AddonController::status_lag`]: in between, the summary shows the new spec with the
+//!   previous `Provisioned` (the stale window of a busy addon-controller); then the features go
+//!   `Provisioning` and, after the deploy time, `Provisioned` with a `lastAppliedTime`;
+//! * failing clusters report `Failed`; a deleted profile loses its summaries and then Sveltos'
+//!   finalizer (the add-ons are withdrawn);
+//! * with [`AddonController::oss_promotion_controller`], it also plays open-source Sveltos v1.14+'s
+//!   ClusterPromotion controller, which on delete with `preserveClusterProfilesOnDelete` removes
+//!   the finalizer `config.projectsveltos.io/clusterpromotion` at once (the fake server's garbage
+//!   collector then deletes whatever the promotion still owns).
 //!
 //! Its own bookkeeping lives in an annotation of each summary, so it is as stateless as promoter.
 
@@ -11,9 +24,11 @@ use crate::api::ProfileSpec;
 use crate::api::sveltos::{CLUSTER_NAME_LABEL, CLUSTER_PROFILE_NAME_LABEL, CLUSTER_TYPE_LABEL};
 use crate::fake::store::DeleteOptions;
 use crate::fake::{
-    FakeApiServer, Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type,
+    FakeApiServer, Store, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
+    sveltos_cluster_type,
 };
 use crate::labels::LabelSelector;
+use crate::sveltos::normal_form::normalize;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -29,6 +44,11 @@ pub struct AddonController {
     pub default_deploy_time: Duration,
     /// Clusters whose deployments fail, from the given time on.
     pub failing: BTreeMap<String, DateTime<Utc>>,
+    /// Time from a summary's spec update to the controller's first status write for it; until
+    /// then the summary shows the new spec with the previous statuses.
+    pub status_lag: Duration,
+    /// Play open-source Sveltos v1.14+'s ClusterPromotion controller next to promoter.
+    pub oss_promotion_controller: bool,
 }
 
 impl Default for AddonController {
@@ -37,6 +57,8 @@ impl Default for AddonController {
             deploy_time: BTreeMap::new(),
             default_deploy_time: Duration::minutes(1),
             failing: BTreeMap::new(),
+            status_lag: Duration::zero(),
+            oss_promotion_controller: false,
         }
     }
 }
@@ -59,7 +81,12 @@ fn labels(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-fn features(spec: &Map<String, Value>, status: &str, failure: Option<&str>) -> Value {
+fn features(
+    spec: &Map<String, Value>,
+    status: &str,
+    failure: Option<&str>,
+    applied: Option<DateTime<Utc>>,
+) -> Value {
     let mut out = Vec::new();
     for (field, feature) in [
         ("helmCharts", "Helm"),
@@ -74,6 +101,9 @@ fn features(spec: &Map<String, Value>, status: &str, failure: Option<&str>) -> V
             let mut f = json!({"featureID": feature, "status": status});
             if let Some(msg) = failure {
                 f["failureMessage"] = json!(msg);
+            }
+            if let Some(t) = applied {
+                f["lastAppliedTime"] = json!(rfc3339(t));
             }
             out.push(f);
         }
@@ -102,6 +132,9 @@ impl AddonController {
     }
 
     pub fn reconcile_store(&self, store: &mut Store, now: DateTime<Utc>) {
+        if self.oss_promotion_controller {
+            release_preserved_promotions(store);
+        }
         let (cp_rt, cs_rt, sc_rt) = (
             cluster_profile_type(),
             cluster_summary_type(),
@@ -144,21 +177,25 @@ impl AddonController {
                 p["metadata"]["finalizers"] = json!(f);
                 let _ = store.update(&cp_rt, "", &name, p, false);
             }
-            let spec: Map<String, Value> = profile
+            let raw: Map<String, Value> = profile
                 .get("spec")
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
+            // What Sveltos' Go types and the API server make of the profile's spec.
+            let spec = normalize(&raw);
             let selector: LabelSelector =
-                serde_json::from_value(spec.get("clusterSelector").cloned().unwrap_or(json!({})))
+                serde_json::from_value(raw.get("clusterSelector").cloned().unwrap_or(json!({})))
                     .unwrap_or_default();
             let mut matching: Vec<&Value> = clusters
                 .iter()
                 .filter(|c| selector.selects(&labels(c)).unwrap_or(false))
                 .filter(|c| c.pointer("/status/ready") == Some(&Value::Bool(true)))
+                // libsveltos: "Only existing cluster can match".
+                .filter(|c| c.pointer("/metadata/deletionTimestamp").is_none())
                 .collect();
             matching.sort_by_key(|c| (meta_str(c, "namespace"), meta_str(c, "name")));
-            let max_update = ProfileSpec(spec.clone()).max_update().ok().flatten();
+            let max_update = ProfileSpec(raw.clone()).max_update().ok().flatten();
             let batch = max_update
                 .as_ref()
                 .map(|m: &MaxUpdate| m.of(matching.len()))
@@ -176,8 +213,10 @@ impl AddonController {
                     .as_ref()
                     .and_then(|cs| cs.pointer("/spec/clusterProfileSpec"))
                     == Some(&Value::Object(spec.clone()));
-                if paused || (!in_sync && in_flight >= batch) {
-                    // Paused clusters, and clusters beyond the maxUpdate batch, wait.
+                let deployed = existing.as_ref().is_some_and(all_provisioned);
+                if paused || (!(in_sync && deployed) && in_flight >= batch) {
+                    // Paused clusters, and clusters beyond the maxUpdate batch, wait with the
+                    // spec and statuses they have.
                     continue;
                 }
                 let since = if in_sync {
@@ -193,23 +232,51 @@ impl AddonController {
                         .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
                         .map(|t| t.with_timezone(&Utc))
                         // Loaded from a live cluster: provisioned stays provisioned, the rest starts now.
-                        .unwrap_or(if existing.as_ref().is_some_and(all_provisioned) {
+                        .unwrap_or(if deployed {
                             DateTime::<Utc>::MIN_UTC
                         } else {
                             now
                         })
                 } else {
-                    now
+                    // The deployment starts once the controller gets to the new spec.
+                    now + self.status_lag
+                };
+                let spec_written = if in_sync {
+                    existing
+                        .as_ref()
+                        .and_then(|cs| cs.pointer("/metadata/managedFields/0/time"))
+                        .cloned()
+                        .unwrap_or_else(|| json!(rfc3339(now)))
+                } else {
+                    json!(rfc3339(now))
                 };
                 let failing = self.failing.get(&key).is_some_and(|from| *from <= now);
-                let (status, failure) = if failing {
-                    ("Failed", Some("deployment failed (simulated)".to_string()))
-                } else if now >= since + self.deploy_time_of(&key) {
-                    ("Provisioned", None)
+                let done_at = since + self.deploy_time_of(&key);
+                let status = if now < since {
+                    // The controller has not reconciled the new spec yet: the previous statuses stay.
+                    existing
+                        .as_ref()
+                        .and_then(|cs| cs.get("status").cloned())
+                        .unwrap_or(json!({}))
+                } else if failing {
+                    json!({"featureSummaries": features(&spec, "Failed", Some("deployment failed (simulated)"), Some(now))})
+                } else if now >= done_at {
+                    let at = if since == DateTime::<Utc>::MIN_UTC {
+                        None
+                    } else {
+                        Some(done_at)
+                    };
+                    let keep = existing
+                        .as_ref()
+                        .filter(|_| at.is_none())
+                        .and_then(|cs| cs.get("status").cloned());
+                    keep.unwrap_or_else(|| {
+                        json!({"featureSummaries": features(&spec, "Provisioned", None, at.or(Some(now)))})
+                    })
                 } else {
-                    ("Provisioning", None)
+                    json!({"featureSummaries": features(&spec, "Provisioning", None, None)})
                 };
-                if status != "Provisioned" {
+                if !(in_sync && all_provisioned(&json!({"status": status.clone()}))) {
                     in_flight += 1;
                 }
                 let object = json!({
@@ -217,16 +284,25 @@ impl AddonController {
                     "metadata": {
                         "name": cs_name, "namespace": ns,
                         "labels": {CLUSTER_PROFILE_NAME_LABEL: name, CLUSTER_NAME_LABEL: cluster_name, CLUSTER_TYPE_LABEL: "Sveltos"},
-                        "annotations": {SINCE_ANNOTATION: since.to_rfc3339()},
+                        "annotations": {SINCE_ANNOTATION: rfc3339(since)},
                         "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
                                              "name": name, "uid": meta_str(profile, "uid")}],
+                        // As the API server records the controller's writes: the spec's, then the status'.
+                        "managedFields": [
+                            {"manager": "addon-controller", "operation": "Update",
+                             "apiVersion": "config.projectsveltos.io/v1beta1", "time": spec_written,
+                             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterProfileSpec": {}}}},
+                        ],
                     },
                     "spec": {"clusterNamespace": ns, "clusterName": cluster_name, "clusterType": "Sveltos", "clusterProfileSpec": spec},
-                    "status": {"featureSummaries": features(&spec, status, failure.as_deref())},
                 });
                 match existing {
                     None => {
-                        let _ = store.seed(&cs_rt, object);
+                        if let Ok(created) = store.seed(&cs_rt, object) {
+                            let mut with_status = created;
+                            with_status["status"] = status;
+                            let _ = store.update(&cs_rt, &ns, &cs_name, with_status, true);
+                        }
                     }
                     Some(current) => {
                         let mut next = object.clone();
@@ -234,7 +310,7 @@ impl AddonController {
                             current["metadata"]["resourceVersion"].clone();
                         if let Ok(updated) = store.update(&cs_rt, &ns, &cs_name, next, false) {
                             let mut with_status = updated.clone();
-                            with_status["status"] = object["status"].clone();
+                            with_status["status"] = status;
                             let _ = store.update(&cs_rt, &ns, &cs_name, with_status, true);
                         }
                     }
@@ -248,6 +324,32 @@ impl AddonController {
                 let _ = store.delete(&cs_rt, &key.0, &key.1, &DeleteOptions::default());
             }
         }
+    }
+}
+
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Open-source Sveltos v1.14+'s ClusterPromotion controller on delete: with
+/// `preserveClusterProfilesOnDelete` it removes the finalizer at once, without looking at the
+/// profiles (projectsveltos/addon-controller `controllers/clusterpromotion_controller.go`).
+fn release_preserved_promotions(store: &mut Store) {
+    let rt = cluster_promotion_type();
+    for p in store.all(&rt) {
+        let preserve =
+            p.pointer("/spec/preserveClusterProfilesOnDelete") == Some(&Value::Bool(true));
+        if p.pointer("/metadata/deletionTimestamp").is_none() || !preserve {
+            continue;
+        }
+        let mut next = p.clone();
+        if let Some(f) = next
+            .pointer_mut("/metadata/finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            f.retain(|x| x != crate::api::promotion::FINALIZER);
+        }
+        let _ = store.update(&rt, "", &meta_str(&p, "name"), next, false);
     }
 }
 
@@ -276,9 +378,6 @@ impl AddonController {
                 .pointer("/status/featureSummaries")
                 .and_then(Value::as_array)
                 .is_some_and(|f| f.iter().any(|x| x["status"] == "Provisioning"));
-            if !provisioning {
-                continue;
-            }
             let since = cs
                 .pointer(&format!(
                     "/metadata/annotations/{}",
@@ -297,9 +396,19 @@ impl AddonController {
                     .unwrap_or_default()
             );
             if let Some(since) = since {
+                // The controller getting to a new spec (status lag), then the deployment finishing.
+                let lagging = since > now;
                 let done = since + self.deploy_time_of(&cluster);
-                if done > now && next.is_none_or(|n| done < n) {
-                    next = Some(done);
+                for at in [
+                    lagging.then_some(since),
+                    (provisioning || lagging).then_some(done),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    if at > now && next.is_none_or(|n| at < n) {
+                        next = Some(at);
+                    }
                 }
             }
         }

@@ -1,0 +1,3 @@
+//! How Sveltos itself stores and reads what promoter writes.
+
+pub mod normal_form;
