@@ -34,8 +34,8 @@
 
 use super::deployment::{self, DeploymentCheck};
 use super::profiles::{
-    DesiredProfile, main_profile, owned_by, preverification_name, preverification_profile,
-    profile_name,
+    DesiredProfile, has_owner_reference, main_profile, owned_by, preverification_name,
+    preverification_profile, profile_name,
 };
 use super::stage_status::{description_text, entry, set_description, set_failure};
 use super::world::World;
@@ -314,8 +314,10 @@ fn deletion(p: &ClusterPromotion, name: &str, world: &World, d: &mut Decision) {
         .filter(|cp| owned_by(cp, name))
         .collect();
     if p.spec.preserve_cluster_profiles_on_delete.unwrap_or(false) {
-        // Owner references go first, or garbage collection would delete what we preserve.
-        for cp in &owned {
+        // Profiles carry no owner reference while preserve is set (see DesiredProfile::owned); one
+        // still there (preserve set just before the delete) goes first, or garbage collection
+        // would delete what we preserve.
+        for cp in owned.iter().filter(|cp| has_owner_reference(cp, name)) {
             d.actions.push(Action::Disown {
                 name: cp.metadata.name.clone().unwrap_or_default(),
             });

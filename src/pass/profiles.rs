@@ -6,6 +6,7 @@ use crate::api::sveltos::{
     SERVICE_ACCOUNT_NAMESPACE_LABEL, STAGE_NAME_ANNOTATION,
 };
 use crate::api::{ClusterProfile, ClusterPromotion, Stage};
+use crate::sveltos::normal_form::{normalize, pruned_paths};
 use base64::Engine;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -15,6 +16,11 @@ use std::collections::BTreeMap;
 /// noticed even though the API server's defaulting adds fields of its own.
 pub const SPEC_HASH_ANNOTATION: &str = "promoter.dev/spec-hash";
 
+/// The UID of the promotion that generated the profile. It marks the profile as the promotion's
+/// while the profile carries no owner reference (`preserveClusterProfilesOnDelete`), so that stale
+/// stages are still removed and the profile is still recognised as generated.
+pub const PROMOTION_UID_ANNOTATION: &str = "promoter.dev/promotion-uid";
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredProfile {
     pub name: String,
@@ -22,6 +28,12 @@ pub struct DesiredProfile {
     pub annotations: BTreeMap<String, String>,
     /// `{apiVersion, kind, name, uid}` of the promotion, without `controller` or `blockOwnerDeletion`.
     pub owner: Value,
+    /// Whether the profile carries that owner reference. Not while
+    /// `preserveClusterProfilesOnDelete` is set: open-source Sveltos v1.14+ keeps a ClusterPromotion
+    /// controller that, on delete with preserve set, removes the finalizer promoter also uses at
+    /// once, and the garbage collector would then delete every owned profile before promoter's next
+    /// pass could disown it. A profile that never has the reference cannot be collected.
+    pub owned: bool,
     pub spec: Map<String, Value>,
 }
 
@@ -76,12 +88,17 @@ fn finish(
     let annotations = BTreeMap::from([
         (STAGE_NAME_ANNOTATION.to_string(), stage.name.clone()),
         (SPEC_HASH_ANNOTATION.to_string(), spec_hash(&spec)),
+        (
+            PROMOTION_UID_ANNOTATION.to_string(),
+            p.metadata.uid.clone().unwrap_or_default(),
+        ),
     ]);
     DesiredProfile {
         name,
         labels,
         annotations,
         owner: owner(p),
+        owned: !p.spec.preserve_cluster_profiles_on_delete.unwrap_or(false),
         spec,
     }
 }
@@ -147,31 +164,77 @@ fn contained(desired: &Value, observed: &Value) -> bool {
     }
 }
 
+/// The value at a path as [`pruned_paths`] spells it (`a.b[0].c`).
+fn value_at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = v;
+    for part in path.split('.') {
+        let (key, indices) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        cur = cur.get(key)?;
+        for idx in indices.split(['[', ']']).filter(|x| !x.is_empty()) {
+            cur = cur.get(idx.parse::<usize>().ok()?)?;
+        }
+    }
+    Some(cur)
+}
+
 impl DesiredProfile {
     /// Whether `observed` already carries this spec, labels, annotations and owner reference.
     pub fn is_applied(&self, observed: &ClusterProfile) -> bool {
         let labels = observed.metadata.labels.clone().unwrap_or_default();
         let annotations = observed.metadata.annotations.clone().unwrap_or_default();
-        let owned = observed
+        let refs: Vec<_> = observed
             .metadata
             .owner_references
             .iter()
             .flatten()
-            .any(|r| {
-                r.kind == "ClusterPromotion"
-                    && r.name == self.owner["name"]
-                    && r.uid == self.owner["uid"]
-            });
-        owned
+            .filter(|r| r.kind == "ClusterPromotion" && r.name == self.owner["name"])
+            .collect();
+        let owner_right = if self.owned {
+            refs.iter().any(|r| r.uid == self.owner["uid"])
+        } else {
+            refs.is_empty()
+        };
+        owner_right
             && self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
             && self
                 .annotations
                 .iter()
                 .all(|(k, v)| annotations.get(k) == Some(v))
-            && contained(
+            && (contained(
                 &Value::Object(self.spec.clone()),
                 &Value::Object(observed.spec.fields.clone()),
-            )
+            ) || self.pruned_fields(observed).is_some())
+    }
+
+    /// Fields of this spec that the served ClusterProfile CRD pruned (an older Sveltos than the
+    /// schema promoter writes for): the profile carries promoter's spec hash for exactly this spec,
+    /// and differs from it, in normal form, only by fields it lacks. Rewriting it would only be
+    /// pruned again, every pass; the fields are reported instead. Paths are those the
+    /// profileSpec sets (defaults the older CRD does not know are not reported).
+    /// `None` when the observed spec differs otherwise (it must be rewritten).
+    pub fn pruned_fields(&self, observed: &ClusterProfile) -> Option<Vec<String>> {
+        let hash_matches = observed
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+            == self.annotations.get(SPEC_HASH_ANNOTATION);
+        if !hash_matches {
+            return None;
+        }
+        let desired = Value::Object(normalize(&self.spec));
+        let seen = Value::Object(normalize(&observed.spec.fields));
+        let paths = pruned_paths(&desired, &seen)?;
+        let written = Value::Object(self.spec.clone());
+        Some(
+            paths
+                .into_iter()
+                .filter(|p| value_at(&written, p).is_some())
+                .collect(),
+        )
     }
 
     /// The object to create.
@@ -184,7 +247,9 @@ impl DesiredProfile {
         );
         profile.metadata.labels = Some(self.labels.clone());
         profile.metadata.annotations = Some(self.annotations.clone());
-        profile.metadata.owner_references = serde_json::from_value(json!([self.owner])).ok();
+        if self.owned {
+            profile.metadata.owner_references = serde_json::from_value(json!([self.owner])).ok();
+        }
         profile
     }
 
@@ -204,15 +269,35 @@ impl DesiredProfile {
         let refs = out.metadata.owner_references.get_or_insert_default();
         // Drop a stale reference to an earlier promotion of the same name, then add ours.
         refs.retain(|r| !(r.kind == "ClusterPromotion" && r.name == self.owner["name"]));
-        if let Ok(ours) = serde_json::from_value(self.owner.clone()) {
+        if self.owned
+            && let Ok(ours) = serde_json::from_value(self.owner.clone())
+        {
             refs.push(ours);
         }
         out
     }
 }
 
-/// Whether the profile carries an owner reference to the promotion `name` (upstream does not compare UIDs).
+/// Whether the profile is the promotion `name`'s: an owner reference to it (upstream does not
+/// compare UIDs), or, for a profile kept without one (`preserveClusterProfilesOnDelete`), its
+/// promotion label together with promoter's [`PROMOTION_UID_ANNOTATION`].
 pub fn owned_by(profile: &ClusterProfile, promotion: &str) -> bool {
+    has_owner_reference(profile, promotion)
+        || (profile
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(PROMOTION_NAME_LABEL))
+            .is_some_and(|v| v == promotion)
+            && profile
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(PROMOTION_UID_ANNOTATION)))
+}
+
+/// Whether the profile carries an owner reference to the promotion `name`.
+pub fn has_owner_reference(profile: &ClusterProfile, promotion: &str) -> bool {
     profile
         .metadata
         .owner_references
