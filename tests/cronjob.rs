@@ -148,7 +148,6 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
     kept.metadata.name = Some("kept".into());
     kept.spec.stages.truncate(1);
     kept.spec.stages[0].trigger = None;
-    kept.spec.preserve_cluster_profiles_on_delete = Some(true);
     env.apply_promotion(&kept);
     // A promotion that cannot be read (its error status is a merge patch of /status) and a
     // hand-written profile with a generated name (looked at with a get, then adopted).
@@ -180,6 +179,11 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
         env.addon.reconcile(&env.server, env.now());
         env.advance(chrono::Duration::minutes(1));
         if tick == 12 && !deleted {
+            // preserve set just before the delete: the profiles still carry the owner reference
+            // (promoter leaves it off only while preserve is set), so they are disowned (patch).
+            let mut preserve = kept.clone();
+            preserve.spec.preserve_cluster_profiles_on_delete = Some(true);
+            env.apply_promotion(&preserve);
             let api: kube::Api<promoter::api::ClusterPromotion> =
                 kube::Api::all(env.client.clone());
             deleted = api.delete("kept", &Default::default()).await.is_ok();
