@@ -1325,3 +1325,49 @@ fn issue14_unused_grant_is_given_back_on_restart() {
     assert_eq!(p.spec.stages[1].manual_approval(), Some(true));
     assert_eq!(crate::annotations::grant(&p, "staging"), None);
 }
+
+/// Issue 13 problem 7: a status whose hashes another encoding wrote (upstream Sveltos, or promoter
+/// before revision hashes) is adopted when the reached stages' profiles already hold this revision;
+/// a real change of content still restarts.
+#[test]
+fn takeover_adopts_a_foreign_status_when_the_profiles_hold_the_revision() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    for min in 1..6 {
+        run(&mut p, &mut w, min);
+    }
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("staging")
+    );
+    let foreign = |p: &mut ClusterPromotion| {
+        let s = p.status.as_mut().unwrap();
+        s.profile_spec_hash = Some("dXBzdHJlYW0=".into());
+        s.stages_hash = Some("dXBzdHJlYW0=".into());
+    };
+    foreign(&mut p);
+    let d = run(&mut p, &mut w, 6);
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("staging"),
+        "not restarted: {}",
+        d.summary
+    );
+    assert!(d.events.iter().any(|e| e.message.starts_with("Took over at stage staging")));
+    assert_ne!(
+        p.status.as_ref().unwrap().profile_spec_hash.as_deref(),
+        Some("dXBzdHJlYW0=")
+    );
+    // The same foreign status over different content restarts.
+    foreign(&mut p);
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("9.9.9");
+    let d = run(&mut p, &mut w, 7);
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("dev"),
+        "{}",
+        d.summary
+    );
+}

@@ -259,7 +259,10 @@ impl AddonController {
                         .and_then(|cs| cs.get("status").cloned())
                         .unwrap_or(json!({}))
                 } else if failing {
-                    json!({"featureSummaries": features(&spec, "Failed", Some("deployment failed (simulated)"), Some(now))})
+                    // Stamped once, when the failure began: a status that changes every
+                    // reconcile would keep the simulated world from ever being at rest.
+                    let from = self.failing.get(&key).copied().unwrap_or(now).max(since);
+                    json!({"featureSummaries": features(&spec, "Failed", Some("deployment failed (simulated)"), Some(from))})
                 } else if now >= done_at {
                     let at = if since == DateTime::<Utc>::MIN_UTC {
                         None
