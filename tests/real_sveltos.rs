@@ -273,7 +273,7 @@ async fn an_undecodable_summary_is_skipped_not_fatal() {
     env.tick().await;
     env.server
         .store()
-        .seed(
+        .seed_unvalidated(
             &cluster_summary_type(),
             json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
                    "metadata": {"name": "app-dev-broken", "namespace": "dev",

@@ -502,48 +502,12 @@ impl<'a> Planner<'a> {
         let current = status.current_stage_name.clone().unwrap_or_default();
         let cur_idx = stages.iter().position(|s| s.name == current);
         let has_entry = status.stages.iter().flatten().any(|s| s.name == current);
-        let changed = (status.profile_spec_hash.as_deref() != Some(&ps_hash)
-            || status.stages_hash.as_deref() != Some(&st_hash))
-            && !(has_entry && self.takeover(status, cur_idx, &ps_hash, &st_hash));
+        let changed = status.profile_spec_hash.as_deref() != Some(&ps_hash)
+            || status.stages_hash.as_deref() != Some(&st_hash);
         match cur_idx {
             Some(i) if !changed && has_entry => self.progress(status, i),
             _ => self.restart(status, ps_hash, st_hash),
         }
-    }
-
-    /// A status whose hashes promoter did not write (upstream Sveltos' controller, or an older
-    /// promoter: the encodings differ) is adopted as it is, with promoter's hashes recorded, when
-    /// every stage it reached already has a profile holding, in the normal form in which it is
-    /// stored, exactly what promoter would generate for it. Only a real change of content restarts:
-    /// a profile that is missing or holds anything else.
-    fn takeover(
-        &mut self,
-        status: &mut ClusterPromotionStatus,
-        current: Option<usize>,
-        ps_hash: &str,
-        st_hash: &str,
-    ) -> bool {
-        let Some(idx) = current else { return false };
-        if status.profile_spec_hash.is_none() {
-            return false;
-        }
-        let holds = self.p.spec.stages[..=idx].iter().all(|stage| {
-            let desired = main_profile(self.p, stage);
-            self.world.profiles.get(&desired.name).is_some_and(|o| {
-                o.metadata.deletion_timestamp.is_none()
-                    && crate::sveltos::normal_form::normalize(&o.spec.fields)
-                        == crate::sveltos::normal_form::normalize(&desired.spec)
-            })
-        });
-        if holds {
-            status.profile_spec_hash = Some(ps_hash.to_string());
-            status.stages_hash = Some(st_hash.to_string());
-            self.d.event(format!(
-                "Took over at stage {}: its profiles already hold this revision",
-                self.p.spec.stages[idx].name
-            ));
-        }
-        holds
     }
 
     fn blocked(&mut self, status: &mut ClusterPromotionStatus, problems: Vec<String>) {
