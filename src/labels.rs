@@ -89,11 +89,10 @@ fn is_qualified_name_part(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (IsDNS1123Subdomain checks only the total length).
 fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= NAME_MAX
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter()
