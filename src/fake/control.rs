@@ -79,6 +79,8 @@ pub struct RequestMatcher {
     pub resource: Option<String>,
     pub subresource: Option<String>,
     pub name: Option<String>,
+    /// The client (user) the fault applies to: faults are per client, as on a real network.
+    pub user: Option<String>,
 }
 
 impl RequestMatcher {
@@ -106,6 +108,10 @@ impl RequestMatcher {
         self.name = Some(name.into());
         self
     }
+    pub fn user(mut self, user: &str) -> Self {
+        self.user = Some(user.into());
+        self
+    }
 
     pub fn matches(&self, r: &RequestRecord) -> bool {
         (self.verbs.is_empty() || self.verbs.contains(&r.verb))
@@ -118,6 +124,7 @@ impl RequestMatcher {
                 .name
                 .as_ref()
                 .is_none_or(|x| Some(x) == r.name.as_ref())
+            && self.user.as_ref().is_none_or(|x| *x == r.user)
     }
 }
 
@@ -125,8 +132,18 @@ impl RequestMatcher {
 pub enum FaultAction {
     /// Answer with this HTTP code and a matching `Status` body (409, 500, 503, …).
     Status(u16),
-    /// Hold the request this long before answering normally (a hung server).
+    /// Hold the request this long, then apply it and answer (a hung server). With a client
+    /// timeout shorter than this, it is a write applied late: after the client gave up, and after
+    /// whatever the client (or another) did next.
     Hang(Duration),
+    /// Drop the connection before the request is applied (connection reset before the write).
+    /// Logged with code 499.
+    ResetBefore,
+    /// Apply the request, then drop the connection: the write happened, its answer is lost.
+    ResetAfter,
+    /// Apply the request, then answer only after this delay: past the client's timeout, the
+    /// client sees a timeout for a write that happened.
+    AnswerAfter(Duration),
 }
 
 /// Lets `skip` matching requests through, then applies `action` to the next `times` (all, if None).
@@ -137,6 +154,9 @@ pub struct FaultRule {
     pub times: Option<usize>,
     pub action: FaultAction,
     pub(crate) seen: usize,
+    /// Fires on a matching request only with this probability, drawn from `rng` (seeded).
+    pub probability: Option<f64>,
+    pub(crate) rng: u64,
 }
 
 impl FaultRule {
@@ -148,6 +168,8 @@ impl FaultRule {
             times: Some(1),
             action,
             seen: 0,
+            probability: None,
+            rng: 0,
         }
     }
     /// Fails every matching request after the first `k`.
@@ -158,7 +180,38 @@ impl FaultRule {
             times: None,
             action,
             seen: 0,
+            probability: None,
+            rng: 0,
         }
+    }
+
+    /// Fires on each matching request with `probability`, from a generator seeded with `seed`:
+    /// the same requests in the same order meet the same faults.
+    pub fn random(
+        matcher: RequestMatcher,
+        probability: f64,
+        seed: u64,
+        action: FaultAction,
+    ) -> Self {
+        FaultRule {
+            matcher,
+            skip: 0,
+            times: None,
+            action,
+            seen: 0,
+            probability: Some(probability),
+            rng: seed,
+        }
+    }
+
+    /// splitmix64: small, seeded, good enough to spread faults.
+    fn draw(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Counts the request and says whether the fault fires for it.
@@ -167,6 +220,11 @@ impl FaultRule {
             return false;
         }
         self.seen += 1;
-        self.seen > self.skip && self.times.is_none_or(|t| self.seen <= self.skip + t)
+        let counted =
+            self.seen > self.skip && self.times.is_none_or(|t| self.seen <= self.skip + t);
+        match self.probability {
+            Some(p) => counted && self.draw() < p,
+            None => counted,
+        }
     }
 }

@@ -17,7 +17,7 @@ type Reply = (u16, Value);
 pub(crate) async fn handle<B>(
     shared: Arc<Shared>,
     req: Request<B>,
-) -> Result<Response<Full<Bytes>>, std::convert::Infallible>
+) -> Result<Response<Full<Bytes>>, std::io::Error>
 where
     B: hyper::body::Body,
     B::Error: std::fmt::Display,
@@ -74,11 +74,15 @@ where
             .iter_mut()
             .find_map(|f| f.fires(&record).then(|| f.action.clone()))
     };
+    if fault == Some(FaultAction::ResetBefore) {
+        record.code = 499;
+        return Err(reset(&shared, record));
+    }
     let (code, value) = match fault {
         Some(FaultAction::Status(code)) => status_body(&injected(code)),
-        hang => {
+        ref hang => {
             if let Some(FaultAction::Hang(d)) = hang {
-                tokio::time::sleep(d).await;
+                tokio::time::sleep(*d).await;
             }
             dispatch(
                 &shared,
@@ -92,6 +96,12 @@ where
             )
         }
     };
+    record.code = code;
+    match fault {
+        Some(FaultAction::ResetAfter) => return Err(reset(&shared, record)),
+        Some(FaultAction::AnswerAfter(d)) => tokio::time::sleep(d).await,
+        _ => {}
+    }
     // Serialised once: its size on the wire goes to the request log ("bytes read" in benchmarks).
     let body = serde_json::to_vec(&value).unwrap_or_default();
     let accepts_gzip = header("accept-encoding").is_some_and(|v| {
@@ -99,7 +109,6 @@ where
             .any(|e| e.split(';').next().is_some_and(|e| e.trim() == "gzip"))
     });
     let (body, gzipped) = compress(body, accepts_gzip);
-    record.code = code;
     record.bytes = body.len();
     shared
         .log
@@ -131,6 +140,19 @@ fn compress(body: Vec<u8>, accepts_gzip: bool) -> (Vec<u8>, bool) {
         Ok(gz) => (gz, true),
         Err(_) => (body, false),
     }
+}
+
+/// Logs the request and drops its connection: hyper closes it when the service fails.
+fn reset(shared: &Shared, record: RequestRecord) -> std::io::Error {
+    shared
+        .log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(record);
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "injected fault: connection reset",
+    )
 }
 
 fn injected(code: u16) -> ApiError {
@@ -316,6 +338,7 @@ fn dispatch(
         query,
         content_type,
         body,
+        &attrs.user,
     ) {
         Ok(reply) => reply,
         Err(e) => status_body(&e),
@@ -432,6 +455,7 @@ fn serve(
     query: &BTreeMap<String, String>,
     content_type: Option<&str>,
     body: &Bytes,
+    user: &str,
 ) -> Result<Reply, ApiError> {
     if query.get("dryRun").is_some_and(|d| !d.is_empty()) {
         return Err(ApiError::bad_request(
@@ -462,6 +486,50 @@ fn serve(
         }
     };
     let mut store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
+    let result = serve_locked(
+        &mut store,
+        rt,
+        t,
+        verb,
+        query,
+        content_type,
+        body,
+        method,
+        &ns,
+        &name,
+        status_only,
+    );
+    // Write hooks see every applied write alone, before any other request runs (the lock is held).
+    if result.as_ref().is_ok_and(|(code, _)| *code < 300)
+        && matches!(verb, "create" | "update" | "patch" | "delete")
+    {
+        let hooks = shared
+            .write_hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for hook in hooks {
+            hook(&store, user);
+        }
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_locked(
+    store: &mut super::store::Store,
+    rt: &ResourceType,
+    t: &Target,
+    verb: &str,
+    query: &BTreeMap<String, String>,
+    content_type: Option<&str>,
+    body: &Bytes,
+    method: &Method,
+    ns: &str,
+    name: &str,
+    status_only: bool,
+) -> Result<Reply, ApiError> {
+    let (ns, name) = (ns.to_string(), name.to_string());
     match verb {
         "get" => Ok((200, store.get(rt, &ns, &name)?)),
         "list" => {

@@ -98,7 +98,12 @@ pub(crate) struct Shared {
     pub(crate) log: Mutex<Vec<RequestRecord>>,
     pub(crate) faults: Mutex<Vec<FaultRule>>,
     pub(crate) authorizer: RwLock<Arc<dyn Authorizer>>,
+    /// Called after every applied write, with the store still locked, and the writer's user.
+    pub(crate) write_hooks: Mutex<Vec<WriteHook>>,
 }
+
+/// A check of the whole state after each applied write (see [`FakeApiServer::on_write`]).
+pub type WriteHook = Arc<dyn Fn(&Store, &str) + Send + Sync>;
 
 /// A running fake API server; it stops when dropped.
 pub struct FakeApiServer {
@@ -124,6 +129,7 @@ impl FakeApiServer {
             log: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             authorizer: RwLock::new(Arc::new(AllowAll)),
+            write_hooks: Mutex::new(Vec::new()),
         });
         let served = shared.clone();
         let (addr, task) = serve_loopback("the fake API server", move |req| {
@@ -235,6 +241,16 @@ impl FakeApiServer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+    }
+
+    /// Runs `hook` after every write applied through HTTP, before any other request is served: a
+    /// safety oracle sees each intermediate state. Writes made directly on the store are not seen.
+    pub fn on_write(&self, hook: WriteHook) {
+        self.shared
+            .write_hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
     }
 
     pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) {

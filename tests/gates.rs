@@ -1,0 +1,888 @@
+//! Issue 14: the gates under crashes, concurrent passes and network faults, judged by a safety
+//! oracle that the fake API server runs after every single write it applies (its store still
+//! locked, so every intermediate state is seen):
+//!
+//! * no stage's profile gets a revision before the previous stage ran that revision on every
+//!   selected cluster, and not before that stage's delay had passed since;
+//! * no approval is reused (each pass of a manual stage uses one approval given by a person);
+//! * no approval is lost (an approval given and not used is still `approved` or held as a grant);
+//! * no double advance (within a run the current stage moves one stage at a time, forwards).
+//!
+//! CI runs a seeded, bounded set. `PROMOTER_CAMPAIGN=1` (optionally `PROMOTER_CAMPAIGN_SEEDS=n`)
+//! runs a larger campaign and prints its figures.
+
+mod common;
+
+use chrono::{DateTime, Duration, Utc};
+use common::Env;
+use promoter::annotations::{self, Run};
+use promoter::api::ClusterPromotion;
+use promoter::fake::{
+    FaultAction, FaultRule, RequestMatcher, Store, cluster_profile_type, cluster_promotion_type,
+    cluster_summary_type, sveltos_cluster_type,
+};
+use promoter::pass::{HealthEvaluator, HealthVerdict, PassOptions, World, run_pass};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// One ready cluster for every environment label the seed examples select.
+const FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+    ("production", "production", "production"),
+    ("development", "development", "development"),
+    ("uat", "uat", "uat"),
+];
+
+const PASS_USERS: [&str; 3] = ["pass-a", "pass-b", "pass-c"];
+const HUMAN: &str = "human";
+
+// ---------------------------------------------------------------------------------------------
+// The oracle
+
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Snap {
+    run: Option<Run>,
+    current: Option<usize>,
+    completed: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Account {
+    given: i64,
+    used: i64,
+    approved: bool,
+}
+
+#[derive(Default)]
+struct Oracle {
+    /// Last observed content of each stage's profile (spec without the selector).
+    contents: BTreeMap<(String, usize), Option<String>>,
+    /// When a stage was first seen running a content on every selected cluster.
+    deployed: BTreeMap<(String, usize, String), DateTime<Utc>>,
+    snaps: BTreeMap<String, Snap>,
+    approvals: BTreeMap<(String, String), Account>,
+    violations: Vec<String>,
+    writes: usize,
+}
+
+fn content(profile: &Value) -> String {
+    let mut spec = profile["spec"].clone();
+    if let Some(m) = spec.as_object_mut() {
+        m.remove("clusterSelector");
+    }
+    let labels = &profile["metadata"]["labels"];
+    json!({"spec": spec, "sa": [labels["projectsveltos.io/serviceaccount-name"], labels["projectsveltos.io/serviceaccount-namespace"]]}).to_string()
+}
+
+impl Oracle {
+    fn check(&mut self, store: &Store, user: &str, now: DateTime<Utc>) {
+        self.writes += 1;
+        let profiles: BTreeMap<String, Value> = store
+            .all(&cluster_profile_type())
+            .into_iter()
+            .map(|p| (p["metadata"]["name"].as_str().unwrap_or("").to_string(), p))
+            .collect();
+        let summaries = store.all(&cluster_summary_type());
+        let clusters = store.all(&sveltos_cluster_type());
+        for pv in store.all(&cluster_promotion_type()) {
+            let Ok(p) = serde_json::from_value::<ClusterPromotion>(pv) else {
+                continue;
+            };
+            let name = p.metadata.name.clone().unwrap_or_default();
+            for (j, stage) in p.spec.stages.iter().enumerate() {
+                let pname = format!("{name}-{}", stage.name);
+                let now_content = profiles.get(&pname).map(content);
+                // Deployed: every selected cluster has an in-sync, provisioned summary.
+                if let Some(cp) = profiles.get(&pname) {
+                    let selector = stage.cluster_selector.clone().unwrap_or_default();
+                    let everywhere = clusters
+                        .iter()
+                        .filter(|c| {
+                            let labels: BTreeMap<String, String> =
+                                serde_json::from_value(c["metadata"]["labels"].clone())
+                                    .unwrap_or_default();
+                            selector.selects(&labels).unwrap_or(false)
+                        })
+                        .all(|c| {
+                            summaries.iter().any(|cs| {
+                                cs["metadata"]["labels"]["projectsveltos.io/cluster-profile-name"]
+                                    == pname.as_str()
+                                    && cs["spec"]["clusterName"] == c["metadata"]["name"]
+                                    && cs["spec"]["clusterNamespace"] == c["metadata"]["namespace"]
+                                    && cs["spec"]["clusterProfileSpec"] == cp["spec"]
+                                    && cs["status"]["featureSummaries"].as_array().is_some_and(
+                                        |f| f.iter().all(|x| x["status"] == "Provisioned"),
+                                    )
+                            })
+                        });
+                    if everywhere {
+                        self.deployed
+                            .entry((name.clone(), j, content(cp)))
+                            .or_insert(now);
+                    }
+                }
+                let key = (name.clone(), j);
+                let before = self.contents.get(&key).cloned().flatten();
+                if j > 0
+                    && let Some(c) = &now_content
+                    && before.as_ref() != Some(c)
+                {
+                    let prev = &p.spec.stages[j - 1];
+                    let delay = prev
+                        .trigger
+                        .as_ref()
+                        .and_then(|t| t.gates())
+                        .and_then(|g| g.delay.map(|d| d.to_chrono()))
+                        .unwrap_or_else(Duration::zero);
+                    match self.deployed.get(&(name.clone(), j - 1, c.clone())) {
+                        None => self.violations.push(format!(
+                            "write {} by {user}: {pname} got a revision stage {} never ran everywhere",
+                            self.writes, prev.name
+                        )),
+                        Some(t) if now < *t + delay => self.violations.push(format!(
+                            "write {} by {user}: {pname} promoted at {now}, before {}'s delay ended ({} + {delay})",
+                            self.writes, prev.name, t
+                        )),
+                        Some(_) => {}
+                    }
+                }
+                self.contents.insert(key, now_content);
+            }
+            // The run, and the stage it is at.
+            let status = p.status.clone().unwrap_or_default();
+            let run = Run::of(&status);
+            let current = status
+                .current_stage_name
+                .as_ref()
+                .and_then(|c| p.spec.stages.iter().position(|s| s.name == *c));
+            let completed = run.is_some() && annotations::completed(&p) == run;
+            let snap = Snap {
+                run: run.clone(),
+                current,
+                completed,
+            };
+            let before = self.snaps.insert(name.clone(), snap.clone());
+            let mut passed: Option<usize> = None;
+            if let Some(b) = &before
+                && b.run.is_some()
+                && b.run == snap.run
+            {
+                match (b.current, snap.current) {
+                    (Some(x), Some(y)) if y == x + 1 => passed = Some(x),
+                    (Some(x), Some(y)) if y > x + 1 => self.violations.push(format!(
+                        "write {} by {user}: {name} advanced twice ({x} -> {y})",
+                        self.writes
+                    )),
+                    (Some(x), Some(y)) if y < x => self.violations.push(format!(
+                        "write {} by {user}: {name} went back ({x} -> {y}) in one run",
+                        self.writes
+                    )),
+                    _ => {}
+                }
+                if snap.completed && !b.completed {
+                    passed = snap.current;
+                }
+            }
+            let human = !user.starts_with("pass");
+            for (j, stage) in p.spec.stages.iter().enumerate() {
+                let Some(manual) = stage.trigger.as_ref().and_then(|t| t.manual.as_ref()) else {
+                    continue;
+                };
+                if !manual.automatic_reset() {
+                    continue;
+                }
+                let acct = self
+                    .approvals
+                    .entry((name.clone(), stage.name.clone()))
+                    .or_default();
+                let approved = manual.is_approved();
+                if human && approved != acct.approved {
+                    acct.given += if approved { 1 } else { -1 };
+                    acct.given = acct.given.max(acct.used);
+                }
+                acct.approved = approved;
+                if passed == Some(j) {
+                    acct.used += 1;
+                }
+                let pending = snap.run.is_some()
+                    && annotations::grant(&p, &stage.name).map(|g| g.run) == snap.run
+                    && snap.current == Some(j)
+                    && !snap.completed;
+                if acct.used > acct.given {
+                    self.violations.push(format!(
+                        "write {} by {user}: {name} stage {} passed {} times on {} approvals (reused)",
+                        self.writes, stage.name, acct.used, acct.given
+                    ));
+                    acct.given = acct.used;
+                }
+                if acct.given > acct.used && !approved && !pending {
+                    self.violations.push(format!(
+                        "write {} by {user}: {name} stage {}: an approval was lost",
+                        self.writes, stage.name
+                    ));
+                    acct.given = acct.used;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The world
+
+/// The checks of every stage pass (the oracle judges ordering, not health).
+struct AllHealthy;
+
+impl HealthEvaluator for AllHealthy {
+    fn evaluate<'a>(
+        &'a self,
+        _: &'a ClusterPromotion,
+        _: &'a str,
+        _: &'a World,
+    ) -> futures::future::BoxFuture<'a, HealthVerdict> {
+        Box::pin(async { HealthVerdict::Passed })
+    }
+}
+
+struct Lab {
+    env: Env,
+    oracle: Arc<Mutex<Oracle>>,
+    passes: Vec<kube::Client>,
+    human: kube::Client,
+}
+
+async fn client(env: &Env, user: &str, timeout_ms: u64) -> kube::Client {
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&env.server.kubeconfig_yaml(user)).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.read_timeout = Some(std::time::Duration::from_millis(timeout_ms));
+    kube::Client::try_from(config).unwrap()
+}
+
+impl Lab {
+    async fn new() -> Lab {
+        let env = Env::new(FLEET).await;
+        let oracle = Arc::new(Mutex::new(Oracle::default()));
+        let (o, clock) = (oracle.clone(), env.now.clone());
+        env.server
+            .on_write(Arc::new(move |store: &Store, user: &str| {
+                let now = *clock.lock().unwrap();
+                o.lock().unwrap().check(store, user, now);
+            }));
+        let mut passes = Vec::new();
+        for u in PASS_USERS {
+            passes.push(client(&env, u, 400).await);
+        }
+        let human = client(&env, HUMAN, 5000).await;
+        Lab {
+            env,
+            oracle,
+            passes,
+            human,
+        }
+    }
+
+    async fn pass(&self, i: usize) {
+        let opts = PassOptions {
+            dry_run: false,
+            selector: None,
+            default_tz: chrono_tz::Tz::UTC,
+            now: self.env.now(),
+        };
+        let _ = run_pass(&self.passes[i], &AllHealthy, &opts).await;
+    }
+
+    /// Sveltos reacts (directly on the store: the oracle looks at the result too), the clock moves.
+    fn world_moves(&self) {
+        self.env.addon.reconcile(&self.env.server, self.env.now());
+        let now = self.env.now();
+        let store = self.env.server.store();
+        self.oracle.lock().unwrap().check(&store, "sveltos", now);
+        drop(store);
+        self.env.advance(Duration::minutes(1));
+    }
+
+    async fn human_patch(&self, name: &str, patch: Value) {
+        let api: kube::Api<ClusterPromotion> = kube::Api::all(self.human.clone());
+        let p: json_patch::Patch = serde_json::from_value(patch).unwrap();
+        let _ = api
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::<()>::Json(p),
+            )
+            .await;
+    }
+
+    async fn approve(&self, name: &str, stage: usize) {
+        self.human_patch(
+            name,
+            json!([{"op": "add", "path": format!("/spec/stages/{stage}/trigger/manual/approved"), "value": true}]),
+        )
+        .await;
+    }
+
+    async fn new_revision(&self, name: &str, tag: usize) {
+        self.human_patch(
+            name,
+            json!([{"op": "add", "path": "/spec/profileSpec/helmCharts/0/chartVersion", "value": format!("9.{tag}.0")}]),
+        )
+        .await;
+    }
+
+    fn complete(&self, name: &str) -> bool {
+        self.env.promotion(name).is_some_and(|p| {
+            let run = p.status.as_ref().and_then(Run::of);
+            run.is_some() && annotations::completed(&p) == run
+        })
+    }
+
+    /// Every stage's profile carries the promotion's current profileSpec.
+    fn all_stages_current(&self, name: &str) -> bool {
+        let p = self.env.promotion(name).unwrap();
+        let spec = serde_json::to_value(&p.spec.profile_spec).unwrap();
+        p.spec.stages.iter().all(|s| {
+            self.env
+                .profile(&format!("{name}-{}", s.name))
+                .is_some_and(|cp| {
+                    spec.as_object()
+                        .unwrap()
+                        .iter()
+                        .all(|(k, v)| cp.spec.fields.get(k) == Some(v))
+                })
+        })
+    }
+
+    fn violations(&self) -> Vec<String> {
+        self.oracle.lock().unwrap().violations.clone()
+    }
+}
+
+fn manual_stages(p: &ClusterPromotion) -> Vec<usize> {
+    p.spec
+        .stages
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.trigger.as_ref().is_some_and(|t| t.manual.is_some()))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// What happens in one scenario.
+#[derive(Clone, Debug, Default)]
+struct Plan {
+    example: &'static str,
+    /// Faults on the passes' requests, injected before the first pass.
+    faults: Vec<FaultRule>,
+    /// Every pass dies after this many writes (a crash loop).
+    crash_loop: Option<usize>,
+    /// A new revision by hand at this tick.
+    revision_at: Option<usize>,
+    /// Concurrent passes per tick.
+    passes: usize,
+    /// Seeded interleaving: approvals and spec changes land mid-pass, at random moments.
+    chaos: Option<u64>,
+    ticks: usize,
+}
+
+#[derive(Debug)]
+struct Outcome {
+    complete: bool,
+    current: bool,
+    writes: usize,
+    violations: Vec<String>,
+    ticks: usize,
+}
+
+/// A small seeded generator.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+async fn scenario(plan: &Plan) -> Outcome {
+    let lab = Lab::new().await;
+    let names = lab.env.apply_example(plan.example);
+    let name = names[0].clone();
+    for f in &plan.faults {
+        lab.env.server.inject(f.clone());
+    }
+    let mut rng = Rng(plan.chaos.unwrap_or(0));
+    let mut revisions = 0;
+    let mut tick = 0;
+    let mut quiet_after_revision = plan.revision_at.is_none();
+    while tick < plan.ticks {
+        if Some(tick) == plan.revision_at {
+            revisions += 1;
+            lab.new_revision(&name, revisions).await;
+            quiet_after_revision = true;
+        }
+        // A person approves a manual stage whenever the promotion waits for it.
+        let p = lab.env.promotion(&name).unwrap();
+        let current = p.status.as_ref().and_then(|s| s.current_stage_name.clone());
+        for i in manual_stages(&p) {
+            let waiting = current.as_deref() == Some(p.spec.stages[i].name.as_str())
+                && p.spec.stages[i].manual_approval() != Some(true);
+            if waiting && plan.chaos.is_none() {
+                lab.approve(&name, i).await;
+            }
+        }
+        if let Some(k) = plan.crash_loop {
+            lab.env.server.inject(FaultRule::after(
+                RequestMatcher::writes().user(PASS_USERS[0]),
+                k,
+                FaultAction::ResetBefore,
+            ));
+        }
+        if plan.passes <= 1 && plan.chaos.is_none() {
+            lab.pass(0).await;
+        } else {
+            // Concurrent passes, with approvals, pre-approvals and spec changes landing mid-pass.
+            let chaos = async {
+                if plan.chaos.is_some() {
+                    for _ in 0..2 {
+                        tokio::time::sleep(std::time::Duration::from_millis(rng.below(15))).await;
+                        match rng.below(8) {
+                            0..=4 => {
+                                for i in manual_stages(&p) {
+                                    lab.approve(&name, i).await;
+                                }
+                            }
+                            5 if revisions < 3 && tick < plan.ticks / 2 => {
+                                revisions += 1;
+                                lab.new_revision(&name, revisions).await;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            };
+            let n = plan.passes.max(1);
+            let passes = futures::future::join_all((0..n).map(|i| lab.pass(i)));
+            tokio::join!(passes, chaos);
+        }
+        if plan.crash_loop.is_some() {
+            // The crash-loop rule is per pass (the plan's other faults stay as they are).
+            lab.env.server.clear_faults();
+        }
+        lab.world_moves();
+        tick += 1;
+        if quiet_after_revision && lab.complete(&name) && lab.all_stages_current(&name) {
+            break;
+        }
+    }
+    // Late answers and late writes land now; then the oracle's last word.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    Outcome {
+        complete: lab.complete(&name),
+        current: lab.all_stages_current(&name),
+        writes: lab
+            .env
+            .server
+            .count(|r| r.is_write() && r.code < 300 && r.user.starts_with("pass")),
+        violations: lab.violations(),
+        ticks: tick,
+    }
+}
+
+/// Every seed example that is meant to complete.
+fn seed_examples() -> Vec<&'static str> {
+    vec![
+        "blog-kyverno-auto.yaml",
+        "blog-kyverno-manual.yaml",
+        "docs-cert-manager.yaml",
+        "docs-kyverno-auto.yaml",
+        "docs-kyverno-manual.yaml",
+        "docs-payment-processor.yaml",
+        "pr-kyverno-auto.yaml",
+    ]
+}
+
+fn campaign() -> bool {
+    std::env::var("PROMOTER_CAMPAIGN").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn assert_safe_and_done(what: &str, o: &Outcome) {
+    assert!(o.violations.is_empty(), "{what}: {:#?}", o.violations);
+    assert!(
+        o.complete && o.current,
+        "{what}: not converged after {} ticks: {o:?}",
+        o.ticks
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Crashes
+
+/// Crash after the k-th write, for every k, in every seed scenario and in the manual ones with a
+/// new revision after the approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_every_write_in_every_seed_scenario() {
+    let mut plans: Vec<Plan> = seed_examples()
+        .into_iter()
+        .map(|example| Plan {
+            example,
+            ticks: 80,
+            ..Default::default()
+        })
+        .collect();
+    for example in ["blog-kyverno-manual.yaml", "docs-kyverno-manual.yaml"] {
+        plans.push(Plan {
+            example,
+            revision_at: Some(14),
+            ticks: 120,
+            ..Default::default()
+        });
+    }
+    let mut runs = 0;
+    for plan in &plans {
+        let reference = scenario(plan).await;
+        assert_safe_and_done(plan.example, &reference);
+        // CI: about eight crash points per scenario, spread over all its writes; the campaign: all.
+        let step = if campaign() {
+            1
+        } else {
+            1 + reference.writes / 8
+        };
+        for k in (1..=reference.writes).step_by(step) {
+            let mut crashed = plan.clone();
+            crashed.faults = vec![FaultRule::nth(
+                RequestMatcher::writes().user(PASS_USERS[0]),
+                k,
+                FaultAction::ResetAfter,
+            )];
+            let o = scenario(&crashed).await;
+            assert_safe_and_done(&format!("{} crash after write {k}", plan.example), &o);
+            runs += 1;
+        }
+    }
+    eprintln!(
+        "crash_after_every_write: {} scenarios, {runs} crashed runs, 0 violations",
+        plans.len()
+    );
+}
+
+/// Two crashes in one scenario, one before the write is applied and one after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn double_crashes_converge() {
+    let plan = Plan {
+        example: "blog-kyverno-manual.yaml",
+        revision_at: Some(12),
+        ticks: 120,
+        ..Default::default()
+    };
+    let writes = scenario(&plan).await.writes;
+    let mut rng = Rng(7);
+    let rounds = if campaign() { 60 } else { 8 };
+    for _ in 0..rounds {
+        let a = 1 + rng.below(writes as u64) as usize;
+        let b = 1 + rng.below(writes as u64) as usize;
+        let mut crashed = plan.clone();
+        crashed.faults = vec![
+            FaultRule::nth(
+                RequestMatcher::writes().user(PASS_USERS[0]),
+                a,
+                FaultAction::ResetAfter,
+            ),
+            FaultRule::nth(
+                RequestMatcher::writes().user(PASS_USERS[0]),
+                b,
+                FaultAction::ResetBefore,
+            ),
+        ];
+        let o = scenario(&crashed).await;
+        assert_safe_and_done(&format!("crashes after write {a} and before write {b}"), &o);
+    }
+}
+
+/// Every pass dies after 1, 2 or 3 writes: the rollout still completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_loops_still_complete() {
+    for example in ["blog-kyverno-manual.yaml", "docs-payment-processor.yaml"] {
+        for k in 1..=3 {
+            let o = scenario(&Plan {
+                example,
+                crash_loop: Some(k),
+                ticks: 200,
+                ..Default::default()
+            })
+            .await;
+            assert_safe_and_done(&format!("{example}: every pass dies after {k} writes"), &o);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency and network faults
+
+fn network_faults(seed: u64, p: f64) -> Vec<FaultRule> {
+    let mut out = Vec::new();
+    for (i, user) in PASS_USERS.iter().enumerate() {
+        let s = seed.wrapping_mul(31).wrapping_add(i as u64 * 7);
+        let w = || RequestMatcher::writes().user(user);
+        out.push(FaultRule::random(w(), p, s + 1, FaultAction::ResetBefore));
+        out.push(FaultRule::random(w(), p, s + 2, FaultAction::ResetAfter));
+        out.push(FaultRule::random(
+            w(),
+            p,
+            s + 3,
+            FaultAction::AnswerAfter(std::time::Duration::from_millis(600)),
+        ));
+        // Applied late: after the client's 400 ms timeout, and after what others did meanwhile.
+        out.push(FaultRule::random(
+            w(),
+            p,
+            s + 4,
+            FaultAction::Hang(std::time::Duration::from_millis(450)),
+        ));
+        out.push(FaultRule::random(
+            RequestMatcher::any().user(user),
+            p,
+            s + 5,
+            FaultAction::Hang(std::time::Duration::from_millis(1 + s % 20)),
+        ));
+    }
+    out
+}
+
+/// Two and three concurrent passes with seeded random delays and network faults, approvals and
+/// spec changes landing mid-pass. Safety always; the rollout completes once the chaos stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_passes_with_faults_and_changes_mid_pass() {
+    let seeds = if campaign() {
+        std::env::var("PROMOTER_CAMPAIGN_SEEDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(40)
+    } else {
+        2
+    };
+    let (mut runs, mut interleavings) = (0, 0);
+    for seed in 0..seeds {
+        for (passes, example) in [
+            (2, "blog-kyverno-manual.yaml"),
+            (3, "docs-kyverno-manual.yaml"),
+            (2, "docs-payment-processor.yaml"),
+        ] {
+            let o = scenario(&Plan {
+                example,
+                passes,
+                chaos: Some(seed * 1000 + passes as u64),
+                faults: network_faults(seed, 0.08),
+                ticks: 40,
+                ..Default::default()
+            })
+            .await;
+            assert!(
+                o.violations.is_empty(),
+                "seed {seed}, {passes} passes, {example}: {:#?}",
+                o.violations
+            );
+            runs += 1;
+            interleavings += o.ticks;
+        }
+    }
+    eprintln!(
+        "concurrent campaign: {runs} runs, {interleavings} rounds of concurrent passes, 0 violations"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Targeted races (problems 1, 2, 6, 9 of issue 14)
+
+async fn at_staging_awaiting_approval(lab: &Lab, name: &str) {
+    for _ in 0..40 {
+        lab.pass(0).await;
+        lab.world_moves();
+        let p = lab.env.promotion(name).unwrap();
+        let s = p.status.unwrap_or_default();
+        if s.current_stage_name.as_deref() == Some("staging")
+            && s.stages.iter().flatten().any(|x| {
+                x.name == "staging"
+                    && x.current_status_description
+                        .as_deref()
+                        .is_some_and(|d| d.starts_with("Paused: Awaiting Manual Approval"))
+            })
+        {
+            return;
+        }
+    }
+    panic!("never waited at staging");
+}
+
+/// Problem 2: a slower pass that observed before a faster one consumed the approval cannot remove
+/// the approval a person gives for the next revision meanwhile.
+#[tokio::test]
+async fn issue14_p2_a_late_pass_does_not_remove_a_fresh_approval() {
+    let lab = Lab::new().await;
+    let name = "kyverno-prog-rollout-man";
+    lab.env.apply_example("blog-kyverno-manual.yaml");
+    at_staging_awaiting_approval(&lab, name).await;
+    lab.approve(name, 1).await;
+    // The slow pass: its writes are held until the fast pass, a new revision and its approval are
+    // done.
+    lab.env.server.inject(FaultRule::after(
+        RequestMatcher::writes().user(PASS_USERS[1]),
+        0,
+        FaultAction::Hang(std::time::Duration::from_millis(300)),
+    ));
+    let slow = lab.pass(1);
+    let rest = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        lab.pass(0).await; // promotes staging -> production
+        lab.new_revision(name, 1).await;
+        lab.approve(name, 1).await; // pre-approval for the new revision
+    };
+    tokio::join!(slow, rest);
+    lab.env.server.clear_faults();
+    let p = lab.env.promotion(name).unwrap();
+    assert_eq!(
+        p.spec.stages[1].manual_approval(),
+        Some(true),
+        "the fresh approval survived"
+    );
+    assert!(lab.violations().is_empty(), "{:#?}", lab.violations());
+}
+
+/// Problem 6: the approval is revoked while the pass evaluates its gates: the pass's guarded write
+/// is refused and production never receives the profile.
+#[tokio::test]
+async fn issue14_p6_revoked_mid_pass_means_nothing_reaches_production() {
+    let lab = Lab::new().await;
+    let name = "kyverno-prog-rollout-man";
+    lab.env.apply_example("blog-kyverno-manual.yaml");
+    at_staging_awaiting_approval(&lab, name).await;
+    lab.approve(name, 1).await;
+    // The pass's first write waits, as if its health checks took long; meanwhile the person
+    // revokes the approval.
+    lab.env.server.inject(FaultRule::nth(
+        RequestMatcher::writes().user(PASS_USERS[0]),
+        1,
+        FaultAction::Hang(std::time::Duration::from_millis(200)),
+    ));
+    let revoke = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        lab.human_patch(
+            name,
+            json!([{"op": "remove", "path": "/spec/stages/1/trigger/manual/approved"}]),
+        )
+        .await;
+    };
+    tokio::join!(lab.pass(0), revoke);
+    lab.env.server.clear_faults();
+    assert!(
+        lab.env.profile(&format!("{name}-production")).is_none(),
+        "production got the profile of a revoked approval"
+    );
+    assert_eq!(
+        lab.env.current_stage(name).as_deref(),
+        Some("staging"),
+        "nothing recorded"
+    );
+    assert!(lab.violations().is_empty(), "{:#?}", lab.violations());
+}
+
+/// Problem 1, end to end: the pass promoting past staging is killed right after its status write;
+/// the next revision must wait for a new approval at staging.
+#[tokio::test]
+async fn issue14_p1_killed_after_the_status_write_the_approval_is_not_reused() {
+    let name = "kyverno-prog-rollout-man";
+    // Which of the promoting pass's writes is the status write (the pass is deterministic).
+    let probe = Lab::new().await;
+    probe.env.apply_example("blog-kyverno-manual.yaml");
+    at_staging_awaiting_approval(&probe, name).await;
+    probe.approve(name, 1).await;
+    probe.env.server.clear_requests();
+    probe.pass(0).await;
+    let writes: Vec<_> = probe
+        .env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_write() && r.user == PASS_USERS[0])
+        .collect();
+    let k = 1 + writes
+        .iter()
+        .position(|r| r.subresource.as_deref() == Some("status"))
+        .unwrap();
+
+    let lab = Lab::new().await;
+    lab.env.apply_example("blog-kyverno-manual.yaml");
+    at_staging_awaiting_approval(&lab, name).await;
+    lab.approve(name, 1).await;
+    lab.env.server.inject(FaultRule::after(
+        RequestMatcher::writes().user(PASS_USERS[0]),
+        k,
+        FaultAction::ResetBefore,
+    ));
+    lab.pass(0).await;
+    lab.env.server.clear_faults();
+    assert_eq!(lab.env.current_stage(name).as_deref(), Some("production"));
+    lab.new_revision(name, 1).await;
+    for _ in 0..40 {
+        lab.pass(0).await;
+        lab.world_moves();
+    }
+    assert_eq!(lab.env.current_stage(name).as_deref(), Some("staging"));
+    assert_ne!(
+        lab.env
+            .chart_version(&format!("{name}-production"))
+            .as_deref(),
+        Some("9.1.0"),
+        "the new revision reached production without an approval"
+    );
+    assert!(lab.violations().is_empty(), "{:#?}", lab.violations());
+}
+
+/// Problem 9: a slower pass that finds the finalizer already removed (the promotion gone) is not
+/// an error.
+#[tokio::test]
+async fn issue14_p9_finalizer_already_removed_is_not_an_error() {
+    let lab = Lab::new().await;
+    let name = "kyverno-rollout-auto";
+    lab.env.apply_example("blog-kyverno-auto.yaml");
+    for _ in 0..3 {
+        lab.pass(0).await;
+        lab.world_moves();
+    }
+    let api: kube::Api<ClusterPromotion> = kube::Api::all(lab.human.clone());
+    api.delete(name, &Default::default()).await.unwrap();
+    while !lab.env.profiles().is_empty() {
+        lab.pass(0).await;
+        lab.world_moves();
+    }
+    assert!(lab.env.promotion(name).is_some());
+    // The next pass removes the finalizer; the slow one observed first and writes last.
+    lab.env.server.inject(FaultRule::nth(
+        RequestMatcher::writes().user(PASS_USERS[1]),
+        1,
+        FaultAction::Hang(std::time::Duration::from_millis(200)),
+    ));
+    let opts = PassOptions {
+        dry_run: false,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now: lab.env.now(),
+    };
+    let slow = run_pass(&lab.passes[1], &AllHealthy, &opts);
+    let fast = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        lab.pass(0).await;
+    };
+    let (report, ()) = tokio::join!(slow, fast);
+    let report = report.unwrap();
+    assert!(lab.env.promotion(name).is_none());
+    assert_eq!(report.errors(), 0, "{report:?}");
+}
