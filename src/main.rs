@@ -728,7 +728,15 @@ async fn plan(
     print_sim(&report, sim.output)
 }
 
+/// Counts allocations so that a health-check worker (this binary, started again) can bound each
+/// evaluation's memory; outside a worker the count has no limit.
+#[global_allocator]
+static ALLOC: promoter::health::limits::CountingAlloc = promoter::health::limits::CountingAlloc;
+
 fn main() -> ExitCode {
+    if let Some(code) = promoter::health::worker::serve_if_asked() {
+        return code;
+    }
     restore_sigpipe();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -115,9 +115,12 @@ async fn verdict(env: &Env, p: &ClusterPromotion) -> HealthVerdict {
             .unwrap(),
         ..world
     };
-    HealthEngine::new(env.client.clone(), env.now())
-        .evaluate(p, "dev", &world)
-        .await
+    engine(env).evaluate(p, "dev", &world).await
+}
+
+/// The engine as `promoter step` runs it: evaluations in workers started from the real binary.
+fn engine(env: &Env) -> HealthEngine {
+    HealthEngine::new(env.client.clone(), env.now()).worker_program(env!("CARGO_BIN_EXE_promoter"))
 }
 
 fn failing(v: HealthVerdict) -> String {
@@ -255,7 +258,7 @@ async fn unreachable_clusters_are_named_never_hang() {
             .unwrap(),
         ..Default::default()
     };
-    let engine = HealthEngine::new(env.client.clone(), env.now());
+    let engine = engine(&env);
     let m = failing(engine.evaluate(&p, "dev", &world).await);
     assert!(
         started.elapsed() < Duration::from_secs(15),
@@ -264,7 +267,7 @@ async fn unreachable_clusters_are_named_never_hang() {
     );
     assert_eq!(
         m,
-        "cluster dev/a-missing-secret: cannot be checked: kubeconfig Secret dev/a-missing-secret-sveltos-kubeconfig not found"
+        "cluster dev/a-missing-secret: cannot be checked: kubeconfig Secret dev/a-missing-secret-sveltos-kubeconfig not found (and 2 more clusters failing)"
     );
     // Each cluster's reason, one at a time: remove the first to see the next.
     let only = |name: &str| World {
@@ -392,9 +395,7 @@ async fn a_rollout_waits_for_its_checks_and_a_hostile_script_harms_no_one() {
     env.apply_promotion(&evil);
     let mut promoted = false;
     for _ in 0..15 {
-        let report = env
-            .pass_with(&HealthEngine::new(env.client.clone(), env.now()))
-            .await;
+        let report = env.pass_with(&engine(&env)).await;
         env.addon.reconcile(&env.server, env.now());
         env.advance(chrono::Duration::minutes(1));
         let evil_report = report.promotions.iter().find(|p| p.name == "evil").unwrap();

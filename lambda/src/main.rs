@@ -18,8 +18,21 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// Counts allocations so that a health-check worker (this binary, started again) can bound each
+/// evaluation's memory; outside a worker the count has no limit.
+#[global_allocator]
+static ALLOC: promoter::health::limits::CountingAlloc = promoter::health::limits::CountingAlloc;
+
+fn main() -> ExitCode {
+    // Health checks run in workers: this same binary, started again with a hidden argument.
+    if let Some(code) = promoter::health::worker::serve_if_asked() {
+        return code;
+    }
+    serve()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn serve() -> ExitCode {
     let missing: Vec<&str> = LAMBDA_ENV
         .into_iter()
         .filter(|v| std::env::var_os(v).is_none())

@@ -14,6 +14,8 @@ use std::time::Duration;
 
 /// Per-request timeouts towards a managed cluster: a dead cluster must not hang the pass.
 pub const CLUSTER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connecting to a managed cluster: a black-holed address costs at most this.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn secret_and_key(c: &InventoryCluster) -> (String, Option<String>) {
     match c.kind {
@@ -95,7 +97,7 @@ pub async fn client_for(mgmt: &kube::Client, c: &InventoryCluster) -> Result<kub
             )
         })?;
     config.default_retry = false;
-    config.connect_timeout = Some(CLUSTER_TIMEOUT);
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(CLUSTER_TIMEOUT);
     config.write_timeout = Some(CLUSTER_TIMEOUT);
     kube::Client::try_from(config)

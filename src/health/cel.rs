@@ -4,6 +4,7 @@
 //! JSON integers become CEL `int`: cel-interpreter's own JSON conversion makes non-negative integers
 //! `uint`, and then `resource.spec.replicas == 3` would be false.
 
+use super::limits::{CEL_MAX_LENGTH, CEL_MAX_NESTING};
 use cel_interpreter::objects::{Key, Map};
 use cel_interpreter::{Context, Program, Value as CelValue};
 use serde_json::Value;
@@ -58,8 +59,53 @@ fn quiet_parser_panics() {
     });
 }
 
+/// The deepest nesting of brackets in a rule, outside string literals.
+pub fn nesting(rule: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut chars = rule.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(_), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(' | '[' | '{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            (None, _) => {}
+        }
+    }
+    deepest
+}
+
+/// Rules the parser could not survive (its recursion per nesting level overflows the stack) are
+/// refused before parsing, with a clear message.
+fn within_limits(name: &str, rule: &str) -> Result<(), String> {
+    if rule.len() > CEL_MAX_LENGTH {
+        return Err(format!(
+            "CEL rule {name:?} is {} bytes long; at most {CEL_MAX_LENGTH} are accepted",
+            rule.len()
+        ));
+    }
+    let depth = nesting(rule);
+    if depth > CEL_MAX_NESTING {
+        return Err(format!(
+            "CEL rule {name:?} nests brackets {depth} deep; at most {CEL_MAX_NESTING} levels are accepted"
+        ));
+    }
+    Ok(())
+}
+
 /// Compiles every rule first, so that a typo is reported even when an earlier rule is true.
 pub fn compile(rules: &[(String, String)]) -> Result<Vec<(String, Program)>, String> {
+    for (name, rule) in rules {
+        within_limits(name, rule)?;
+    }
     rules
         .iter()
         .map(|(name, rule)| match guarded(|| Program::compile(rule)) {
@@ -69,7 +115,8 @@ pub fn compile(rules: &[(String, String)]) -> Result<Vec<(String, Program)>, Str
                 Err(format!("CEL rule {name:?} does not compile: {first}"))
             }
             None => Err(format!(
-                "CEL rule {name:?} does not compile: {rule:?} is not a valid expression"
+                "CEL rule {name:?} does not compile: {:?} is not a valid expression",
+                super::limits::truncate(rule, 256)
             )),
         })
         .collect()

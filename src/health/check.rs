@@ -1,7 +1,9 @@
 //! One `ValidateHealth` against one managed cluster. `Err` carries why it is not healthy, naming the
 //! resource; upstream's texts where it has them.
 
-use super::{cel, lua, metrics};
+use super::pool::{Pool, Problem, Verdict};
+use super::worker::Request;
+use super::{lua, metrics};
 use crate::api::ValidateHealth;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::batch::v1::Job;
@@ -10,7 +12,6 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::GroupVersionKind;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The jobCheck timeout when unset (upstream's default).
 const DEFAULT_JOB_TIMEOUT: chrono::Duration = chrono::Duration::minutes(5);
@@ -21,6 +22,8 @@ pub struct Target<'a> {
     /// The managed cluster's namespace in the management cluster (jobRef's default namespace).
     pub cluster_namespace: &'a str,
     pub now: DateTime<Utc>,
+    /// Where scripts and rules are evaluated (worker processes, with hard limits).
+    pub pool: &'a Pool,
 }
 
 fn split_api_version(api_version: &str) -> (&str, &str) {
@@ -128,27 +131,33 @@ pub async fn run(t: &Target<'_>, check: &ValidateHealth) -> Result<(), String> {
         .flatten()
         .map(|r| (r.name.clone(), r.rule.clone()))
         .collect();
-    let programs = if rules.is_empty() {
-        Vec::new()
-    } else {
-        cel::compile(&rules)?
-    };
-    let resources = Arc::new(match &check.script {
+    let resources = match &check.script {
         Some(script) => prefetch(t.cluster, script).await?,
         None => BTreeMap::new(),
-    });
+    };
     let kind = check.kind.clone().unwrap_or_default();
+    let mut request = Request {
+        script: check.script.clone(),
+        rules,
+        metrics: metric_values,
+        resources: resources.into_iter().collect(),
+        objects: Vec::new(),
+    };
     if kind.is_empty() {
         // A metric-only check: the script runs once, with no object.
-        let script = check
-            .script
-            .as_deref()
-            .ok_or("a check without kind needs a script")?;
-        let outcome = lua::evaluate(script, None, &metric_values, resources)?;
-        return if outcome.healthy {
-            Ok(())
-        } else {
-            Err(format!("not healthy: {}", outcome.message))
+        if check.script.is_none() {
+            return Err("a check without kind needs a script".into());
+        }
+        request.rules.clear();
+        request.objects.push(None);
+        return match t.pool.run(request).await {
+            Verdict::Healthy => Ok(()),
+            Verdict::Invalid(e) => Err(e),
+            Verdict::Object { problem, .. } => Err(match problem {
+                Problem::Unhealthy(m) => format!("not healthy: {m}"),
+                Problem::NoRuleTrue => "not healthy: no evaluateCEL rule is true".into(),
+                Problem::Error(e) => e,
+            }),
         };
     }
     let (group, version) = (
@@ -172,38 +181,50 @@ pub async fn run(t: &Target<'_>, check: &ValidateHealth) -> Result<(), String> {
         .map_err(|e| format!("listing {kind}: {e}"))?
         .items;
     if objects.is_empty() {
+        // A script or rule that does not compile is the better explanation.
+        if (request.script.is_some() || !request.rules.is_empty())
+            && let Verdict::Invalid(e) = t.pool.run(request).await
+        {
+            return Err(e);
+        }
         return Err(format!(
             "validateHealth: {} did not fetch any resource",
             check.name
         ));
     }
-    // One sandbox for all the objects of this check on this cluster.
-    let evaluator = match &check.script {
-        Some(script) => Some(lua::Evaluator::new(script, &metric_values, resources)?),
-        None => None,
-    };
+    if request.script.is_none() && request.rules.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = objects
+        .iter()
+        .map(|obj| {
+            format!(
+                "{kind} {}/{}",
+                obj.metadata.namespace.clone().unwrap_or_default(),
+                obj.metadata.name.clone().unwrap_or_default()
+            )
+        })
+        .collect();
     for obj in objects {
-        let id = format!(
-            "{kind} {}/{}",
-            obj.metadata.namespace.clone().unwrap_or_default(),
-            obj.metadata.name.clone().unwrap_or_default()
-        );
-        let value = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
-        if let Some(evaluator) = &evaluator {
-            let outcome = evaluator
-                .evaluate(Some(&value))
-                .map_err(|e| format!("resource {id}: {e}"))?;
-            if !outcome.healthy {
-                return Err(format!("resource {id} is not healthy: {}", outcome.message));
-            }
-        }
-        if !programs.is_empty() && cel::evaluate(&programs, &value)?.is_none() {
-            return Err(format!(
-                "resource {id} is not healthy: no evaluateCEL rule is true"
-            ));
+        request
+            .objects
+            .push(Some(serde_json::to_value(&obj).map_err(|e| e.to_string())?));
+    }
+    // One request, so one interpreter, for all the objects of this check on this cluster.
+    match t.pool.run(request).await {
+        Verdict::Healthy => Ok(()),
+        Verdict::Invalid(e) => Err(e),
+        Verdict::Object { index, problem } => {
+            let id = ids.get(index).map(String::as_str).unwrap_or("?");
+            Err(match problem {
+                Problem::Unhealthy(m) => format!("resource {id} is not healthy: {m}"),
+                Problem::NoRuleTrue => {
+                    format!("resource {id} is not healthy: no evaluateCEL rule is true")
+                }
+                Problem::Error(e) => format!("resource {id}: {e}"),
+            })
         }
     }
-    Ok(())
 }
 
 /// The Job described by `jobRef` must be Complete before its timeout; Failed or late is unhealthy.

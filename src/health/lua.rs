@@ -24,11 +24,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Instructions one evaluation may run (a typical check needs a few thousand).
 pub const INSTRUCTION_BUDGET: u64 = 5_000_000;
-/// Memory one evaluation may allocate.
-pub const MEMORY_LIMIT: usize = 16 * 1024 * 1024;
+/// Memory the interpreter may allocate (in a worker, everything else an evaluation allocates counts
+/// against the same limit, see `limits.rs`).
+pub const MEMORY_LIMIT: usize = super::limits::MEMORY_LIMIT;
 
 /// The object a four-argument `getResource` call names.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct ResourceRef {
     pub api_version: String,
     pub kind: String,
@@ -85,6 +86,18 @@ fn to_lua(lua: &Lua, v: &Value) -> mlua::Result<LuaValue> {
     lua.to_value_with(v, opts)
 }
 
+/// Helpers written in Rust allocate outside the interpreter's accounting: refuse results that could
+/// not fit the evaluation's memory anyway, with a clear error rather than a stopped worker.
+fn fits(what: &str, bytes: usize) -> mlua::Result<()> {
+    if bytes > MEMORY_LIMIT / 2 {
+        return Err(mlua::Error::runtime(format!(
+            "{what}: a result of {bytes} bytes exceeds the memory limit of {} MiB",
+            MEMORY_LIMIT / (1024 * 1024)
+        )));
+    }
+    Ok(())
+}
+
 fn strings_module(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
@@ -124,6 +137,16 @@ fn strings_module(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "split",
         lua.create_function(|lua, (s, sep): (String, String)| {
+            let count = if sep.is_empty() {
+                s.chars().count()
+            } else {
+                s.matches(sep.as_str()).count() + 1
+            };
+            // Each part costs a Rust String and a Lua string on top of its bytes.
+            fits(
+                "strings.split",
+                s.len().saturating_add(count.saturating_mul(96)),
+            )?;
             let parts: Vec<String> = if sep.is_empty() {
                 s.chars().map(String::from).collect()
             } else {
@@ -134,13 +157,34 @@ fn strings_module(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.set(
         "join",
-        lua.create_function(|_, (parts, sep): (Vec<String>, String)| Ok(parts.join(&sep)))?,
+        lua.create_function(|_, (parts, sep): (Vec<String>, String)| {
+            let bytes = parts
+                .iter()
+                .map(String::len)
+                .sum::<usize>()
+                .saturating_add(sep.len().saturating_mul(parts.len()));
+            fits("strings.join", bytes)?;
+            Ok(parts.join(&sep))
+        })?,
     )?;
     // Go's strings.Replace(s, old, new, n); n < 0 (the default) replaces all.
     t.set(
         "replace",
         lua.create_function(
             |_, (s, old, new, n): (String, String, String, Option<i64>)| {
+                let found = if old.is_empty() {
+                    s.chars().count() + 1
+                } else {
+                    s.matches(old.as_str()).count()
+                };
+                let replaced = match n.unwrap_or(-1) {
+                    n if n < 0 => found,
+                    n => found.min(usize::try_from(n).unwrap_or(usize::MAX)),
+                };
+                fits(
+                    "strings.replace",
+                    s.len().saturating_add(replaced.saturating_mul(new.len())),
+                )?;
                 Ok(match n.unwrap_or(-1) {
                     n if n < 0 => s.replace(&old, &new),
                     n => s.replacen(&old, &new, n as usize),
@@ -157,7 +201,9 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
         "encode",
         lua.create_function(|lua, v: LuaValue| {
             let json: Value = lua.from_value(v)?;
-            serde_json::to_string(&json).map_err(mlua::Error::external)
+            let text = serde_json::to_string(&json).map_err(mlua::Error::external)?;
+            fits("json.encode", text.len())?;
+            Ok(text)
         })?,
     )?;
     t.set(
@@ -170,8 +216,39 @@ fn json_module(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-/// The sandbox, and its instruction counter (reset for each evaluation).
-fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<(Lua, Arc<AtomicU64>)> {
+/// One evaluation's instruction count and start (reset for each evaluation). Work inside C
+/// functions is not seen by the hook: the worker's watchdog bounds that.
+struct Budget {
+    executed: AtomicU64,
+    base: std::time::Instant,
+    started_ns: AtomicU64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            executed: AtomicU64::new(0),
+            base: std::time::Instant::now(),
+            started_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Budget {
+    fn reset(&self) {
+        self.executed.store(0, Ordering::Relaxed);
+        let now = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.started_ns.store(now, Ordering::Relaxed);
+    }
+
+    fn elapsed(&self) -> std::time::Duration {
+        let now = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        std::time::Duration::from_nanos(now.saturating_sub(self.started_ns.load(Ordering::Relaxed)))
+    }
+}
+
+/// The sandbox, and its budget (reset for each evaluation).
+fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<(Lua, Arc<Budget>)> {
     let lua = Lua::new_with(
         StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::OS,
         LuaOptions::new(),
@@ -265,14 +342,33 @@ fn sandbox(resources: Arc<BTreeMap<ResourceRef, Value>>) -> mlua::Result<(Lua, A
             }
         })?,
     )?;
-    let executed = Arc::new(AtomicU64::new(0));
-    let counter = executed.clone();
+    // Finalizers run with hooks off (no budget) and when the interpreter is dropped: refuse
+    // metatables that carry `__gc` when they are set, which is when Lua 5.4 registers them.
+    lua.load(
+        r#"local setmt, rawget, type, error = setmetatable, rawget, type, error
+        setmetatable = function(t, mt)
+          if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+            error("finalizers (__gc) are not allowed in health checks", 2)
+          end
+          return setmt(t, mt)
+        end"#,
+    )
+    .set_name("sandbox")
+    .exec()?;
+    let budget = Arc::new(Budget::default());
+    let counter = budget.clone();
     lua.set_hook(
         HookTriggers::new().every_nth_instruction(1000),
         move |_, _| {
-            if executed.fetch_add(1000, Ordering::Relaxed) >= INSTRUCTION_BUDGET {
+            if budget.executed.fetch_add(1000, Ordering::Relaxed) >= INSTRUCTION_BUDGET {
                 return Err(mlua::Error::runtime(format!(
                     "instruction budget of {INSTRUCTION_BUDGET} exceeded"
+                )));
+            }
+            if budget.elapsed() > super::limits::TIME_LIMIT {
+                return Err(mlua::Error::runtime(format!(
+                    "time limit of {} s exceeded",
+                    super::limits::TIME_LIMIT.as_secs()
                 )));
             }
             Ok(VmState::Continue)
@@ -307,7 +403,7 @@ pub struct Evaluator {
     chunk: Function,
     globals: Table,
     metrics: Table,
-    executed: Arc<AtomicU64>,
+    budget: Arc<Budget>,
 }
 
 impl Evaluator {
@@ -318,7 +414,7 @@ impl Evaluator {
         resources: Arc<BTreeMap<ResourceRef, Value>>,
     ) -> Result<Self, String> {
         let build = || -> mlua::Result<Evaluator> {
-            let (lua, executed) = sandbox(resources)?;
+            let (lua, budget) = sandbox(resources)?;
             let chunk = lua.load(script).set_name("health check").into_function()?;
             let m = lua.create_table()?;
             for (k, v) in metrics {
@@ -330,7 +426,7 @@ impl Evaluator {
                 chunk,
                 globals,
                 metrics: m,
-                executed,
+                budget,
             })
         };
         build().map_err(|e| format!("script error: {}", describe(&e)))
@@ -339,7 +435,7 @@ impl Evaluator {
     /// Runs `evaluate()` with `obj`. `Err` is a script that could not be evaluated (runtime error,
     /// budget, bad result); `Ok` carries its verdict.
     pub fn evaluate(&self, obj: Option<&Value>) -> Result<Outcome, String> {
-        self.executed.store(0, Ordering::Relaxed);
+        self.budget.reset();
         match self.run(obj) {
             Ok(r) => r,
             Err(e) => Err(format!("script error: {}", describe(&e))),

@@ -5,30 +5,54 @@
 pub mod access;
 pub mod cel;
 pub mod check;
+pub mod limits;
 pub mod lua;
 pub mod metrics;
+pub mod pool;
+pub mod worker;
 
-use crate::api::ClusterPromotion;
+use crate::api::{ClusterPromotion, ValidateHealth};
 use crate::pass::deployment::matching_clusters;
-use crate::pass::{HealthEvaluator, HealthVerdict, InventoryCluster, World};
+use crate::pass::{HealthEvaluator, HealthRequest, HealthVerdict, InventoryCluster, World};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
-use futures::{StreamExt, stream};
+use futures::stream::{FuturesUnordered, StreamExt};
+use std::path::PathBuf;
 use std::time::Duration;
+use tokio::time::Instant;
 
-/// Clusters checked at once.
-pub const CONCURRENCY: usize = 8;
-/// All checks of one cluster.
-pub const PER_CLUSTER: Duration = Duration::from_secs(20);
-/// All checks of a stage, in one pass.
-pub const PER_PASS: Duration = Duration::from_secs(40);
+/// Clusters checked at once, over the whole pass (shared fairly by the stages being checked). A
+/// cluster check is a few round trips; at 200 ms each, 128 at once check 1,000 clusters in seconds.
+pub const CONCURRENCY: usize = 128;
+/// All checks of one cluster: an unreachable or black-holed cluster costs at most this.
+pub const PER_CLUSTER: Duration = Duration::from_secs(15);
+/// All health checks of a pass, all promotions together. The CronJob and the Lambda end a pass at
+/// 50 s; observing and writing need the rest.
+pub const BUDGET: Duration = Duration::from_secs(25);
 
 pub struct HealthEngine {
     mgmt: kube::Client,
     now: DateTime<Utc>,
     pub concurrency: usize,
     pub per_cluster: Duration,
-    pub per_pass: Duration,
+    /// The pass-wide health-check budget.
+    pub budget: Duration,
+    pool: pool::Pool,
+}
+
+/// The first promotion served in a pass: it moves by one every minute, so that over successive
+/// passes every promotion is first in turn (the pass is stateless; its time is the rotation).
+pub fn rotation(now: DateTime<Utc>, promotions: usize) -> usize {
+    if promotions == 0 {
+        return 0;
+    }
+    (now.timestamp().div_euclid(60) as u64 % promotions as u64) as usize
+}
+
+/// A stage to check: its checks and its clusters, sorted by name.
+struct Job<'a> {
+    checks: Vec<ValidateHealth>,
+    clusters: Vec<&'a InventoryCluster>,
 }
 
 impl HealthEngine {
@@ -38,30 +62,183 @@ impl HealthEngine {
             now,
             concurrency: CONCURRENCY,
             per_cluster: PER_CLUSTER,
-            per_pass: PER_PASS,
+            budget: BUDGET,
+            pool: pool::Pool::new(None, pool::default_workers()),
         }
+    }
+
+    /// Evaluations run in workers started from `program` (a promoter binary) instead of this
+    /// program (tests run from a test harness).
+    pub fn worker_program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.pool = pool::Pool::new(Some(program.into()), pool::default_workers());
+        self
+    }
+
+    /// Whether evaluations run in worker processes, with hard limits.
+    pub async fn isolated(&self) -> bool {
+        self.pool.isolated().await
     }
 
     async fn check_cluster(
         &self,
         c: &InventoryCluster,
-        checks: &[crate::api::ValidateHealth],
+        checks: &[ValidateHealth],
     ) -> Result<(), String> {
+        let t0 = std::time::Instant::now();
         let client = access::client_for(&self.mgmt, c)
             .await
             .map_err(|e| format!("cannot be checked: {e}"))?;
+        tracing::debug!(cluster = %c, elapsed = ?t0.elapsed(), "client ready");
         let target = check::Target {
             mgmt: &self.mgmt,
             cluster: &client,
             cluster_namespace: &c.namespace,
             now: self.now,
+            pool: &self.pool,
         };
         for hc in checks {
             check::run(&target, hc)
                 .await
                 .map_err(|e| format!("check {}: {e}", hc.name))?;
+            tracing::debug!(cluster = %c, check = %hc.name, elapsed = ?t0.elapsed(), "check done");
         }
         Ok(())
+    }
+
+    fn job<'a>(
+        p: &ClusterPromotion,
+        stage: &str,
+        world: &'a World,
+    ) -> Result<Job<'a>, HealthVerdict> {
+        let Some(stage) = p.spec.stages.iter().find(|s| s.name == stage) else {
+            return Err(HealthVerdict::NotEvaluated(format!(
+                "stage {stage} not found"
+            )));
+        };
+        let checks = stage
+            .trigger
+            .as_ref()
+            .and_then(|t| t.gates())
+            .map(|g| g.post_delay_health_checks.to_vec())
+            .unwrap_or_default();
+        let selector = stage.cluster_selector.clone().unwrap_or_default();
+        let mut clusters: Vec<&InventoryCluster> = matching_clusters(&selector, world)
+            .into_iter()
+            .filter(|c| !c.paused)
+            .collect();
+        clusters.sort_by_key(|c| c.to_string());
+        Ok(Job { checks, clusters })
+    }
+
+    /// Every requested stage's checks, sharing [`BUDGET`] and [`CONCURRENCY`]: a free slot goes to
+    /// the stage with the fewest clusters in progress (ties: the rotation order), so a stage whose
+    /// clusters hang holds at most its share of the slots, and a stage not finished when the budget
+    /// is spent is "not evaluated (budget)", never failing.
+    async fn evaluate_fairly(
+        &self,
+        requests: &[HealthRequest<'_>],
+        world: &World,
+    ) -> Vec<HealthVerdict> {
+        let deadline = Instant::now() + self.budget;
+        let jobs: Vec<Result<Job<'_>, HealthVerdict>> = requests
+            .iter()
+            .map(|r| Self::job(r.promotion, &r.stage, world))
+            .collect();
+        let n = jobs.len();
+        let first = rotation(self.now, n);
+        let order: Vec<usize> = (0..n).map(|k| (first + k) % n).collect();
+        let mut results: Vec<Vec<Option<Result<(), String>>>> = jobs
+            .iter()
+            .map(|j| vec![None; j.as_ref().map(|j| j.clusters.len()).unwrap_or(0)])
+            .collect();
+        let mut next = vec![0usize; n];
+        let mut in_flight = vec![0usize; n];
+        let mut running = FuturesUnordered::new();
+        loop {
+            while running.len() < self.concurrency.max(1) {
+                let pick = order
+                    .iter()
+                    .copied()
+                    .filter(|&i| next[i] < results[i].len())
+                    .min_by_key(|&i| in_flight[i]);
+                let Some(i) = pick else { break };
+                let Ok(job) = &jobs[i] else { break };
+                let k = next[i];
+                next[i] += 1;
+                in_flight[i] += 1;
+                let (c, checks) = (job.clusters[k], &job.checks);
+                running.push(async move {
+                    let r =
+                        match tokio::time::timeout(self.per_cluster, self.check_cluster(c, checks))
+                            .await
+                        {
+                            Ok(r) => r,
+                            Err(_) => Err(format!(
+                                "did not answer within {} s",
+                                self.per_cluster.as_secs()
+                            )),
+                        };
+                    (i, k, r)
+                });
+            }
+            if running.is_empty() {
+                break;
+            }
+            match tokio::time::timeout_at(deadline, running.next()).await {
+                Ok(Some((i, k, r))) => {
+                    results[i][k] = Some(r);
+                    in_flight[i] -= 1;
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        drop(running);
+        jobs.into_iter()
+            .zip(results)
+            .map(|(job, results)| match job {
+                Err(v) => v,
+                Ok(job) => self.verdict(&job, results),
+            })
+            .collect()
+    }
+
+    fn verdict(&self, job: &Job<'_>, results: Vec<Option<Result<(), String>>>) -> HealthVerdict {
+        let mut failing = Vec::new();
+        let mut not_reached = Vec::new();
+        for (c, r) in job.clusters.iter().zip(results) {
+            match r {
+                Some(Ok(())) => {}
+                Some(Err(e)) => failing.push(format!("cluster {c}: {e}")),
+                None => not_reached.push(c.to_string()),
+            }
+        }
+        let names = |v: &[String]| {
+            let mut s = v.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+            if v.len() > 5 {
+                s.push_str(", …");
+            }
+            s
+        };
+        if let Some(first) = failing.first() {
+            let mut m = limits::truncate(first, limits::VERDICT_LIMIT);
+            if failing.len() > 1 {
+                m.push_str(&format!(
+                    " (and {} more clusters failing)",
+                    failing.len() - 1
+                ));
+            }
+            return HealthVerdict::Failing(m);
+        }
+        if !not_reached.is_empty() {
+            return HealthVerdict::NotEvaluated(format!(
+                "budget: {} of {} clusters not checked within the pass's health-check budget of {} s, shared by all promotions ({}); the next pass checks them again",
+                not_reached.len(),
+                job.clusters.len(),
+                self.budget.as_secs(),
+                names(&not_reached)
+            ));
+        }
+        HealthVerdict::Passed
     }
 }
 
@@ -73,51 +250,46 @@ impl HealthEvaluator for HealthEngine {
         world: &'a World,
     ) -> BoxFuture<'a, HealthVerdict> {
         Box::pin(async move {
-            let Some(stage) = p.spec.stages.iter().find(|s| s.name == stage) else {
-                return HealthVerdict::NotEvaluated(format!("stage {stage} not found"));
-            };
-            let checks = stage
-                .trigger
-                .as_ref()
-                .and_then(|t| t.gates())
-                .map(|g| g.post_delay_health_checks.to_vec())
-                .unwrap_or_default();
-            let selector = stage.cluster_selector.clone().unwrap_or_default();
-            let clusters: Vec<&InventoryCluster> = matching_clusters(&selector, world)
-                .into_iter()
-                .filter(|c| !c.paused)
-                .collect();
-            let mut runs: Vec<BoxFuture<'_, (String, Result<(), String>)>> = Vec::new();
-            for c in &clusters {
-                let (c, checks) = (*c, &checks);
-                runs.push(Box::pin(async move {
-                    let result =
-                        match tokio::time::timeout(self.per_cluster, self.check_cluster(c, checks))
-                            .await
-                        {
-                            Ok(r) => r,
-                            Err(_) => Err(format!("did not answer within {:?}", self.per_cluster)),
-                        };
-                    (c.to_string(), result)
-                }));
-            }
-            let all = stream::iter(runs)
-                .buffer_unordered(self.concurrency)
-                .collect::<Vec<_>>();
-            let Ok(mut results) = tokio::time::timeout(self.per_pass, all).await else {
-                return HealthVerdict::Failing(format!(
-                    "the health checks did not finish within {:?}",
-                    self.per_pass
-                ));
-            };
-            results.sort_by(|a, b| a.0.cmp(&b.0));
-            match results
-                .into_iter()
-                .find_map(|(c, r)| r.err().map(|e| format!("cluster {c}: {e}")))
-            {
-                Some(message) => HealthVerdict::Failing(message),
-                None => HealthVerdict::Passed,
-            }
+            let request = [HealthRequest {
+                promotion: p,
+                stage: stage.to_string(),
+            }];
+            self.evaluate_fairly(&request, world)
+                .await
+                .pop()
+                .unwrap_or_else(|| HealthVerdict::NotEvaluated("no verdict".into()))
         })
+    }
+
+    fn evaluate_all<'a>(
+        &'a self,
+        requests: &'a [HealthRequest<'a>],
+        world: &'a World,
+    ) -> BoxFuture<'a, Vec<HealthVerdict>> {
+        Box::pin(self.evaluate_fairly(requests, world))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn the_first_promotion_served_moves_every_minute() {
+        let t = |h, m, s| Utc.with_ymd_and_hms(2026, 3, 1, h, m, s).unwrap();
+        let firsts: Vec<usize> = (0..6).map(|m| rotation(t(10, m, 30), 3)).collect();
+        // Every promotion is first in turn, one per minute; seconds do not matter.
+        assert_eq!(
+            firsts[0..3]
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            3
+        );
+        assert_eq!(firsts[0..3], firsts[3..6]);
+        assert_eq!(rotation(t(10, 0, 0), 3), rotation(t(10, 0, 59), 3));
+        assert_eq!(rotation(t(10, 0, 0), 0), 0);
+        assert_eq!(rotation(t(10, 0, 0), 1), 0);
     }
 }

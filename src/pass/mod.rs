@@ -20,6 +20,12 @@ use chrono_tz::Tz;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
+/// A stage whose postDelayHealthChecks a pass needs.
+pub struct HealthRequest<'a> {
+    pub promotion: &'a ClusterPromotion,
+    pub stage: String,
+}
+
 /// Evaluates a stage's postDelayHealthChecks against every cluster of the stage.
 pub trait HealthEvaluator: Send + Sync {
     fn evaluate<'a>(
@@ -28,6 +34,22 @@ pub trait HealthEvaluator: Send + Sync {
         stage: &'a str,
         world: &'a World,
     ) -> BoxFuture<'a, HealthVerdict>;
+
+    /// Every stage a pass needs, in one go, so that they can share the pass's budget fairly (the
+    /// health-check engine does); by default one after another.
+    fn evaluate_all<'a>(
+        &'a self,
+        requests: &'a [HealthRequest<'a>],
+        world: &'a World,
+    ) -> BoxFuture<'a, Vec<HealthVerdict>> {
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(requests.len());
+            for r in requests {
+                out.push(self.evaluate(r.promotion, &r.stage, world).await);
+            }
+            out
+        })
+    }
 }
 
 /// Evaluates nothing: a stage with postDelayHealthChecks waits, and its status says why (tests and
@@ -180,6 +202,43 @@ async fn report_undecodable(
     r
 }
 
+/// Decides for every promotion; the health checks the decisions need run together, sharing the
+/// pass's health-check budget fairly, instead of one promotion's checks after another's.
+pub async fn decide_all(
+    promotions: &[ClusterPromotion],
+    world: &World,
+    health: &dyn HealthEvaluator,
+    ctx: &Context,
+) -> Vec<Decision> {
+    let mut decisions: Vec<Decision> = promotions
+        .iter()
+        .map(|p| decide(p, world, &HealthResults::new(), ctx))
+        .collect();
+    let (indices, requests): (Vec<usize>, Vec<HealthRequest>) = decisions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let stage = d.needs_health.clone()?;
+            Some((
+                i,
+                HealthRequest {
+                    promotion: &promotions[i],
+                    stage,
+                },
+            ))
+        })
+        .unzip();
+    if requests.is_empty() {
+        return decisions;
+    }
+    let verdicts = health.evaluate_all(&requests, world).await;
+    for ((i, r), v) in indices.into_iter().zip(&requests).zip(verdicts) {
+        let results = HealthResults::from([(r.stage.clone(), v)]);
+        decisions[i] = decide(&promotions[i], world, &results, ctx);
+    }
+    decisions
+}
+
 /// Exactly one pass over all (selected) ClusterPromotions. An error here means the pass could not
 /// run at all (API unreachable, unauthorized); per-promotion problems are in the report.
 pub async fn run_pass(
@@ -204,8 +263,8 @@ pub async fn run_pass(
             .promotions
             .push(report_undecodable(client, bad, opts).await);
     }
-    for p in &observation.promotions {
-        let mut d = decide_with_health(p, &observation.world, health, &ctx).await;
+    let decisions = decide_all(&observation.promotions, &observation.world, health, &ctx).await;
+    for (p, mut d) in observation.promotions.iter().zip(decisions) {
         if ownership::fetch_unlisted(client, &mut observation.world, &d).await {
             d = decide_with_health(p, &observation.world, health, &ctx).await;
         }
