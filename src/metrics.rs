@@ -89,6 +89,24 @@ impl HealthEvaluator for CountingEvaluator<'_> {
             verdict
         })
     }
+
+    /// Forwarded as a whole, so that the engine's fair, pass-wide budget still applies.
+    fn evaluate_all<'a>(
+        &'a self,
+        requests: &'a [crate::pass::HealthRequest<'a>],
+        world: &'a World,
+    ) -> BoxFuture<'a, Vec<HealthVerdict>> {
+        Box::pin(async move {
+            let verdicts = self.inner.evaluate_all(requests, world).await;
+            for v in &verdicts {
+                self.evaluations.fetch_add(1, Ordering::Relaxed);
+                if matches!(v, HealthVerdict::Failing(_)) {
+                    self.failures.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            verdicts
+        })
+    }
 }
 
 /// What one pass did.

@@ -334,8 +334,13 @@ fn step_until_promoted(env: &Env, good: &str, passes: usize) -> Vec<Duration> {
         assert_eq!(code, 0, "{out}\n{err}");
         assert!(
             started.elapsed() < Duration::from_secs(45),
-            "the pass took {:?}",
-            started.elapsed()
+            "the pass took {:?}: {}",
+            started.elapsed(),
+            err.lines()
+                .take(8)
+                .chain(err.lines().rev().take(8))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         let report: Value = serde_json::from_str(&out).unwrap();
         let entry = report["promotions"]

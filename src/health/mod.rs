@@ -16,9 +16,11 @@ use crate::pass::deployment::matching_clusters;
 use crate::pass::{HealthEvaluator, HealthRequest, HealthVerdict, InventoryCluster, World};
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
-use futures::stream::{FuturesUnordered, StreamExt};
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// Clusters checked at once, over the whole pass (shared fairly by the stages being checked). A
@@ -37,48 +39,20 @@ pub struct HealthEngine {
     pub per_cluster: Duration,
     /// The pass-wide health-check budget.
     pub budget: Duration,
-    pool: pool::Pool,
+    pool: Arc<pool::Pool>,
 }
 
-/// The first promotion served in a pass: it moves by one every minute, so that over successive
-/// passes every promotion is first in turn (the pass is stateless; its time is the rotation).
-pub fn rotation(now: DateTime<Utc>, promotions: usize) -> usize {
-    if promotions == 0 {
-        return 0;
-    }
-    (now.timestamp().div_euclid(60) as u64 % promotions as u64) as usize
+/// What a cluster check needs, owned, so that each check runs as a task of its own (a check that
+/// does CPU work between its awaits cannot hold up the pass's deadline).
+#[derive(Clone)]
+struct Checker {
+    mgmt: kube::Client,
+    now: DateTime<Utc>,
+    pool: Arc<pool::Pool>,
+    per_cluster: Duration,
 }
 
-/// A stage to check: its checks and its clusters, sorted by name.
-struct Job<'a> {
-    checks: Vec<ValidateHealth>,
-    clusters: Vec<&'a InventoryCluster>,
-}
-
-impl HealthEngine {
-    pub fn new(mgmt: kube::Client, now: DateTime<Utc>) -> Self {
-        HealthEngine {
-            mgmt,
-            now,
-            concurrency: CONCURRENCY,
-            per_cluster: PER_CLUSTER,
-            budget: BUDGET,
-            pool: pool::Pool::new(None, pool::default_workers()),
-        }
-    }
-
-    /// Evaluations run in workers started from `program` (a promoter binary) instead of this
-    /// program (tests run from a test harness).
-    pub fn worker_program(mut self, program: impl Into<PathBuf>) -> Self {
-        self.pool = pool::Pool::new(Some(program.into()), pool::default_workers());
-        self
-    }
-
-    /// Whether evaluations run in worker processes, with hard limits.
-    pub async fn isolated(&self) -> bool {
-        self.pool.isolated().await
-    }
-
+impl Checker {
     async fn check_cluster(
         &self,
         c: &InventoryCluster,
@@ -105,6 +79,64 @@ impl HealthEngine {
         Ok(())
     }
 
+    /// One cluster's checks, bounded by `per_cluster`.
+    async fn run(
+        self,
+        c: InventoryCluster,
+        checks: Arc<Vec<ValidateHealth>>,
+    ) -> Result<(), String> {
+        match tokio::time::timeout(self.per_cluster, self.check_cluster(&c, &checks)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "did not answer within {} s",
+                self.per_cluster.as_secs()
+            )),
+        }
+    }
+}
+
+/// The first promotion served in a pass: it moves by one every minute, so that over successive
+/// passes every promotion is first in turn (the pass is stateless; its time is the rotation).
+pub fn rotation(now: DateTime<Utc>, promotions: usize) -> usize {
+    if promotions == 0 {
+        return 0;
+    }
+    (now.timestamp().div_euclid(60) as u64 % promotions as u64) as usize
+}
+
+/// A stage to check: its checks and its clusters, sorted by name.
+struct Job<'a> {
+    checks: Arc<Vec<ValidateHealth>>,
+    clusters: Vec<&'a InventoryCluster>,
+}
+
+impl HealthEngine {
+    pub fn new(mgmt: kube::Client, now: DateTime<Utc>) -> Self {
+        HealthEngine {
+            mgmt,
+            now,
+            concurrency: CONCURRENCY,
+            per_cluster: PER_CLUSTER,
+            budget: BUDGET,
+            pool: Arc::new(pool::Pool::new(None, pool::default_workers())),
+        }
+    }
+
+    /// Evaluations run in workers started from `program` (a promoter binary) instead of this
+    /// program (tests run from a test harness).
+    pub fn worker_program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.pool = Arc::new(pool::Pool::new(
+            Some(program.into()),
+            pool::default_workers(),
+        ));
+        self
+    }
+
+    /// Whether evaluations run in worker processes, with hard limits.
+    pub async fn isolated(&self) -> bool {
+        self.pool.isolated().await
+    }
+
     fn job<'a>(
         p: &ClusterPromotion,
         stage: &str,
@@ -127,7 +159,10 @@ impl HealthEngine {
             .filter(|c| !c.paused)
             .collect();
         clusters.sort_by_key(|c| c.to_string());
-        Ok(Job { checks, clusters })
+        Ok(Job {
+            checks: Arc::new(checks),
+            clusters,
+        })
     }
 
     /// Every requested stage's checks, sharing [`BUDGET`] and [`CONCURRENCY`]: a free slot goes to
@@ -153,8 +188,17 @@ impl HealthEngine {
             .collect();
         let mut next = vec![0usize; n];
         let mut in_flight = vec![0usize; n];
-        let mut running = FuturesUnordered::new();
-        loop {
+        let checker = Checker {
+            mgmt: self.mgmt.clone(),
+            now: self.now,
+            pool: self.pool.clone(),
+            per_cluster: self.per_cluster,
+        };
+        let mut running = JoinSet::new();
+        let mut tasks: HashMap<tokio::task::Id, (usize, usize)> = HashMap::new();
+        // `timeout_at` polls its future first: without this check, a steady stream of results would
+        // carry the loop past the deadline.
+        while Instant::now() < deadline {
             while running.len() < self.concurrency.max(1) {
                 let pick = order
                     .iter()
@@ -166,33 +210,31 @@ impl HealthEngine {
                 let k = next[i];
                 next[i] += 1;
                 in_flight[i] += 1;
-                let (c, checks) = (job.clusters[k], &job.checks);
-                running.push(async move {
-                    let r =
-                        match tokio::time::timeout(self.per_cluster, self.check_cluster(c, checks))
-                            .await
-                        {
-                            Ok(r) => r,
-                            Err(_) => Err(format!(
-                                "did not answer within {} s",
-                                self.per_cluster.as_secs()
-                            )),
-                        };
-                    (i, k, r)
-                });
+                let task = checker
+                    .clone()
+                    .run(job.clusters[k].clone(), job.checks.clone());
+                let handle = running.spawn(task);
+                tasks.insert(handle.id(), (i, k));
             }
             if running.is_empty() {
                 break;
             }
-            match tokio::time::timeout_at(deadline, running.next()).await {
-                Ok(Some((i, k, r))) => {
-                    results[i][k] = Some(r);
-                    in_flight[i] -= 1;
+            match tokio::time::timeout_at(deadline, running.join_next_with_id()).await {
+                Ok(Some(done)) => {
+                    let (id, r) = match done {
+                        Ok((id, r)) => (id, r),
+                        Err(e) => (e.id(), Err(format!("the check failed: {e}"))),
+                    };
+                    if let Some((i, k)) = tasks.remove(&id) {
+                        results[i][k] = Some(r);
+                        in_flight[i] -= 1;
+                    }
                 }
                 Ok(None) | Err(_) => break,
             }
         }
-        drop(running);
+        // The budget is spent: what is still running is not evaluated.
+        running.abort_all();
         jobs.into_iter()
             .zip(results)
             .map(|(job, results)| match job {
