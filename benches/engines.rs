@@ -5,6 +5,8 @@
 //!     cargo bench --bench engines -- --quick      (fewer rounds; what CI runs as a smoke test)
 
 use chrono::{TimeZone, Utc};
+use promoter::health::pool::Pool;
+use promoter::health::worker::Request;
 use promoter::health::{cel, lua};
 use promoter::window::PromotionWindow;
 use serde_json::json;
@@ -95,6 +97,51 @@ fn main() {
             black_box(cel::evaluate(&p, &deployment).ok());
         }),
     );
+    // How checks really run: a request to a warm worker process (the promoter binary built with
+    // this benchmark), with the watchdog; one object per request, the worst case for the IPC.
+    if let Ok(rt) = tokio::runtime::Runtime::new() {
+        let pool = Pool::new(Some(env!("CARGO_BIN_EXE_promoter").into()), 2);
+        if rt.block_on(pool.isolated()) {
+            for (name, request, n) in [
+                (
+                    "worker: lua typical check, 1 object per request",
+                    Request {
+                        script: Some(script.to_string()),
+                        objects: vec![Some(deployment.clone())],
+                        ..Default::default()
+                    },
+                    200,
+                ),
+                (
+                    "worker: lua typical check, 100 objects per request",
+                    Request {
+                        script: Some(script.to_string()),
+                        objects: vec![Some(deployment.clone()); 100],
+                        ..Default::default()
+                    },
+                    10,
+                ),
+                (
+                    "worker: cel typical rules, 1 object per request",
+                    Request {
+                        rules: rules.clone(),
+                        objects: vec![Some(deployment.clone())],
+                        ..Default::default()
+                    },
+                    200,
+                ),
+            ] {
+                report(
+                    name,
+                    &measure(rounds, n * scale, || {
+                        black_box(rt.block_on(pool.run(request.clone())));
+                    }),
+                );
+            }
+        } else {
+            println!("worker: the promoter binary cannot serve as a worker; skipped");
+        }
+    }
     let now = Utc
         .with_ymd_and_hms(2026, 2, 17, 17, 30, 0)
         .single()

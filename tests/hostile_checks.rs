@@ -57,6 +57,11 @@ async fn managed_cluster(env: &Env, namespace: &str, names: &[&str]) -> FakeApiS
     server
 }
 
+/// A self-signed CA, as every real kubeconfig carries one: without it, kube's client loads the
+/// platform's whole trust store for each cluster (CPU that a debug build under a parallel test run
+/// does not have to spare).
+const CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJpVENDQVMrZ0F3SUJBZ0lVSEo0NmRYOG1XSDNKVUt6NWpiQ0FTTnJIRjZRd0NnWUlLb1pJemowRUF3SXcKR2pFWU1CWUdBMVVFQXd3UFptRnJaUzFqYkhWemRHVnlMV05oTUI0WERUSTJNVEV5TXpFNE16WTBOVm9YRFRNMgpNVEV5TURFNE16WTBOVm93R2pFWU1CWUdBMVVFQXd3UFptRnJaUzFqYkhWemRHVnlMV05oTUZrd0V3WUhLb1pJCnpqMENBUVlJS29aSXpqMERBUWNEUWdBRTdMMCtPSC9uVEtnem1WM2hKYjB5ZUpraU9tQmFvMWNjNWxuZ0xiSnkKb2dhcFFJREJYTnBjUDREVmlSakY1UXNDZE5vUHBTdnBTdUQ0eTN4RVgwVlgvS05UTUZFd0hRWURWUjBPQkJZRQpGTW4rUGR0TGdyRng1bjVpNnFwWVZjUlZFaFlvTUI4R0ExVWRJd1FZTUJhQUZNbitQZHRMZ3JGeDVuNWk2cXBZClZjUlZFaFlvTUE4R0ExVWRFd0VCL3dRRk1BTUJBZjh3Q2dZSUtvWkl6ajBFQXdJRFNBQXdSUUloQVBLRnFScDYKNEMrUFFUdktkQjdwOURKeXRtZHZmMUE3RmF1MS9yU0V2TUViQWlBVGpYb1YyZzRZaENrUHdzWnhiaFUvSFVRZQpFQkZibkFRVXVWeWkyb0dTSGc9PQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==";
+
 /// A listener that accepts connections and never answers: a black-holed cluster.
 async fn black_hole() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -68,7 +73,7 @@ async fn black_hole() -> String {
         }
     });
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://{addr}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://{addr}\n    certificate-authority-data: {CA}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
     )
 }
 
