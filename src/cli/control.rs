@@ -1,0 +1,73 @@
+//! `promoter approve`, `pause` and `resume`: the writes an operator makes.
+
+use chrono::Utc;
+use promoter::client::ClientArgs;
+use std::process::ExitCode;
+
+/// Approve a manual stage: sets `approved: true` and records who, when and for which revision.
+///
+/// A later change of the profileSpec voids the approval. Default stage: the current one.
+///
+/// Example: promoter approve kyverno-prog-rollout-man --stage staging
+#[derive(clap::Args, Debug)]
+pub struct ApproveArgs {
+    name: String,
+    #[arg(long)]
+    stage: Option<String>,
+    /// A note recorded next to the authenticated identity (a ticket, a reason).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// Pause a ClusterPromotion: every pass leaves it alone until it is resumed.
+#[derive(clap::Args, Debug)]
+pub struct PauseArgs {
+    name: String,
+    /// A note recorded next to the authenticated identity (a ticket, a reason).
+    #[arg(long)]
+    by: Option<String>,
+}
+
+/// Resume a paused ClusterPromotion.
+#[derive(clap::Args, Debug)]
+pub struct ResumeArgs {
+    name: String,
+}
+
+/// Who the API server says we are, with the operator's note.
+async fn recorded_by(client: &kube::Client, note: Option<&str>) -> String {
+    let who = promoter::ops::identity::whoami(client).await;
+    promoter::ops::identity::recorded_by(who.as_deref(), note)
+}
+
+pub async fn approve(args: ApproveArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let client = promoter::client::client(client).await?;
+    let by = recorded_by(&client, args.by.as_deref()).await;
+    let msg = promoter::ops::control::approve(
+        &client,
+        &args.name,
+        args.stage.as_deref(),
+        &by,
+        Utc::now(),
+    )
+    .await?;
+    println!("{msg}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn pause(args: PauseArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let client = promoter::client::client(client).await?;
+    let by = recorded_by(&client, args.by.as_deref()).await;
+    let msg =
+        promoter::ops::control::set_paused(&client, &args.name, true, &by, Utc::now()).await?;
+    println!("{msg}");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn resume(args: ResumeArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let client = promoter::client::client(client).await?;
+    let msg =
+        promoter::ops::control::set_paused(&client, &args.name, false, "", Utc::now()).await?;
+    println!("{msg}");
+    Ok(ExitCode::SUCCESS)
+}

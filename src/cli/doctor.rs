@@ -1,0 +1,65 @@
+//! `promoter doctor`: what a pass needs from this cluster.
+
+use super::output::{Format, Human, Printer, Render, formats};
+use chrono::Utc;
+use promoter::client::ClientArgs;
+use promoter::ops::doctor::{Check, Verdict};
+use std::process::ExitCode;
+
+/// Check what a pass needs from this cluster: CRDs served, the identity's permissions (one
+/// SelfSubjectAccessReview per verb a pass uses), the CronJob's last success, the Sveltos version,
+/// and whether that Sveltos advances ClusterPromotions itself.
+///
+/// Exit codes: 0 nothing failed (warnings allowed); 2 a check failed; 1 could not run.
+///
+/// Example: promoter doctor --as system:serviceaccount:promoter-system:promoter
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct DoctorArgs {
+    #[arg(long, default_value = "promoter-system")]
+    cronjob_namespace: String,
+    #[arg(long, default_value = "promoter")]
+    cronjob_name: String,
+    /// Where Sveltos' addon-controller runs.
+    #[arg(long, default_value = "projectsveltos")]
+    sveltos_namespace: String,
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    output: Format,
+}
+
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Checks(Vec<Check>);
+
+impl Render for Checks {
+    fn human(&self, _wide: bool) -> Human {
+        let mut out = String::new();
+        for c in &self.0 {
+            let mark = match c.verdict {
+                Verdict::Ok => "ok  ",
+                Verdict::Warning => "warn",
+                Verdict::Failed => "FAIL",
+                Verdict::Skipped => "skip",
+            };
+            out.push_str(&format!("[{mark}] {}: {}\n", c.name, c.detail));
+        }
+        Human::Text(out)
+    }
+}
+
+pub async fn run(args: DoctorArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let client = promoter::client::client(client).await?;
+    let options = promoter::ops::doctor::Options {
+        cronjob_namespace: args.cronjob_namespace,
+        cronjob_name: args.cronjob_name,
+        sveltos_namespace: args.sveltos_namespace,
+        now: Utc::now(),
+    };
+    let checks = Checks(promoter::ops::doctor::doctor(&client, &options).await);
+    Printer::new(args.output).print(&checks)?;
+    Ok(if checks.0.iter().any(|c| c.verdict == Verdict::Failed) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

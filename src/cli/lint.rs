@@ -1,0 +1,86 @@
+//! `promoter lint`: offline checks of manifests.
+
+use super::output::{Format, Human, Printer, Render, formats};
+use super::timezone;
+use chrono::Utc;
+use promoter::ops::lint::{Diagnostic, Severity, lint};
+use promoter::sim::Fleet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Check manifests offline, before they are applied, with file, document and field path.
+///
+/// Errors (exit 2): what the API server would reject or prune, generated names that are too long or
+/// invalid, durations, cron expressions, Lua that does not compile, CEL that does not parse, and with
+/// --fleet, clusters selected by two stages. Warnings (exit 0): selectors that can overlap, clusters in
+/// no stage, DryRun and OneTime sync modes, a trigger on the last stage. Notes preview windows.
+///
+/// Examples:
+///   promoter lint examples/*.yaml
+///   promoter lint my-promotion.yaml --fleet fleet.yaml
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct LintArgs {
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// A fleet (Fleet and SveltosCluster documents) to check stage membership against.
+    #[arg(long)]
+    fleet: Option<PathBuf>,
+    /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
+    #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
+    timezone: String,
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    output: Format,
+}
+
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Report {
+    diagnostics: Vec<Diagnostic>,
+    #[serde(skip)]
+    files: usize,
+}
+
+impl Report {
+    fn count(&self, s: Severity) -> usize {
+        self.diagnostics.iter().filter(|d| d.severity == s).count()
+    }
+}
+
+impl Render for Report {
+    fn human(&self, _wide: bool) -> Human {
+        let mut out = String::new();
+        for d in &self.diagnostics {
+            out.push_str(&format!("{d}\n"));
+        }
+        out.push_str(&format!(
+            "{} errors, {} warnings in {} files\n",
+            self.count(Severity::Error),
+            self.count(Severity::Warning),
+            self.files
+        ));
+        Human::Text(out)
+    }
+}
+
+pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
+    let tz = timezone(&args.timezone)?;
+    let fleet = match &args.fleet {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+            Some(Fleet::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!(e))?)
+        }
+        None => None,
+    };
+    let report = Report {
+        diagnostics: lint(&args.files, fleet.as_ref(), tz, Utc::now()),
+        files: args.files.len(),
+    };
+    Printer::new(args.output).print(&report)?;
+    Ok(if report.count(Severity::Error) > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

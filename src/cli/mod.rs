@@ -1,0 +1,187 @@
+//! The `promoter` command line: global flags and dispatch here, one file per command family, one
+//! printer ([`output`]) for tables and `-o` formats.
+//!
+//! Where flags go: a command's flags live in its family's `…Args` struct (`step.rs`: `StepArgs`,
+//! `control.rs`: `ApproveArgs`/`PauseArgs`, …); flags of every command in `Cli` (or `ClientArgs` for
+//! the API connection).
+
+mod control;
+mod doctor;
+mod inspect;
+mod lint;
+pub mod output;
+mod sim;
+mod step;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use clap::{Parser, Subcommand};
+use promoter::client::ClientArgs;
+use promoter::logging::{self, LogFormat};
+use std::process::ExitCode;
+
+/// promoter: progressive, multi-stage rollouts of Sveltos ClusterPromotions, one pass at a time.
+#[derive(Parser, Debug)]
+#[command(name = "promoter", version = env!("PROMOTER_VERSION"), about, long_about = None)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "human",
+        env = "PROMOTER_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+    /// Log level or filter (`info`, `promoter=debug`); RUST_LOG takes precedence.
+    #[arg(
+        long,
+        global = true,
+        default_value = "warn",
+        env = "PROMOTER_LOG_LEVEL"
+    )]
+    log_level: String,
+    /// kubectl-style verbosity: 0 warnings, 1–3 info, 4–5 debug, 6+ trace (overrides --log-level).
+    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    verbosity: Option<u8>,
+    #[command(flatten)]
+    client: ClientArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Step(step::StepArgs),
+    Simulate(sim::SimulateArgs),
+    Plan(sim::PlanArgs),
+    Status(inspect::StatusArgs),
+    Explain(inspect::ExplainArgs),
+    Approve(control::ApproveArgs),
+    Pause(control::PauseArgs),
+    Resume(control::ResumeArgs),
+    Lint(lint::LintArgs),
+    Doctor(doctor::DoctorArgs),
+    /// Print shell completions (bash, zsh, fish, …).
+    ///
+    /// Example: promoter completions bash > /etc/bash_completion.d/promoter
+    Completions {
+        shell: clap_complete::Shell,
+    },
+    /// Print the ClusterPromotion CRD (generated from promoter's types) as YAML.
+    ///
+    /// Example: promoter crd | kubectl apply -f -
+    Crd,
+}
+
+/// A closed pipe (`promoter simulate -o json | head`) ends the process quietly, as for other Unix
+/// tools, instead of a panic in `println!` (Rust ignores SIGPIPE by default).
+fn restore_sigpipe() {
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Parses the command line, runs the command, and maps its outcome to the exit status.
+pub fn main() -> ExitCode {
+    restore_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; a usage error exits 1 (2 means "a promotion is
+            // in error" for `step`).
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let level = match cli.verbosity {
+        None => cli.log_level.clone(),
+        Some(0) => "warn".into(),
+        Some(1..=3) => "info".into(),
+        Some(4..=5) => "debug".into(),
+        Some(_) => "trace".into(),
+    };
+    logging::init(cli.log_format, &level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: starting the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli.command, &cli.client)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", promoter::cli_error::render(&e));
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn dispatch(command: Command, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Step(args) => step::run(args, client).await,
+        Command::Simulate(args) => sim::simulate(args).await,
+        Command::Plan(args) => sim::plan(args, client).await,
+        Command::Status(args) => inspect::status(args, client).await,
+        Command::Explain(args) => inspect::explain(args, client).await,
+        Command::Approve(args) => control::approve(args, client).await,
+        Command::Pause(args) => control::pause(args, client).await,
+        Command::Resume(args) => control::resume(args, client).await,
+        Command::Lint(args) => lint::run(args),
+        Command::Doctor(args) => doctor::run(args, client).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "promoter",
+                &mut std::io::stdout(),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Crd => promoter::crd::cluster_promotion_crd_yaml().map(|yaml| {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }),
+    }
+}
+
+/// kubectl's text for a missing object.
+fn not_found(name: &str) -> String {
+    format!(
+        "Error from server (NotFound): clusterpromotions.config.projectsveltos.io {name:?} not found"
+    )
+}
+
+fn timezone(name: &str) -> anyhow::Result<Tz> {
+    promoter::zone::parse(name).map_err(|e| anyhow::anyhow!("--timezone: {e}"))
+}
+
+fn check_selector(selector: Option<&str>) -> anyhow::Result<()> {
+    if let Some(s) = selector {
+        promoter::labels::parse_selector(s).map_err(|e| anyhow::anyhow!("--selector: {e}"))?;
+    }
+    Ok(())
+}
+
+fn minute_now() -> DateTime<Utc> {
+    let now = Utc::now();
+    now - chrono::Duration::seconds(now.timestamp() % 60)
+        - chrono::Duration::nanoseconds(now.timestamp_subsec_nanos() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,217 @@
+//! The one printer of every command: `-o` formats (text, table, wide, json, yaml, name) and aligned
+//! tables. A command turns its result into a serialisable value and says how it reads to a human;
+//! this module does the rest, the same way for all of them.
+
+use clap::builder::{PossibleValue, TypedValueParser};
+use serde::Serialize;
+
+/// An `-o` value. Each command accepts the subset it names in [`formats`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Table,
+    Wide,
+    Json,
+    Yaml,
+    /// `kind.group/NAME`, one per line (as `kubectl get -o name`).
+    Name,
+}
+
+impl Format {
+    fn parse(s: &str) -> Option<Format> {
+        Some(match s {
+            "text" => Format::Text,
+            "table" => Format::Table,
+            "wide" => Format::Wide,
+            "json" => Format::Json,
+            "yaml" => Format::Yaml,
+            "name" => Format::Name,
+            _ => return None,
+        })
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            Format::Text => "text",
+            Format::Table => "table",
+            Format::Wide => "wide",
+            Format::Json => "json",
+            Format::Yaml => "yaml",
+            Format::Name => "name",
+        }
+    }
+}
+
+/// The `-o` parser of a command that accepts these formats (help and completion list them).
+pub fn formats(accepted: &'static [&'static str]) -> FormatParser {
+    FormatParser(accepted)
+}
+
+#[derive(Clone)]
+pub struct FormatParser(&'static [&'static str]);
+
+impl TypedValueParser for FormatParser {
+    type Value = Format;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Format, clap::Error> {
+        let text = value.to_string_lossy();
+        match Format::parse(&text) {
+            Some(f) if self.0.contains(&f.key()) => Ok(f),
+            _ => {
+                let mut err = clap::Error::new(clap::error::ErrorKind::InvalidValue).with_cmd(cmd);
+                use clap::error::{ContextKind, ContextValue};
+                if let Some(arg) = arg {
+                    err.insert(
+                        ContextKind::InvalidArg,
+                        ContextValue::String(arg.to_string()),
+                    );
+                }
+                err.insert(
+                    ContextKind::InvalidValue,
+                    ContextValue::String(text.into_owned()),
+                );
+                err.insert(
+                    ContextKind::ValidValue,
+                    ContextValue::Strings(self.0.iter().map(|s| s.to_string()).collect()),
+                );
+                Err(err)
+            }
+        }
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(self.0.iter().map(PossibleValue::new)))
+    }
+}
+
+/// Rows under a header, columns padded to the widest cell; the last column is not padded.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    pub fn render(&self, no_headers: bool) -> String {
+        let lines: Vec<&Vec<String>> = (!no_headers)
+            .then_some(&self.header)
+            .into_iter()
+            .chain(&self.rows)
+            .collect();
+        let columns = lines.iter().map(|l| l.len()).max().unwrap_or(0);
+        let widths: Vec<usize> = (0..columns)
+            .map(|i| {
+                lines
+                    .iter()
+                    .filter_map(|l| l.get(i))
+                    .map(|c| c.chars().count())
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let mut out = String::new();
+        for l in lines {
+            let cells: Vec<String> = l
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i + 1 == l.len() {
+                        c.clone()
+                    } else {
+                        format!("{c:<w$}", w = widths[i])
+                    }
+                })
+                .collect();
+            out.push_str(&cells.join("  "));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// How a command's result reads to a human (`-o text`, `table`, `wide`).
+pub enum Human {
+    Text(String),
+    Table(Table),
+}
+
+/// A command's result: serialised as is for json/yaml, rendered for humans.
+pub trait Render: Serialize {
+    /// `wide`: the `-o wide` columns are wanted.
+    fn human(&self, wide: bool) -> Human;
+    /// `-o name`: one `kind.group/NAME` per object.
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// How to print: the `-o` format and `--no-headers`.
+#[derive(Clone, Debug)]
+pub struct Printer {
+    pub format: Format,
+    pub no_headers: bool,
+}
+
+impl Printer {
+    pub fn new(format: Format) -> Printer {
+        Printer {
+            format,
+            no_headers: false,
+        }
+    }
+
+    pub fn print(&self, value: &impl Render) -> anyhow::Result<()> {
+        print!("{}", self.render(value)?);
+        Ok(())
+    }
+
+    pub fn render(&self, value: &impl Render) -> anyhow::Result<String> {
+        Ok(match &self.format {
+            Format::Json => format!("{}\n", serde_json::to_string_pretty(value)?),
+            Format::Yaml => serde_saphyr::to_string(value)?,
+            Format::Name => value.names().iter().map(|n| format!("{n}\n")).collect(),
+            Format::Text | Format::Table | Format::Wide => {
+                match value.human(self.format == Format::Wide) {
+                    Human::Text(t) => t,
+                    Human::Table(t) => t.render(self.no_headers),
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_all_but_the_last_column() {
+        let mut t = Table::new(&["NAME", "PHASE", "MESSAGE"]);
+        t.push(vec!["a".into(), "Complete".into(), "done".into()]);
+        t.push(vec!["longer".into(), "X".into(), "m".into()]);
+        assert_eq!(
+            t.render(false),
+            "NAME    PHASE     MESSAGE\na       Complete  done\nlonger  X         m\n"
+        );
+        assert_eq!(
+            t.render(true),
+            "a       Complete  done\nlonger  X         m\n"
+        );
+    }
+}

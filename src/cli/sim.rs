@@ -1,0 +1,226 @@
+//! `promoter simulate` and `promoter plan`: whole rollouts on a simulated fleet and a virtual clock.
+
+use super::output::{Format, Human, Printer, Render, formats};
+use super::{minute_now, timezone};
+use chrono::{DateTime, Utc};
+use promoter::client::ClientArgs;
+use promoter::sim::run::parse_offset;
+use promoter::sim::{
+    Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
+};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options shared by `simulate` and `plan`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct SimArgs {
+    /// Time between two passes (the CronJob schedule).
+    #[arg(long, default_value = "1m")]
+    tick: String,
+    /// Give up after this much simulated time.
+    #[arg(long, default_value = "30d")]
+    until: String,
+    /// Approve a manual stage at an offset from the start: `[PROMOTION/]STAGE@OFFSET`.
+    #[arg(long, value_name = "STAGE@OFFSET")]
+    approve: Vec<String>,
+    /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name).
+    #[arg(long, default_value = "UTC")]
+    timezone: String,
+    /// Output format.
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    output: Format,
+}
+
+/// Run whole rollouts on a simulated fleet and a virtual clock, and print their timeline and ETA.
+///
+/// The same pass as `promoter step` runs, through kube's client, against an in-process fake API
+/// server; a simulated Sveltos addon-controller deploys each generated ClusterProfile to its
+/// matching clusters (honouring maxUpdate), and the clock jumps over quiet stretches.
+/// Without --fleet, a few clusters per stage are derived from the stage selectors.
+/// Exit codes: 0 every promotion completed; 2 some stopped (the output says where and why);
+/// 1 the simulation could not run (bad manifest or flag).
+///
+/// Examples:
+///   promoter simulate examples/blog-kyverno-auto.yaml --fleet examples/fleets/blog-lab.yaml
+///   promoter simulate examples/blog-kyverno-manual.yaml --approve staging@1h
+///   promoter simulate examples/blog-kyverno-failure.yaml --fail dev-1
+///   promoter simulate examples/blog-kyverno-auto.yaml --update examples/blog-kyverno-update.yaml@1d
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct SimulateArgs {
+    /// ClusterPromotion manifests (YAML, several documents allowed).
+    #[arg(required = true)]
+    manifests: Vec<PathBuf>,
+    /// Fleet file: `Fleet` and/or `SveltosCluster` documents (default: derived from the selectors).
+    #[arg(long)]
+    fleet: Option<PathBuf>,
+    /// Clusters per stage when the fleet is derived.
+    #[arg(long, default_value_t = 2)]
+    clusters_per_stage: usize,
+    /// Simulated start time, RFC 3339 (default: now, to the minute).
+    #[arg(long)]
+    start: Option<String>,
+    /// Make a cluster's deployments fail from an offset on: `CLUSTER[@OFFSET]`.
+    #[arg(long, value_name = "CLUSTER[@OFFSET]")]
+    fail: Vec<String>,
+    /// Apply a new revision of the promotions at an offset: `FILE@OFFSET`.
+    #[arg(long, value_name = "FILE@OFFSET")]
+    update: Vec<String>,
+    #[command(flatten)]
+    sim: SimArgs,
+}
+
+/// Predict, from the live state of a real cluster, when each remaining stage of a promotion completes.
+///
+/// Reads the promotion, its ClusterProfiles and ClusterSummaries and the cluster inventory, loads
+/// them into the simulator, and simulates forward assuming deployments succeed after --deploy-time.
+/// Exit codes as for simulate.
+///
+/// Example: promoter plan kyverno-rollout-auto --approve staging@0s
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct PlanArgs {
+    /// The ClusterPromotion.
+    name: String,
+    /// Time for a cluster to reach Provisioned after a change.
+    #[arg(long, default_value = "2m")]
+    deploy_time: String,
+    #[command(flatten)]
+    sim: SimArgs,
+}
+
+fn sim_options(
+    sim: &SimArgs,
+    start: DateTime<Utc>,
+    failures: Vec<ScriptedFailure>,
+    updates: Vec<ScriptedUpdate>,
+) -> anyhow::Result<SimOptions> {
+    Ok(SimOptions {
+        start,
+        tick: parse_offset(&sim.tick).map_err(|e| anyhow::anyhow!("--tick: {e}"))?,
+        until: parse_offset(&sim.until).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
+        approvals: sim
+            .approve
+            .iter()
+            .map(|s| ScriptedApproval::parse(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!(e))?,
+        failures,
+        updates,
+        default_tz: timezone(&sim.timezone)?,
+        progress: true,
+    })
+}
+
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Report<'a>(&'a SimReport);
+
+impl Render for Report<'_> {
+    fn human(&self, _wide: bool) -> Human {
+        Human::Text(self.0.render_text())
+    }
+}
+
+fn print_sim(report: &SimReport, output: &Format) -> anyhow::Result<ExitCode> {
+    Printer::new(output.clone()).print(&Report(report))?;
+    Ok(if report.promotions.iter().all(|p| p.complete) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
+    let SimulateArgs {
+        manifests,
+        fleet,
+        clusters_per_stage,
+        start,
+        fail,
+        update,
+        sim,
+    } = args;
+    let (docs, errors) = promoter::manifest::load_files(&manifests);
+    if let Some(e) = errors.first() {
+        anyhow::bail!("{e}");
+    }
+    // A manifest describes desired state: whatever status it carries is not the simulation's.
+    let promotions: Vec<_> = docs
+        .iter()
+        .filter_map(|d| d.promotion().cloned())
+        .map(|mut p| {
+            p.status = None;
+            p.metadata.uid = None;
+            p
+        })
+        .collect();
+    if promotions.is_empty() {
+        anyhow::bail!("no ClusterPromotion in {manifests:?}");
+    }
+    let fleet = match &fleet {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
+            Fleet::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!(e))?
+        }
+        None => Fleet::derive(&promotions, clusters_per_stage),
+    };
+    let start = match &start {
+        Some(s) => DateTime::parse_from_rfc3339(s)
+            .map_err(|e| anyhow::anyhow!("--start {s:?}: {e}"))?
+            .with_timezone(&Utc),
+        None => minute_now(),
+    };
+    let failures = fail
+        .iter()
+        .map(|s| ScriptedFailure::parse(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--fail: {e}"))?;
+    let mut updates = Vec::new();
+    for u in &update {
+        let (file, at) = u
+            .rsplit_once('@')
+            .ok_or_else(|| anyhow::anyhow!("--update {u:?}: expected FILE@OFFSET"))?;
+        let docs = promoter::manifest::load_file(std::path::Path::new(file))?;
+        let promotions = docs.iter().filter_map(|d| d.promotion().cloned()).collect();
+        updates.push(ScriptedUpdate {
+            promotions,
+            at: parse_offset(at).map_err(|e| anyhow::anyhow!("--update: {e}"))?,
+        });
+    }
+    let opts = sim_options(&sim, start, failures, updates)?;
+    let report = promoter::sim::simulate(
+        SimWorld {
+            promotions,
+            fleet,
+            objects: Vec::new(),
+        },
+        promoter::sim::SimHealth::FleetObjects,
+        &opts,
+    )
+    .await?;
+    print_sim(&report, &sim.output)
+}
+
+pub async fn plan(args: PlanArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let PlanArgs {
+        name,
+        deploy_time,
+        sim,
+    } = args;
+    let opts = sim_options(&sim, minute_now(), Vec::new(), Vec::new())?;
+    let client = promoter::client::client(client).await?;
+    let mut world = promoter::sim::plan::load_live(&client, &name).await?;
+    world.fleet.default_deploy_time = Some(
+        promoter::api::GoDuration::parse(&deploy_time)
+            .map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?,
+    );
+    let report = promoter::sim::simulate(
+        world,
+        promoter::sim::SimHealth::Evaluator(&promoter::sim::AssumeHealthy),
+        &opts,
+    )
+    .await?;
+    print_sim(&report, &sim.output)
+}

@@ -1,0 +1,125 @@
+//! `promoter step`: one reconciliation pass.
+
+use super::output::{Format, Human, Printer, Render, formats};
+use super::{check_selector, timezone};
+use chrono::Utc;
+use promoter::client::ClientArgs;
+use promoter::pass::{PassOptions, PassReport, run_pass};
+use std::process::ExitCode;
+
+/// Perform exactly one reconciliation pass over all ClusterPromotions, print what it did, and exit.
+///
+/// Reads the kubeconfig as kubectl does. Exit codes: 0 the pass ran; 1 the pass could not run
+/// (API unreachable, unauthorized, bad flags); 2 the pass ran but at least one promotion is in
+/// error (invalid, failing deployment, or a write that failed).
+///
+/// Examples:
+///   promoter step
+///   promoter step --dry-run --selector team=payments
+///   promoter step --timezone Europe/Berlin -o json
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct StepArgs {
+    /// Decide and print the actions, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Only ClusterPromotions whose labels match this selector (e.g. `team=payments,tier!=canary`).
+    #[arg(long, short = 'l')]
+    selector: Option<String>,
+    /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name). Default: the
+    /// process's `TZ` (as the CronJob sets it; `:UTC` and zoneinfo paths accepted), else UTC.
+    #[arg(long, env = "PROMOTER_TIMEZONE")]
+    timezone: Option<String>,
+    /// Output format of the summary.
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    output: Format,
+    #[command(flatten)]
+    push: PushArgs,
+}
+
+/// Where the pass's metrics go (a CronJob pod lives a second: nothing could scrape it).
+#[derive(Clone, Debug, clap::Args)]
+struct PushArgs {
+    /// Push the pass's metrics to this Prometheus Pushgateway (`http://pushgateway:9091`),
+    /// replacing the previous push of the same group. A failed push is a warning, never a failed pass.
+    #[arg(long, env = "PROMOTER_PUSHGATEWAY_URL", value_name = "URL")]
+    pushgateway_url: Option<String>,
+    /// The `instance` of the pushed group (job `promoter`): one per deployment, stable across runs.
+    #[arg(
+        long,
+        env = "PROMOTER_PUSHGATEWAY_INSTANCE",
+        default_value = "promoter",
+        value_name = "NAME"
+    )]
+    pushgateway_instance: String,
+}
+
+pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let default_tz = match &args.timezone {
+        Some(tz) => timezone(tz)?,
+        None => promoter::zone::from_tz_env(),
+    };
+    check_selector(args.selector.as_deref())?;
+    let client = promoter::client::client(client).await?;
+    let opts = PassOptions {
+        dry_run: args.dry_run,
+        selector: args.selector,
+        default_tz,
+        now: Utc::now(),
+    };
+    let engine = promoter::health::HealthEngine::new(client.clone(), opts.now);
+    let health = promoter::metrics::CountingEvaluator::new(&engine);
+    let (started, before) = (
+        std::time::Instant::now(),
+        promoter::client::RequestCount::now(),
+    );
+    let result = run_pass(&client, &health, &opts).await;
+    if let Some(url) = &args.push.pushgateway_url {
+        let metrics = promoter::metrics::PassMetrics::new(
+            result.as_ref().ok(),
+            Utc::now(),
+            started.elapsed(),
+            promoter::client::RequestCount::now().since(before),
+            health.count(),
+        );
+        let group = promoter::metrics::group_url(url, "promoter", &args.push.pushgateway_instance);
+        if let Err(e) = promoter::metrics::push(&group, metrics.prometheus_text()).await {
+            tracing::warn!("pushing metrics to the Pushgateway failed: {e}");
+        }
+    }
+    let report = result?;
+    Printer::new(args.output).print(&Report(&report))?;
+    Ok(if report.errors() > 0 {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+struct Report<'a>(&'a PassReport);
+
+impl Render for Report<'_> {
+    fn human(&self, _wide: bool) -> Human {
+        let report = self.0;
+        let mut out = String::new();
+        if report.promotions.is_empty() {
+            out.push_str("no ClusterPromotions\n");
+        }
+        let verb = if report.dry_run { "would" } else { "did" };
+        for p in &report.promotions {
+            out.push_str(&format!("{}: {}\n", p.name, p.summary));
+            for a in &p.actions {
+                out.push_str(&format!("  {verb}: {a}\n"));
+            }
+            if let Some(c) = &p.conflict {
+                out.push_str(&format!("  skipped: {c}\n"));
+            }
+            if let Some(e) = &p.error {
+                out.push_str(&format!("  error: {e}\n"));
+            }
+        }
+        Human::Text(out)
+    }
+}
