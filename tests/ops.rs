@@ -40,7 +40,7 @@ async fn status_lines_and_exit_codes() {
         .find(|l| l.starts_with("kyverno-prog-rollout-man"))
         .unwrap();
     assert!(
-        manual.contains("staging 2/3") && manual.contains("Awaiting approval"),
+        manual.contains("staging 2/3") && manual.contains("AwaitingApproval"),
         "{manual}"
     );
     assert!(out.contains("core-payment-processor-ci"));
@@ -49,9 +49,13 @@ async fn status_lines_and_exit_codes() {
     let (code, out, _) = promoter(&env, &["status", "kyverno-prog-rollout-man", "-o", "json"]);
     assert_eq!(code, 0);
     let row: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(row["phase"], "Awaiting approval", "one NAME, one object");
+    assert_eq!(row["phase"], "AwaitingApproval", "one NAME, one object");
+    assert_eq!(
+        (row["stageNumber"].as_u64(), row["stageCount"].as_u64()),
+        (Some(2), Some(3))
+    );
     let (_, wide, _) = promoter(&env, &["status", "-o", "wide"]);
-    assert!(wide.contains("NEXT PASS"));
+    assert!(wide.contains("PREDICTED NEXT PASS"), "{wide}");
     let (code, _, err) = promoter(&env, &["status", "nope", "--exit-code"]);
     assert_eq!(code, 1);
     assert!(err.contains("clusterpromotions.config.projectsveltos.io \"nope\" not found"));
@@ -69,6 +73,40 @@ async fn status_lines_and_exit_codes() {
     let record = p.metadata.annotations.as_ref().unwrap()["promoter.dev/approval.staging"].clone();
     // The authenticated identity (SelfSubjectReview), not $USER (alice here), with the note.
     assert!(record.contains(r#""by":"admin (CAB-42)""#), "{record}");
+    // Approved but no pass yet: the observed state is still "awaiting approval" (said to be
+    // approved); the promotion the next pass would make is only a prediction.
+    let (code, out, _) = promoter(
+        &env,
+        &[
+            "status",
+            "kyverno-prog-rollout-man",
+            "-o",
+            "json",
+            "--exit-code",
+        ],
+    );
+    assert_eq!(code, 4, "{out}");
+    let row: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(row["phase"], "AwaitingApproval", "{out}");
+    assert!(
+        row["message"]
+            .as_str()
+            .unwrap()
+            .contains("approved by admin (CAB-42)"),
+        "{out}"
+    );
+    assert_eq!(
+        row["prediction"]["summary"],
+        "promoted staging -> production"
+    );
+    let (_, explain, _) = promoter(&env, &["explain", "kyverno-prog-rollout-man"]);
+    assert!(
+        explain.contains("ClusterPromotion kyverno-prog-rollout-man: AwaitingApproval")
+            && explain.contains(
+                "Prediction (if nothing changes before the next pass): Progressing, promoted staging -> production"
+            ),
+        "{explain}"
+    );
     for _ in 0..10 {
         env.tick().await;
     }
@@ -202,4 +240,149 @@ async fn approve_retries_when_the_pass_wrote_first() {
             .manual_approval()
             .unwrap_or(false)
     );
+}
+
+/// Before any pass, `status` says so (it does not tell the first pass's decision as the present);
+/// the CronJob's last success tells whether passes run at all.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_is_observed_and_names_the_last_pass() {
+    let env = Env::new(FLEET).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    let (code, out, err) = promoter(
+        &env,
+        &[
+            "status",
+            "kyverno-rollout-auto",
+            "--exit-code",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(code, 3, "{err}");
+    let row: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(row["phase"], "Pending", "{out}");
+    assert_eq!(row["stageNumber"], 0);
+    assert_eq!(row["prediction"]["phase"], "Progressing");
+    assert!(
+        row["prediction"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("started"),
+        "{out}"
+    );
+    assert!(row.get("lastPass").is_none(), "no CronJob here: {out}");
+    env.tick().await;
+    let (_, out, _) = promoter(&env, &["status", "--no-headers"]);
+    assert!(
+        out.contains("dev 1/3") && out.contains("Progressing"),
+        "{out}"
+    );
+    // A CronJob whose last success is an hour old: a warning, and the time in JSON.
+    let cronjobs =
+        promoter::fake::ResourceType::builtin("batch", "v1", "CronJob", "cronjobs", true);
+    env.server.register(cronjobs.clone());
+    let hour_ago = (chrono::Utc::now() - chrono::Duration::hours(1))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    env.server
+        .store()
+        .seed(
+            &cronjobs,
+            serde_json::json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"name": "promoter", "namespace": "promoter-system"},
+                "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                    "containers": [{"name": "promoter", "image": "promoter"}]}}}}},
+                "status": {"lastSuccessfulTime": hour_ago, "lastScheduleTime": hour_ago}}),
+        )
+        .unwrap();
+    let (code, out, err) = promoter(&env, &["status", "kyverno-rollout-auto", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("CronJob promoter-system/promoter last succeeded 1h"),
+        "{err}"
+    );
+    let row: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(row["lastPass"]["lastSuccessfulTime"], hour_ago.as_str());
+    let (_, wide, _) = promoter(&env, &["status", "-o", "wide", "--cronjob", "none"]);
+    assert!(wide.contains("LAST PASS"), "{wide}");
+}
+
+/// `status NAME --watch`: reprints on change, exits 0 once complete; `--timeout` ends a wait that
+/// does not settle with the phase's code.
+#[tokio::test(flavor = "multi_thread")]
+async fn status_watch_follows_a_rollout_to_the_end() {
+    let env = Env::new(FLEET).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    let dir = std::env::temp_dir().join(format!("promoter-watch-{}", common::rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, env.server.kubeconfig_yaml("admin")).unwrap();
+    let watch = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Nothing runs a pass: the timeout ends the watch, with "still progressing".
+    let out = watch(&[
+        "status",
+        "kyverno-rollout-auto",
+        "-w",
+        "--timeout",
+        "1s",
+        "--poll-interval",
+        "100ms",
+    ])
+    .wait_with_output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("timed out after 1s"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    let mut child = watch(&[
+        "status",
+        "kyverno-rollout-auto",
+        "--watch",
+        "--timeout",
+        "60s",
+        "--poll-interval",
+        "50ms",
+    ]);
+    // The lines as they come; the first pass runs once the watch has shown the start.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+    let first = (0..2)
+        .map(|_| rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap())
+        .collect::<Vec<_>>();
+    for _ in 0..40 {
+        env.tick().await;
+        tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+        if env
+            .description("kyverno-rollout-auto", "production")
+            .is_some_and(|d| d.starts_with("Successfully provisioned"))
+        {
+            break;
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let lines: Vec<String> = first.into_iter().chain(rx.try_iter()).collect();
+    let stdout = lines.join("\n");
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(lines[0].starts_with("NAME"), "{stdout}");
+    assert_eq!(lines.iter().filter(|l| l.starts_with("NAME")).count(), 1);
+    assert!(lines[1].contains("Pending"), "{stdout}");
+    assert!(stdout.contains("Soaking"), "{stdout}");
+    assert!(lines.last().unwrap().contains("production 3/3"), "{stdout}");
+    assert!(lines.last().unwrap().contains("Complete"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,22 +4,31 @@ use super::output::{Format, Human, Printer, Render, Table, formats};
 use super::{check_selector, not_found, timezone};
 use chrono::{DateTime, Utc};
 use promoter::client::ClientArgs;
-use promoter::ops::inspect::{StatusRow, age, exit_code as code_of, status_row};
+use promoter::ops::inspect::{
+    LastPass, StatusRow, age, exit_code as code_of, relative, settled, status_row,
+};
+use promoter::sim::run::parse_offset;
 use serde::Serialize;
 use std::process::ExitCode;
 
-/// One line per ClusterPromotion: current stage, phase, age of the phase, message.
+/// One line per ClusterPromotion: current stage, observed phase, when the wait ends, message.
 ///
-/// Phases: Progressing, Soaking until T, Awaiting approval, Window closed until T, Checks failing,
-/// Running checks, Blocked, Failed, Paused, Deleting, Complete.
+/// The state shown is the observed one: what the last pass recorded and what the live objects say.
+/// What the next pass would do is a prediction, shown as one in `-o wide`, JSON and `explain`.
+/// Phases: Pending (no pass has processed this revision), Progressing, Soaking, WindowClosed,
+/// RunningChecks, ChecksFailing, AwaitingApproval, Complete, Failed, Blocked, Paused, Deleting.
 /// With --exit-code and NAME, the exit status tells CI where the rollout is:
-/// 0 complete; 3 progressing or waiting (soak, window, checks, paused); 4 awaiting approval;
-/// 5 failed or blocked; 1 could not run (not found, API unreachable).
+/// 0 complete; 3 pending, progressing or waiting (soak, window, checks, paused); 4 awaiting
+/// approval; 5 failed or blocked; 1 could not run (not found, API unreachable).
+/// With --watch and NAME, reprints on every change until the rollout is complete (0), awaits
+/// approval (4) or failed/blocked (5); when --timeout expires first, it says so and exits with the
+/// current phase's code (3 while it progresses).
 ///
 /// Examples:
 ///   promoter status
 ///   promoter status kyverno-rollout-auto -o wide
 ///   promoter status kyverno-rollout-auto --exit-code && echo "in production"
+///   promoter status kyverno-rollout-auto --watch --timeout 2h
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct StatusArgs {
@@ -37,28 +46,64 @@ pub struct StatusArgs {
     /// Exit status by phase (needs NAME).
     #[arg(long, requires = "name")]
     exit_code: bool,
+    /// Watch NAME: reprint on every change until it settles (exit codes as --exit-code).
+    #[arg(long, short = 'w', requires = "name")]
+    watch: bool,
+    /// With --watch: give up after this long (`30m`, `2h`, `1d`; 0: never).
+    #[arg(long, value_name = "DURATION", default_value = "0", requires = "watch")]
+    timeout: String,
+    /// With --watch: time between two reads.
+    #[arg(long, value_name = "DURATION", default_value = "2s", hide = true)]
+    poll_interval: String,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
+}
+
+/// Where the deployment records what the pass needs to be interpreted.
+#[derive(clap::Args, Debug)]
+pub struct DeploymentArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
+    /// The CronJob that runs the passes (`NAMESPACE/NAME`), read to tell when a pass last ran;
+    /// `none` when promoter runs elsewhere (Lambda, CI).
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "promoter-system/promoter",
+        env = "PROMOTER_CRONJOB"
+    )]
+    cronjob: String,
+}
+
+impl DeploymentArgs {
+    async fn last_pass(&self, client: &kube::Client) -> anyhow::Result<Option<LastPass>> {
+        if self.cronjob == "none" || self.cronjob.is_empty() {
+            return Ok(None);
+        }
+        let (ns, name) = self.cronjob.split_once('/').ok_or_else(|| {
+            anyhow::anyhow!("--cronjob {:?}: expected NAMESPACE/NAME", self.cronjob)
+        })?;
+        Ok(promoter::ops::inspect::last_pass(client, ns, name).await)
+    }
 }
 
 /// Explain a ClusterPromotion: per stage and cluster, what is deployed, why it waits, until when,
-/// and what the next pass will do.
+/// when a pass last ran, and (a prediction) what the next pass will do.
 ///
 /// Example: promoter explain kyverno-rollout-auto
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
     name: String,
-    /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
-    #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
-    timezone: String,
+    #[command(flatten)]
+    deployment: DeploymentArgs,
 }
 
 /// One object for one NAME, a list otherwise (as kubectl does).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Rows {
-    One(StatusRow),
+    One(Box<StatusRow>),
     Many(Vec<StatusRow>),
 }
 
@@ -84,24 +129,38 @@ impl StatusView {
 
 impl Render for StatusView {
     fn human(&self, wide: bool) -> Human {
-        let mut header = vec!["NAME", "STAGE", "PHASE", "AGE", "MESSAGE"];
+        let mut header = vec!["NAME", "STAGE", "PHASE", "NEXT", "AGE", "MESSAGE"];
         if wide {
-            header.push("NEXT PASS");
+            header.insert(5, "LAST PASS");
+            header.push("PREDICTED NEXT PASS");
         }
         let mut table = Table::new(&header);
         for r in self.rows() {
             let mut line = vec![
                 r.name.clone(),
-                format!("{} {}", r.stage, r.position),
-                r.phase.clone(),
+                format!("{} {}", r.stage, r.position()),
+                format!("{:?}", r.phase),
+                relative(r.until, self.now),
                 age(r.since, self.now),
-                r.message.clone(),
-            ];
-            if wide {
-                line.push(if r.next_actions.is_empty() {
+                if r.message.is_empty() {
                     "-".into()
                 } else {
-                    r.next_actions.join("; ")
+                    r.message.clone()
+                },
+            ];
+            if wide {
+                let last = r
+                    .last_pass
+                    .as_ref()
+                    .and_then(|l| l.last_successful_time)
+                    .map(|t| format!("{} ago", age(Some(t), self.now)))
+                    .unwrap_or_else(|| "-".into());
+                line.insert(5, last);
+                let p = &r.prediction;
+                line.push(if p.actions.is_empty() {
+                    format!("{:?}: {} (no writes)", p.phase, p.summary)
+                } else {
+                    format!("{:?}: {} ({})", p.phase, p.summary, p.actions.join("; "))
                 });
             }
             table.push(line);
@@ -117,38 +176,99 @@ impl Render for StatusView {
     }
 }
 
-pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
-    let tz = timezone(&args.timezone)?;
-    check_selector(args.selector.as_deref())?;
-    let client = promoter::client::client(client).await?;
-    let observation = promoter::pass::observe::observe(&client, args.selector.as_deref()).await?;
+/// One read of the rows `status` shows.
+async fn read_rows(
+    client: &kube::Client,
+    args: &StatusArgs,
+    tz: chrono_tz::Tz,
+    last_pass: Option<&LastPass>,
+) -> anyhow::Result<(Rows, DateTime<Utc>)> {
+    let observation = promoter::pass::observe::observe(client, args.selector.as_deref()).await?;
     let now = Utc::now();
     let mut rows: Vec<_> = observation
         .promotions
         .iter()
         .filter(|p| args.name.is_none() || p.metadata.name == args.name)
-        .map(|p| status_row(p, &observation.world, now, tz))
+        .map(|p| {
+            let mut row = status_row(p, &observation.world, now, tz);
+            row.last_pass = last_pass.cloned();
+            row
+        })
         .collect();
-    let code = match (args.exit_code, rows.first()) {
-        (true, Some(r)) => ExitCode::from(code_of(r.kind)),
-        _ => ExitCode::SUCCESS,
-    };
     let rows = match &args.name {
-        Some(n) => Rows::One(rows.pop().ok_or_else(|| anyhow::anyhow!(not_found(n)))?),
+        Some(n) => Rows::One(Box::new(
+            rows.pop().ok_or_else(|| anyhow::anyhow!(not_found(n)))?,
+        )),
         None => Rows::Many(rows),
     };
-    let printer = Printer {
-        format: args.output,
+    Ok((rows, now))
+}
+
+pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    let tz = timezone(&args.deployment.timezone)?;
+    check_selector(args.selector.as_deref())?;
+    let timeout = parse_offset(&args.timeout).map_err(|e| anyhow::anyhow!("--timeout: {e}"))?;
+    let interval =
+        parse_offset(&args.poll_interval).map_err(|e| anyhow::anyhow!("--poll-interval: {e}"))?;
+    let client = promoter::client::client(client).await?;
+    let last_pass = args.deployment.last_pass(&client).await?;
+    let mut printer = Printer {
+        format: args.output.clone(),
         no_headers: args.no_headers,
     };
-    printer.print(&StatusView { rows, now })?;
-    Ok(code)
+    if let Some(w) = last_pass.as_ref().and_then(|l| l.stale(Utc::now())) {
+        eprintln!("warning: {w}");
+    }
+    if !args.watch {
+        let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
+        let code = match (&rows, args.exit_code) {
+            (Rows::One(r), true) => ExitCode::from(code_of(r.phase)),
+            _ => ExitCode::SUCCESS,
+        };
+        printer.print(&StatusView { rows, now })?;
+        return Ok(code);
+    }
+    // --watch: poll, print what changed, stop when it settles or the timeout expires.
+    let started = std::time::Instant::now();
+    let deadline = (!timeout.is_zero()).then(|| started + timeout.to_std().unwrap_or_default());
+    let mut shown = String::new();
+    loop {
+        let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
+        let Rows::One(row) = &rows else {
+            anyhow::bail!("--watch needs NAME");
+        };
+        let phase = row.phase;
+        // Compared without the ages and relative times, which change on their own.
+        let key = format!(
+            "{:?} {} {} {:?}",
+            row.phase, row.stage, row.message, row.until
+        );
+        if key != shown {
+            print!("{}", printer.render(&StatusView { rows, now })?);
+            // kubectl get -w: the header once.
+            printer.no_headers = true;
+            shown = key;
+        }
+        if settled(phase) {
+            return Ok(ExitCode::from(code_of(phase)));
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            eprintln!(
+                "timed out after {} waiting for {}: still {phase:?}",
+                args.timeout,
+                args.name.as_deref().unwrap_or_default()
+            );
+            return Ok(ExitCode::from(code_of(phase)));
+        }
+        tokio::time::sleep(interval.to_std().unwrap_or_default()).await;
+    }
 }
 
 pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
-    let ExplainArgs { name, timezone: tz } = args;
-    let tz = timezone(&tz)?;
+    let ExplainArgs { name, deployment } = args;
+    let tz = timezone(&deployment.timezone)?;
     let client = promoter::client::client(client).await?;
+    let last_pass = deployment.last_pass(&client).await?;
     let mut observation = promoter::pass::observe::observe(&client, None).await?;
     if let Some(bad) = observation.undecodable.iter().find(|b| b.name == name) {
         anyhow::bail!("ClusterPromotion {name} cannot be read: {}", bad.error);
@@ -165,7 +285,7 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
     promoter::ops::explain::load_summaries(&client, &p, &mut observation.world).await?;
     print!(
         "{}",
-        promoter::ops::explain::render(&p, &observation.world, Utc::now(), tz)
+        promoter::ops::explain::render(&p, &observation.world, Utc::now(), tz, last_pass.as_ref())
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! ClusterSummary and feature statuses; the checks and their last result; why the promotion waits
 //! and until when; and what the next pass will do.
 
-use super::inspect::{decision, status_row};
+use super::inspect::{LastPass, age, decision, relative, status_row};
 use crate::api::ClusterPromotion;
 use crate::pass::World;
 use crate::pass::deployment::matching_clusters;
@@ -32,7 +32,13 @@ fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> String {
+pub fn render(
+    p: &ClusterPromotion,
+    world: &World,
+    now: DateTime<Utc>,
+    tz: Tz,
+    last_pass: Option<&LastPass>,
+) -> String {
     let mut out = String::new();
     let name = p.metadata.name.clone().unwrap_or_default();
     let row = status_row(p, world, now, tz);
@@ -40,12 +46,37 @@ pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -
     let status = p.status.clone().unwrap_or_default();
     let _ = writeln!(
         out,
-        "ClusterPromotion {name}: {} (stage {} {})",
-        row.phase, row.stage, row.position
+        "ClusterPromotion {name}: {:?} (stage {} {})",
+        row.phase,
+        row.stage,
+        row.position()
     );
-    let _ = writeln!(out, "  {}", row.message);
-    if let Some(t) = row.next_check {
-        let _ = writeln!(out, "  waits until {}", ts(t));
+    if !row.message.is_empty() {
+        let _ = writeln!(out, "  {}", row.message);
+    }
+    if let Some(t) = row.until {
+        let _ = writeln!(out, "  waits until {} ({})", ts(t), relative(Some(t), now));
+    }
+    match last_pass {
+        Some(lp) => {
+            let _ = writeln!(
+                out,
+                "  last pass: {} ({})",
+                lp.last_successful_time
+                    .map(|t| format!("succeeded {} ago", age(Some(t), now)))
+                    .unwrap_or_else(|| "never succeeded".into()),
+                lp.source
+            );
+            if let Some(w) = lp.stale(now) {
+                let _ = writeln!(out, "  warning: {w}");
+            }
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  last pass: unknown (no readable CronJob; see --cronjob)"
+            );
+        }
     }
     if let Some(r) = crate::annotations::paused(p) {
         let _ = writeln!(
@@ -226,7 +257,20 @@ pub fn render(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -
     let actions = crate::pass::planned(&d);
     let _ = writeln!(
         out,
-        "\nNext pass will: {}",
+        "\nPrediction (if nothing changes before the next pass): {:?}, {}",
+        row.prediction.phase, row.prediction.summary
+    );
+    if let Some(t) = row.prediction.next_check {
+        let _ = writeln!(
+            out,
+            "  next check at {} ({})",
+            ts(t),
+            relative(Some(t), now)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Next pass will: {}",
         if actions.is_empty() {
             "change nothing".into()
         } else {

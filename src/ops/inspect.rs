@@ -1,12 +1,64 @@
-//! What `status` and `explain` show: the observed world and the decision the next pass would make
-//! (a dry run: health checks are not run; their last results are in the status).
+//! What `status` and `explain` show: the **observed** state of a promotion (what the last pass
+//! recorded in its status, and what the live objects say), and, labelled as such, the decision the
+//! next pass would make (a dry run: health checks are not run; their last results are in the status).
 
-use crate::api::ClusterPromotion;
+use crate::api::{ClusterPromotion, StageStatus, Timestamp};
+use crate::pass::deployment;
+use crate::pass::profiles::profile_name;
 use crate::pass::stage_status::description_text;
 use crate::pass::{Context, Decision, HealthResults, Phase, World, decide};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use k8s_openapi::api::batch::v1::CronJob;
+use kube::Api;
 use serde::Serialize;
+
+/// Where a rollout is, as observed: a machine value (JSON, YAML, `--exit-code`), never a sentence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ObservedPhase {
+    /// No pass has processed this revision yet (never run, or the spec changed since).
+    Pending,
+    /// The current stage's profile is being deployed.
+    Progressing,
+    /// Deployed; waiting for the stage's delay to pass (`until`).
+    Soaking,
+    /// Waiting for the promotion window to open (`until`).
+    WindowClosed,
+    /// Health checks or the preHealthCheckDeployment are running.
+    RunningChecks,
+    /// Health checks did not pass (the message says which).
+    ChecksFailing,
+    AwaitingApproval,
+    Complete,
+    /// A deployment failed on a cluster of the current stage.
+    Failed,
+    /// The ClusterPromotion cannot be processed as written.
+    Blocked,
+    Paused,
+    Deleting,
+}
+
+/// The decision the next pass would make, if nothing changes before it runs.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prediction {
+    pub phase: Phase,
+    pub stage: Option<String>,
+    pub summary: String,
+    pub actions: Vec<String>,
+    pub next_check: Option<DateTime<Utc>>,
+}
+
+/// When a pass last ran, from where the deployment records it (no pass writes anything for this).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastPass {
+    /// `CronJob promoter-system/promoter`.
+    pub source: String,
+    pub last_successful_time: Option<DateTime<Utc>>,
+    pub last_schedule_time: Option<DateTime<Utc>>,
+    pub suspended: bool,
+}
 
 /// One line of `promoter status`.
 #[derive(Clone, Debug, Serialize)]
@@ -14,16 +66,28 @@ use serde::Serialize;
 pub struct StatusRow {
     pub name: String,
     pub stage: String,
-    /// `2/3`.
-    pub position: String,
-    pub phase: String,
-    /// Since when the current phase's text holds.
+    /// 1-based position of `stage` (0 when there is none yet).
+    pub stage_number: usize,
+    pub stage_count: usize,
+    pub phase: ObservedPhase,
+    /// Since when the current stage's recorded state holds.
     pub since: Option<DateTime<Utc>>,
+    /// When the current wait ends, as recorded (soak end, window opening).
+    pub until: Option<DateTime<Utc>>,
     pub message: String,
-    pub next_check: Option<DateTime<Utc>>,
-    pub next_actions: Vec<String>,
-    #[serde(skip)]
-    pub kind: Phase,
+    pub last_promotion_time: Option<DateTime<Utc>>,
+    /// What the next pass would do: a prediction, not the state.
+    pub prediction: Prediction,
+    /// When a pass last ran, when the deployment's CronJob is readable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_pass: Option<LastPass>,
+}
+
+impl StatusRow {
+    /// `2/3`.
+    pub fn position(&self) -> String {
+        format!("{}/{}", self.stage_number, self.stage_count)
+    }
 }
 
 pub fn decision(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> Decision {
@@ -38,90 +102,220 @@ pub fn decision(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz)
     )
 }
 
-fn phase_text(p: &ClusterPromotion, d: &Decision) -> String {
-    let stage = d.stage.clone().unwrap_or_default();
-    let status = p.status.clone().unwrap_or_default();
-    let stored = status.stages.iter().flatten().find(|s| s.name == stage);
-    let description = stored
-        .and_then(|s| s.current_status_description.as_deref())
-        .map(description_text)
-        .unwrap_or_default();
-    let at = |t: Option<DateTime<Utc>>| {
-        t.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-            .unwrap_or_else(|| "?".into())
-    };
-    match d.phase {
-        Phase::Complete => "Complete".into(),
-        Phase::Paused => "Paused".into(),
-        Phase::Error => "Blocked".into(),
-        Phase::Failed => "Failed".into(),
-        Phase::Deleting => "Deleting".into(),
-        Phase::AwaitingApproval => "Awaiting approval".into(),
-        Phase::Progressing => "Progressing".into(),
-        Phase::Waiting if d.summary.contains("soaking") => {
-            format!("Soaking until {}", at(d.next_check))
-        }
-        Phase::Waiting if d.summary.contains("window closed") => {
-            format!("Window closed until {}", at(d.next_check))
-        }
-        Phase::Waiting
-            if d.needs_health.is_some() && description == "Awaiting Health Checks to Pass" =>
-        {
-            "Checks failing".into()
-        }
-        Phase::Waiting if d.needs_health.is_some() => "Running checks".into(),
-        Phase::Waiting => "Waiting".into(),
+pub fn prediction(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> Prediction {
+    let d = decision(p, world, now, tz);
+    let mut summary = d.summary.clone();
+    // A dry run does not run the checks: the last result is the one in the status.
+    if let Some(stage) = &d.needs_health
+        && let Some(f) = stored(p, stage).and_then(|s| s.failure_message.clone())
+    {
+        summary = format!("stage {stage}: {f}");
+    }
+    Prediction {
+        phase: d.phase,
+        stage: d.stage.clone(),
+        summary,
+        actions: crate::pass::planned(&d),
+        next_check: d.next_check,
     }
 }
 
-pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> StatusRow {
-    let d = decision(p, world, now, tz);
-    let stage = d.stage.clone().unwrap_or_default();
-    let status = p.status.clone().unwrap_or_default();
-    let stored = status
+fn stored<'a>(p: &'a ClusterPromotion, stage: &str) -> Option<&'a StageStatus> {
+    p.status
+        .as_ref()?
         .stages
         .iter()
         .flatten()
         .find(|s| s.name == stage)
-        .cloned();
-    let index = p
-        .spec
-        .stages
-        .iter()
-        .position(|s| s.name == stage)
-        .map(|i| i + 1)
-        .unwrap_or(0);
-    let mut message = d.summary.clone();
-    // A dry run does not run the checks: the last result is the one in the status.
-    if d.needs_health.is_some()
-        && let Some(f) = stored.as_ref().and_then(|s| s.failure_message.clone())
+}
+
+/// The time in `… (2026-02-16T06:36:24Z).` or `…: 2026-02-16T06:36:24Z`, as the pass wrote it.
+fn time_in(text: &str) -> Option<DateTime<Utc>> {
+    let t = text
+        .trim_end_matches('.')
+        .trim_end_matches(')')
+        .rsplit([' ', '('])
+        .next()?;
+    Timestamp::parse(t).ok().map(|t| t.as_datetime())
+}
+
+/// The observed phase of the current stage, from what the last pass recorded and the live objects.
+fn observed(
+    p: &ClusterPromotion,
+    world: &World,
+    stage: &str,
+    last: bool,
+) -> (ObservedPhase, Option<DateTime<Utc>>, Option<String>) {
+    use ObservedPhase::*;
+    let entry = stored(p, stage);
+    let description = entry
+        .and_then(|s| s.current_status_description.as_deref())
+        .map(description_text)
+        .unwrap_or_default();
+    let (phase, until) = match description {
+        "Successfully provisioned" if last => (Complete, None),
+        "Paused: Awaiting Manual Approval" => (AwaitingApproval, None),
+        "Awaiting Health Checks to Pass" => (ChecksFailing, None),
+        "Running Post-Promotion Health Checks" => (RunningChecks, None),
+        d if d.starts_with("Delayed: Waiting for Time Window") => (Soaking, time_in(d)),
+        d if d.starts_with("Window Closed") => (WindowClosed, time_in(d)),
+        d if d.starts_with("Blocked:") => (Blocked, None),
+        d if d.starts_with("Paused: promotion paused") => (Paused, None),
+        _ => (Progressing, None),
+    };
+    // A deployment that failed shows in the live ClusterSummaries before any pass says so.
+    if matches!(phase, Progressing | ChecksFailing)
+        && let Some(spec) = p.spec.stages.iter().find(|s| s.name == stage)
+        && let Some(cp) = world.profiles.get(&profile_name(
+            p.metadata.name.as_deref().unwrap_or_default(),
+            stage,
+        ))
     {
-        message = format!("stage {stage}: {f}");
+        let check = deployment::check(
+            cp,
+            &spec.cluster_selector.clone().unwrap_or_default(),
+            world,
+        );
+        if let Some(f) = check.failure {
+            return (Failed, None, Some(format!("deployment failed: {f}")));
+        }
     }
+    let message = entry
+        .and_then(|s| s.failure_message.clone())
+        .or_else(|| (!description.is_empty()).then(|| description.to_string()));
+    (phase, until, message)
+}
+
+pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> StatusRow {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let status = p.status.clone().unwrap_or_default();
+    let stage = status
+        .current_stage_name
+        .clone()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_default();
+    let index = p.spec.stages.iter().position(|s| s.name == stage);
+    let last = index.is_some_and(|i| i + 1 == p.spec.stages.len());
+    let picked_up = status.profile_spec_hash.as_deref()
+        == Some(crate::hash::revision_hash(p).as_str())
+        && status.stages_hash.as_deref() == Some(crate::hash::stages_hash(&p.spec.stages).as_str());
+    let (phase, until, message) = if p.metadata.deletion_timestamp.is_some() {
+        (ObservedPhase::Deleting, None, None)
+    } else if let Some(by) = crate::annotations::paused(p) {
+        let message = format!("paused by {} {}", by.by, by.at);
+        (
+            ObservedPhase::Paused,
+            None,
+            Some(message.trim().to_string()),
+        )
+    } else if status.current_stage_name.is_none() {
+        let why = "no pass has processed this ClusterPromotion yet";
+        (ObservedPhase::Pending, None, Some(why.to_string()))
+    } else if index.is_none() || !picked_up {
+        let why = "the spec changed since the last pass; its status is of an earlier revision";
+        (ObservedPhase::Pending, None, Some(why.to_string()))
+    } else {
+        observed(p, world, &stage, last)
+    };
+    let mut message = message.unwrap_or_default();
+    if phase == ObservedPhase::AwaitingApproval
+        && let Some(manual) = p
+            .spec
+            .stages
+            .iter()
+            .find(|s| s.name == stage)
+            .and_then(|s| s.trigger.as_ref())
+            .and_then(|t| t.manual.as_ref())
+        && manual.is_approved()
+    {
+        message = match crate::annotations::approval(p, &stage) {
+            Some(r) => format!(
+                "approved by {} at {}; not yet acted on by a pass",
+                r.by, r.at
+            ),
+            None => "approved; not yet acted on by a pass".into(),
+        };
+    }
+    let entry = stored(p, &stage);
     StatusRow {
-        name: d.promotion.clone(),
-        position: format!("{index}/{}", p.spec.stages.len()),
+        name,
+        stage_number: index.map(|i| i + 1).unwrap_or(0),
+        stage_count: p.spec.stages.len(),
         stage,
-        phase: phase_text(p, &d),
-        since: stored
-            .as_ref()
+        phase,
+        since: entry
             .and_then(|s| s.last_status_check_time.or(s.last_update_reconciled_time))
             .map(|t| t.as_datetime()),
+        until,
         message,
-        next_check: d.next_check,
-        next_actions: crate::pass::planned(&d),
-        kind: d.phase,
+        last_promotion_time: status.last_promotion_time.map(|t| t.as_datetime()),
+        prediction: prediction(p, world, now, tz),
+        last_pass: None,
+    }
+}
+
+/// Reads when the CronJob last ran. `None` when it cannot be read (not installed, not allowed):
+/// promoter may run as a Lambda function or from CI.
+pub async fn last_pass(client: &kube::Client, namespace: &str, name: &str) -> Option<LastPass> {
+    let api: Api<CronJob> = Api::namespaced(client.clone(), namespace);
+    let cj = match api.get_opt(name).await {
+        Ok(cj) => cj?,
+        Err(e) => {
+            tracing::debug!("CronJob {namespace}/{name} not readable: {e}");
+            return None;
+        }
+    };
+    let time = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.and_then(|t| DateTime::<Utc>::from_timestamp(t.0.as_second(), 0))
+    };
+    let status = cj.status.as_ref();
+    Some(LastPass {
+        source: format!("CronJob {namespace}/{name}"),
+        last_successful_time: time(status.and_then(|s| s.last_successful_time.as_ref())),
+        last_schedule_time: time(status.and_then(|s| s.last_schedule_time.as_ref())),
+        suspended: cj.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
+    })
+}
+
+impl LastPass {
+    /// A warning when passes look stopped (suspended, never succeeded, last success long ago).
+    pub fn stale(&self, now: DateTime<Utc>) -> Option<String> {
+        if self.suspended {
+            return Some(format!("{} is suspended: no pass runs", self.source));
+        }
+        match self.last_successful_time {
+            None => Some(format!("{} has never succeeded yet", self.source)),
+            Some(t) if now - t > chrono::Duration::minutes(5) => Some(format!(
+                "{} last succeeded {} ago: rollouts are not advancing",
+                self.source,
+                age(Some(t), now)
+            )),
+            Some(_) => None,
+        }
     }
 }
 
 /// `--exit-code`: what a CI job gates on.
-pub fn exit_code(phase: Phase) -> u8 {
+pub fn exit_code(phase: ObservedPhase) -> u8 {
+    use ObservedPhase::*;
     match phase {
-        Phase::Complete => 0,
-        Phase::Progressing | Phase::Waiting | Phase::Paused | Phase::Deleting => 3,
-        Phase::AwaitingApproval => 4,
-        Phase::Failed | Phase::Error => 5,
+        Complete => 0,
+        Pending | Progressing | Soaking | WindowClosed | RunningChecks | ChecksFailing | Paused
+        | Deleting => 3,
+        AwaitingApproval => 4,
+        Failed | Blocked => 5,
     }
+}
+
+/// Whether `status --watch` stops here: the rollout is done, or waits for a human.
+pub fn settled(phase: ObservedPhase) -> bool {
+    matches!(
+        phase,
+        ObservedPhase::Complete
+            | ObservedPhase::AwaitingApproval
+            | ObservedPhase::Failed
+            | ObservedPhase::Blocked
+    )
 }
 
 /// `1h2m`, `3d4h`, `45s`.
@@ -131,5 +325,37 @@ pub fn age(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
         Some(t) => crate::sim::timeline::offset(now - t)
             .trim_start_matches('+')
             .to_string(),
+    }
+}
+
+/// The NEXT column: `in 1h59m`, `due` once passed, `-` when nothing is scheduled.
+pub fn relative(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    match until {
+        None => "-".into(),
+        Some(t) if t <= now => "due".into(),
+        Some(t) => format!("in {}", age(Some(now), t)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_in_descriptions() {
+        assert_eq!(
+            time_in("Window Closed: Waiting for Next Schedule (2026-02-16T06:36:24Z).")
+                .map(|t| t.to_rfc3339()),
+            Some("2026-02-16T06:36:24+00:00".into())
+        );
+        assert_eq!(
+            time_in("Delayed: Waiting for Time Window: 2026-02-16T06:36:24Z")
+                .map(|t| t.to_rfc3339()),
+            Some("2026-02-16T06:36:24+00:00".into())
+        );
+        assert_eq!(
+            time_in("Window Closed: Waiting for Next Schedule (never)."),
+            None
+        );
     }
 }
