@@ -34,6 +34,9 @@ pub struct Record {
     /// next revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// Why, as given with `--reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One run of a promotion: one revision (both hashes) started at one moment (the first stage's
@@ -86,6 +89,7 @@ fn record(p: &ClusterPromotion, key: &str) -> Option<Record> {
         by: v,
         at: String::new(),
         revision: None,
+        reason: None,
     }))
 }
 

@@ -10,15 +10,13 @@
 //! decision that changes it is recorded, and every write is one the next pass would redo, so a pass
 //! killed after any write converges.
 
-use super::decide::{Action, Decision, EventNote, RecordOp};
+use super::decide::{Action, Decision, RecordOp};
 use super::world::World;
 use crate::annotations::{COMPLETED, approval_key, grant_key};
 use crate::api::ClusterProfile;
 use crate::api::ClusterPromotion;
 use crate::api::promotion::FINALIZER;
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -123,7 +121,7 @@ pub async fn act(
             }
         }
     }
-    emit_events(client, &current, &d.events, now).await;
+    super::events::emit(client, &current, &d.events, "ClusterPromotion", now).await;
     out
 }
 
@@ -314,92 +312,4 @@ fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> {
 /// A record as the annotation's JSON text.
 fn to_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
-}
-
-/// Kubernetes Events (events.k8s.io/v1) in `default`, where events of cluster-scoped objects go.
-/// Failing to record one never fails the pass.
-/// events.k8s.io/v1 limits (kubernetes `pkg/apis/core/validation/events.go`): a longer note or
-/// reason makes the API server refuse the whole Event with 422.
-const EVENT_NOTE_LIMIT: usize = 1024;
-const EVENT_REASON_LIMIT: usize = 128;
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-fn truncate_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &s[..cut]
-}
-
-/// `generateName` of a promotion's Events: `<promotion>-`. A prefix must be a valid DNS-1123
-/// subdomain once a trailing `-` is masked, so `<promotion>.` is refused with 422; the server cuts
-/// the prefix to 58 characters and appends 5 random ones.
-fn event_name_prefix(promotion: &str) -> String {
-    format!("{promotion}-")
-}
-
-async fn emit_events(
-    client: &kube::Client,
-    p: &ClusterPromotion,
-    notes: &[EventNote],
-    now: DateTime<Utc>,
-) {
-    if notes.is_empty() {
-        return;
-    }
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let name = p.metadata.name.clone().unwrap_or_default();
-    let micros = now.timestamp_micros();
-    let event_time = k8s_openapi::jiff::Timestamp::from_microsecond(micros)
-        .ok()
-        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime);
-    for note in notes {
-        let event = Event {
-            metadata: kube::core::ObjectMeta {
-                generate_name: Some(event_name_prefix(&name)),
-                ..Default::default()
-            },
-            event_time: event_time.clone(),
-            action: Some("ClusterPromotion".into()),
-            reason: Some(truncate_bytes(&note.reason, EVENT_REASON_LIMIT).to_string()),
-            note: Some(truncate_bytes(&note.message, EVENT_NOTE_LIMIT).to_string()),
-            type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
-            reporting_controller: Some("promoter.dev/promoter".into()),
-            reporting_instance: Some("promoter".into()),
-            regarding: Some(ObjectReference {
-                api_version: Some("config.projectsveltos.io/v1beta1".into()),
-                kind: Some("ClusterPromotion".into()),
-                name: Some(name.clone()),
-                uid: p.metadata.uid.clone(),
-                resource_version: p.metadata.resource_version.clone(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        if let Err(e) = events.create(&PostParams::default(), &event).await {
-            tracing::warn!(promotion = %name, error = %e, "could not record event {:?}", note.message);
-        }
-    }
-}
-
-#[cfg(test)]
-mod event_tests {
-    use super::*;
-
-    #[test]
-    fn event_names_and_notes_are_what_a_server_accepts() {
-        let prefix = event_name_prefix("blog.kyverno");
-        assert!(
-            crate::fake::meta::dns1123_subdomain(&format!("{}a", &prefix[..prefix.len() - 1]))
-                .is_empty()
-        );
-        let long = "é".repeat(EVENT_NOTE_LIMIT);
-        let cut = truncate_bytes(&long, EVENT_NOTE_LIMIT);
-        assert!(cut.len() <= EVENT_NOTE_LIMIT && cut.len() > EVENT_NOTE_LIMIT - 2);
-        assert_eq!(truncate_bytes("short", EVENT_NOTE_LIMIT), "short");
-    }
 }

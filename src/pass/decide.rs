@@ -33,6 +33,7 @@
 //!    beyond the current one keeps the revision it was promoted with.
 
 use super::deployment::{self, DeploymentCheck};
+use super::events::{Reason, checks_were_failing, window_was_closed};
 use super::profiles::{
     DesiredProfile, has_owner_reference, main_profile, owned_by, preverification_name,
     preverification_profile, profile_name,
@@ -171,20 +172,9 @@ impl Decision {
         }
     }
 
-    fn event(&mut self, message: String) {
-        self.events.push(EventNote {
-            warning: false,
-            reason: "Sveltos".into(),
-            message,
-        });
-    }
-
-    fn warn(&mut self, reason: &str, message: String) {
-        self.events.push(EventNote {
-            warning: true,
-            reason: reason.into(),
-            message,
-        });
+    /// An Event of this pass (see `events` for when a transition is one).
+    fn event(&mut self, reason: Reason, message: String) {
+        self.events.push(reason.note(message));
     }
 
     /// Adds a record to the decision's one guarded record patch.
@@ -522,8 +512,8 @@ impl<'a> Planner<'a> {
             status.current_stage_name = Some(stage.clone());
             let e = entry(status, stage);
             if e.failure_message.as_deref() != Some(&message) {
-                self.d.warn(
-                    "Blocked",
+                self.d.event(
+                    Reason::Blocked,
                     format!("ClusterPromotion {} is blocked: {message}", self.name),
                 );
             }
@@ -603,8 +593,10 @@ impl<'a> Planner<'a> {
         );
         // Upstream's description setter does not touch lastStatusCheckTime.
         entry(status, &first.name).last_status_check_time = None;
-        self.d
-            .event(format!("Provisioning stage {} (Restart)", first.name));
+        self.d.event(
+            Reason::StageProvisioning,
+            format!("Provisioning stage {} (Restart)", first.name),
+        );
         let why = if first_time {
             "started"
         } else {
@@ -672,8 +664,10 @@ impl<'a> Planner<'a> {
             if let Some(f) = &check.failure
                 && was.as_deref() != Some(check.message.as_str())
             {
-                self.d
-                    .warn("DeploymentFailed", format!("Stage {}: {f}", stage.name));
+                self.d.event(
+                    Reason::DeploymentFailed,
+                    format!("Stage {}: {f}", stage.name),
+                );
             }
             self.d.outcome(phase, summary);
             return;
@@ -683,7 +677,10 @@ impl<'a> Planner<'a> {
             e.last_status_check_time = Some(Timestamp::new(now));
             e.failure_message = None;
             set_description(e, &provisioned_text(&check), now);
-            self.d.event(format!("Stage {} provisioned", stage.name));
+            self.d.event(
+                Reason::StageProvisioned,
+                format!("Stage {} provisioned", stage.name),
+            );
         }
         // The failure message is settled once per pass, so that it (and lastStatusCheckTime) does
         // not flip between passes that learn nothing new.
@@ -761,8 +758,18 @@ impl<'a> Planner<'a> {
         if !gates.post_delay_health_checks.is_empty() {
             let e = entry(status, &stage.name);
             match self.health.get(&stage.name) {
-                Some(HealthVerdict::Passed) => {}
+                Some(HealthVerdict::Passed) => {
+                    if checks_were_failing(self.p, &stage.name) {
+                        let text = format!("Stage {}: health checks pass again", stage.name);
+                        self.d.event(Reason::ChecksPassing, text);
+                    }
+                }
                 Some(HealthVerdict::Failing(message)) => {
+                    if !checks_were_failing(self.p, &stage.name) {
+                        let text =
+                            format!("Stage {}: health checks failing: {message}", stage.name);
+                        self.d.event(Reason::ChecksFailing, text);
+                    }
                     set_description(e, "Awaiting Health Checks to Pass", now);
                     let summary = format!("stage {}: health checks failing: {message}", stage.name);
                     return Some(Wait::new(Phase::Waiting, summary, Some(message.clone())));
@@ -810,6 +817,10 @@ impl<'a> Planner<'a> {
                 let summary = format!("stage {}: promotion window closed until {when}", stage.name);
                 return Some(Wait::new(Phase::Waiting, summary, None));
             }
+            if window_was_closed(self.p, &stage.name) {
+                let text = format!("Stage {}: promotion window open", stage.name);
+                self.d.event(Reason::WindowOpened, text);
+            }
         }
         if let Some(manual) = &trigger.manual {
             let run = self.p.status.as_ref().and_then(Run::of);
@@ -841,8 +852,10 @@ impl<'a> Planner<'a> {
                     .map(String::from);
                 set_description(e, "Paused: Awaiting Manual Approval", now);
                 if was.as_deref() != Some("Paused: Awaiting Manual Approval") {
-                    self.d
-                        .event(format!("Stage {} awaits manual approval", stage.name));
+                    self.d.event(
+                        Reason::AwaitingApproval,
+                        format!("Stage {} awaits manual approval", stage.name),
+                    );
                 }
                 let summary = format!("stage {}: awaiting manual approval", stage.name);
                 return Some(Wait::new(Phase::AwaitingApproval, summary, None));
@@ -878,10 +891,13 @@ impl<'a> Planner<'a> {
             if let Some(run) = self.p.status.as_ref().and_then(Run::of) {
                 self.d.record(RecordOp::Complete(run));
             }
-            self.d.event(format!(
-                "ClusterPromotion {} complete: stage {} provisioned",
-                self.name, stage.name
-            ));
+            self.d.event(
+                Reason::RolloutComplete,
+                format!(
+                    "ClusterPromotion {} complete: stage {} provisioned",
+                    self.name, stage.name
+                ),
+            );
             self.d.outcome(
                 Phase::Complete,
                 format!("stage {} done: rollout complete", stage.name),
@@ -903,7 +919,10 @@ impl<'a> Planner<'a> {
         status.current_stage_name = Some(next.name.clone());
         status.last_promotion_time = Some(Timestamp::new(now));
         self.d.stage = Some(next.name.clone());
-        self.d.event(format!("Provisioning stage {}", next.name));
+        self.d.event(
+            Reason::StageProvisioning,
+            format!("Provisioning stage {}", next.name),
+        );
         self.d.outcome(
             Phase::Progressing,
             format!("promoted {} -> {}", stage.name, next.name),

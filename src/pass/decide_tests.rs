@@ -1083,6 +1083,7 @@ fn issue14_p3_hand_approval_works_after_promoter_approve() {
         by: "bob".into(),
         at: "2026-02-16T06:03:30Z".into(),
         revision,
+        reason: None,
     };
     p.metadata.annotations = Some(
         [(
@@ -1325,3 +1326,6 @@ fn issue14_unused_grant_is_given_back_on_restart() {
     assert_eq!(p.spec.stages[1].manual_approval(), Some(true));
     assert_eq!(crate::annotations::grant(&p, "staging"), None);
 }
+
+#[path = "events_tests.rs"]
+mod events_tests;

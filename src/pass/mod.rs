@@ -3,6 +3,7 @@
 pub mod act;
 pub mod decide;
 pub mod deployment;
+pub mod events;
 pub mod observe;
 pub mod ownership;
 pub mod profiles;

@@ -1,0 +1,318 @@
+//! promoter's Kubernetes Events: what each one says, and how it is written.
+//!
+//! Every transition a pass decides and every action a person takes (`promoter approve`, `pause`,
+//! `resume`) is one events.k8s.io/v1 Event about the ClusterPromotion, with a machine-readable
+//! [`Reason`] and, for the transitions upstream reports, upstream's text (reference §3.10:
+//! `Stage <s> provisioned`, `Provisioning stage <s> (Restart)`, `Provisioning stage <s>`; upstream
+//! gives them all the reason `Sveltos`).
+//!
+//! The pass is stateless, so an Event is edge-triggered by comparing what the observed status
+//! records with what the pass decides: it is emitted only by a pass that writes the status (a
+//! transition always changes the stage's description, failureMessage or the stage itself), and
+//! only once the status write succeeded. A pass that changes nothing emits nothing; a pass killed
+//! between its status write and its Events loses those Events (they are never repeated).
+//! "Window opened" and "checks failing/passing again" are read from the stage's observed
+//! description: `Window Closed: …` (the window gate waited), `Awaiting Health Checks to Pass`
+//! (checks failed, or the deployment regressed after the stage was provisioned; upstream shows
+//! the same text for both, so a regression followed by failing checks is one transition).
+
+use super::decide::EventNote;
+use super::stage_status::description_text;
+use crate::api::ClusterPromotion;
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, PostParams};
+
+/// Why an Event was recorded: its `reason`, one CamelCase word as Kubernetes' own reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A stage's ClusterProfile was applied: `Provisioning stage <s>` (`(Restart)` for stage 1 of a
+    /// new revision).
+    StageProvisioning,
+    /// Every matching cluster is deployed: `Stage <s> provisioned`.
+    StageProvisioned,
+    /// A manual stage waits for `promoter approve`.
+    AwaitingApproval,
+    /// A stage that waited for its promotion window is past it.
+    WindowOpened,
+    /// A stage's postDelayHealthChecks started failing (Warning).
+    ChecksFailing,
+    /// They pass again.
+    ChecksPassing,
+    /// The last stage was promoted past.
+    RolloutComplete,
+    /// A deployment failed on some cluster (Warning).
+    DeploymentFailed,
+    /// The ClusterPromotion cannot be processed as written (Warning).
+    Blocked,
+    /// `promoter approve`.
+    Approved,
+    /// `promoter pause`.
+    Paused,
+    /// `promoter resume`.
+    Resumed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::StageProvisioning => "StageProvisioning",
+            Reason::StageProvisioned => "StageProvisioned",
+            Reason::AwaitingApproval => "AwaitingApproval",
+            Reason::WindowOpened => "WindowOpened",
+            Reason::ChecksFailing => "ChecksFailing",
+            Reason::ChecksPassing => "ChecksPassing",
+            Reason::RolloutComplete => "RolloutComplete",
+            Reason::DeploymentFailed => "DeploymentFailed",
+            Reason::Blocked => "Blocked",
+            Reason::Approved => "Approved",
+            Reason::Paused => "Paused",
+            Reason::Resumed => "Resumed",
+        }
+    }
+
+    /// `type: Warning` for what needs somebody's attention.
+    pub fn warning(self) -> bool {
+        matches!(
+            self,
+            Reason::ChecksFailing | Reason::DeploymentFailed | Reason::Blocked
+        )
+    }
+
+    /// The Event's `action`: upstream's `ClusterPromotion` for what a pass does; what the person did
+    /// otherwise.
+    pub fn action(self) -> &'static str {
+        match self {
+            Reason::Approved => "Approve",
+            Reason::Paused => "Pause",
+            Reason::Resumed => "Resume",
+            _ => "ClusterPromotion",
+        }
+    }
+
+    pub fn note(self, message: String) -> EventNote {
+        EventNote {
+            warning: self.warning(),
+            reason: self.as_str().into(),
+            message,
+        }
+    }
+}
+
+const CHECKS_FAILING: &str = "Awaiting Health Checks to Pass";
+const WINDOW_CLOSED: &str = "Window Closed:";
+
+/// The observed description of a stage, without its timestamp.
+fn observed_description<'a>(p: &'a ClusterPromotion, stage: &str) -> Option<&'a str> {
+    p.status
+        .as_ref()?
+        .stages
+        .as_ref()?
+        .iter()
+        .find(|s| s.name == stage)?
+        .current_status_description
+        .as_deref()
+        .map(description_text)
+}
+
+/// Whether the observed status shows the stage waiting for its checks to pass.
+pub fn checks_were_failing(p: &ClusterPromotion, stage: &str) -> bool {
+    observed_description(p, stage) == Some(CHECKS_FAILING)
+}
+
+/// Whether the observed status shows the stage waiting for its promotion window.
+pub fn window_was_closed(p: &ClusterPromotion, stage: &str) -> bool {
+    observed_description(p, stage).is_some_and(|d| d.starts_with(WINDOW_CLOSED))
+}
+
+/// events.k8s.io/v1 limits, checked by kube-apiserver on create (kubernetes/kubernetes
+/// `pkg/apis/core/validation/events.go` at 04791b4906602ffda5ccf9bc4c84d3329f1d7080,
+/// `ValidateEventCreate` and `legacyValidateEvent`): with `eventTime` set, `reportingController`
+/// must be a qualified name, `reportingInstance`, `action` and `reason` are required and at most
+/// 128 bytes, the note at most 1024 bytes, `type` Normal or Warning, the deprecated
+/// fields unset, and `regarding` without a namespace only in `default` or `kube-system`. Anything
+/// else is refused with 422, the whole Event.
+const NOTE_LIMIT: usize = 1024;
+const REASON_LIMIT: usize = 128;
+const INSTANCE_LIMIT: usize = 128;
+/// A qualified name (`<DNS subdomain prefix>/<name>`).
+pub const REPORTING_CONTROLLER: &str = "promoter.dev/promoter";
+/// Events about cluster-scoped objects go to `default`, as kubectl and client-go record them.
+pub const EVENT_NAMESPACE: &str = "default";
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn truncate_bytes(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+/// `generateName` of a promotion's Events: `<promotion>-`. A prefix must be a valid DNS-1123
+/// subdomain once a trailing `-` is masked, so `<promotion>.` is refused with 422; the server cuts
+/// the prefix to 58 characters and appends 5 random ones.
+fn event_name_prefix(promotion: &str) -> String {
+    format!("{promotion}-")
+}
+
+/// `reportingInstance`: the pod (CronJob) or function (Lambda) that wrote the Event, else
+/// `promoter`.
+fn reporting_instance() -> String {
+    let id = ["HOSTNAME", "AWS_LAMBDA_FUNCTION_NAME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "promoter".into());
+    truncate_bytes(id.trim(), INSTANCE_LIMIT).to_string()
+}
+
+/// The Event of one note about `p`, as a real API server accepts it.
+pub fn event(p: &ClusterPromotion, note: &EventNote, action: &str, now: DateTime<Utc>) -> Event {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    // `eventTime` is a MicroTime: RFC 3339 with microseconds; it is required on this API.
+    let event_time = k8s_openapi::jiff::Timestamp::from_microsecond(now.timestamp_micros())
+        .ok()
+        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime);
+    Event {
+        metadata: kube::core::ObjectMeta {
+            generate_name: Some(event_name_prefix(&name)),
+            ..Default::default()
+        },
+        event_time,
+        action: Some(action.into()),
+        reason: Some(truncate_bytes(&note.reason, REASON_LIMIT).to_string()),
+        note: Some(truncate_bytes(&note.message, NOTE_LIMIT).to_string()),
+        type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
+        reporting_controller: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(reporting_instance()),
+        regarding: Some(ObjectReference {
+            api_version: Some("config.projectsveltos.io/v1beta1".into()),
+            kind: Some("ClusterPromotion".into()),
+            name: Some(name),
+            uid: p.metadata.uid.clone(),
+            resource_version: p.metadata.resource_version.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Records the notes about `p`; failing to record one is a warning, never a failed pass or command.
+/// Returns how many were recorded.
+pub async fn emit(
+    client: &kube::Client,
+    p: &ClusterPromotion,
+    notes: &[EventNote],
+    action: &str,
+    now: DateTime<Utc>,
+) -> usize {
+    let events: Api<Event> = Api::namespaced(client.clone(), EVENT_NAMESPACE);
+    let mut recorded = 0;
+    for note in notes {
+        match events
+            .create(&PostParams::default(), &event(p, note, action, now))
+            .await
+        {
+            Ok(_) => recorded += 1,
+            Err(e) => tracing::warn!(
+                promotion = p.metadata.name.as_deref().unwrap_or_default(),
+                reason = %note.reason,
+                error = %e,
+                "could not record the event {:?}",
+                note.message
+            ),
+        }
+    }
+    recorded
+}
+
+/// One Event for what a person did (`approve`, `pause`, `resume`).
+pub async fn emit_action(
+    client: &kube::Client,
+    p: &ClusterPromotion,
+    reason: Reason,
+    message: String,
+    now: DateTime<Utc>,
+) -> bool {
+    emit(client, p, &[reason.note(message)], reason.action(), now).await == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ClusterPromotionStatus, StageStatus};
+
+    fn promotion() -> ClusterPromotion {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "uid": "u-1"}, "spec": {"stages": [{"name": "prod"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn event_names_and_notes_are_what_a_server_accepts() {
+        let prefix = event_name_prefix("blog.kyverno");
+        assert!(
+            crate::fake::meta::dns1123_subdomain(&format!("{}a", &prefix[..prefix.len() - 1]))
+                .is_empty()
+        );
+        let long = "é".repeat(NOTE_LIMIT);
+        let cut = truncate_bytes(&long, NOTE_LIMIT);
+        assert!(cut.len() <= NOTE_LIMIT && cut.len() > NOTE_LIMIT - 2);
+        assert_eq!(truncate_bytes("short", NOTE_LIMIT), "short");
+        assert!(crate::fake::meta::qualified_name(REPORTING_CONTROLLER).is_empty());
+    }
+
+    #[test]
+    fn an_event_has_the_shape_the_api_server_requires() {
+        let p = promotion();
+        let now = DateTime::parse_from_rfc3339("2026-02-16T06:28:24.123456789Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let e = event(
+            &p,
+            &Reason::ChecksFailing.note("x".repeat(2000)),
+            "ClusterPromotion",
+            now,
+        );
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["eventTime"], "2026-02-16T06:28:24.123456Z");
+        assert_eq!(v["type"], "Warning");
+        assert_eq!(v["reason"], "ChecksFailing");
+        assert_eq!(v["note"].as_str().unwrap().len(), NOTE_LIMIT);
+        assert_eq!(v["regarding"]["uid"], "u-1");
+        assert!(v["regarding"].get("namespace").is_none());
+        let mut obj = v.clone();
+        obj["metadata"]["namespace"] = EVENT_NAMESPACE.into();
+        assert!(crate::fake::meta::validate_event(&obj, true).is_empty());
+        for r in [Reason::Approved, Reason::StageProvisioning, Reason::Blocked] {
+            assert!(r.as_str().len() <= REASON_LIMIT && r.action().len() <= 128);
+        }
+    }
+
+    #[test]
+    fn transitions_are_read_from_the_observed_description() {
+        let mut p = promotion();
+        let with = |d: &str| ClusterPromotionStatus {
+            stages: Some(vec![StageStatus {
+                name: "prod".into(),
+                current_status_description: Some(format!("{d} (2026-02-16T06:28:24Z)")),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert!(!checks_were_failing(&p, "prod") && !window_was_closed(&p, "prod"));
+        p.status = Some(with("Awaiting Health Checks to Pass"));
+        assert!(checks_were_failing(&p, "prod") && !checks_were_failing(&p, "dev"));
+        p.status = Some(with(
+            "Window Closed: Waiting for Next Schedule (2026-02-16T07:00:00Z).",
+        ));
+        assert!(window_was_closed(&p, "prod") && !checks_were_failing(&p, "prod"));
+    }
+}

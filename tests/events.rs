@@ -1,0 +1,341 @@
+//! Issue 18: Kubernetes Events for every transition of a pass and every action of a person, as a
+//! real API server stores and serves them, through kube's client against the fake API server.
+
+mod common;
+
+use chrono::Duration;
+use common::Env;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use promoter::api::ClusterPromotion;
+use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
+use promoter::ops::control::{Actor, approve_as, set_paused_as};
+use promoter::ops::identity::{recorded_by, whoami};
+use promoter::pass::{HealthEvaluator, HealthVerdict, World};
+use std::sync::Mutex;
+
+const FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("staging", "staging01", "staging"),
+    ("prod", "prod01", "prod"),
+];
+
+/// The Events about one promotion, in the order they were written.
+async fn events_of(env: &Env, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let mut out: Vec<Event> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    out.sort_by_key(|e| {
+        e.metadata
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    });
+    out
+}
+
+fn reasons(events: &[Event]) -> Vec<&str> {
+    events
+        .iter()
+        .map(|e| e.reason.as_deref().unwrap())
+        .collect()
+}
+
+/// What `alice` (authenticated by the API server) does, with her reason.
+async fn actor(env: &Env, user: &str, reason: &str) -> (kube::Client, Actor) {
+    let client = env.server.client_as(user).await.unwrap();
+    let who = whoami(&client).await;
+    let actor = Actor::new(&recorded_by(who.as_deref(), None), Some(reason)).unwrap();
+    (client, actor)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_transition_and_every_action_is_one_event() {
+    let env = Env::new(FLEET).await;
+    let name = "kyverno-prog-rollout-man";
+    env.apply_example("blog-kyverno-manual.yaml");
+    for _ in 0..12 {
+        env.tick().await;
+    }
+    let events = events_of(&env, name).await;
+    assert_eq!(
+        reasons(&events),
+        [
+            "StageProvisioning",
+            "StageProvisioned",
+            "StageProvisioning",
+            "StageProvisioned",
+            "AwaitingApproval"
+        ]
+    );
+    let notes: Vec<&str> = events.iter().map(|e| e.note.as_deref().unwrap()).collect();
+    assert_eq!(
+        notes,
+        [
+            "Provisioning stage dev (Restart)",
+            "Stage dev provisioned",
+            "Provisioning stage staging",
+            "Stage staging provisioned",
+            "Stage staging awaits manual approval"
+        ],
+        "upstream's texts"
+    );
+    // Quiet: passes that change nothing record nothing.
+    for _ in 0..3 {
+        env.tick().await;
+    }
+    assert_eq!(events_of(&env, name).await.len(), 5);
+
+    let (alice, by_alice) = actor(&env, "alice", "CAB-42 signed off").await;
+    approve_as(&alice, name, None, &by_alice, env.now())
+        .await
+        .unwrap();
+    let p = env.promotion(name).unwrap();
+    let revision = p
+        .status
+        .as_ref()
+        .unwrap()
+        .profile_spec_hash
+        .clone()
+        .unwrap();
+    let record = &p.metadata.annotations.as_ref().unwrap()["promoter.dev/approval.staging"];
+    assert!(
+        record.contains(r#""by":"alice""#) && record.contains(r#""reason":"CAB-42 signed off""#),
+        "{record}"
+    );
+    let (bob, by_bob) = actor(&env, "bob", "change freeze").await;
+    set_paused_as(&bob, name, true, &by_bob, env.now())
+        .await
+        .unwrap();
+    let record = &env.promotion(name).unwrap().metadata.annotations.unwrap()["promoter.dev/paused"];
+    assert!(record.contains(r#""reason":"change freeze""#), "{record}");
+    // Pausing again changes nothing and records nothing.
+    let again = set_paused_as(&bob, name, true, &by_bob, env.now())
+        .await
+        .unwrap();
+    assert!(again.starts_with(&format!("{name} is already paused by bob since ")));
+    for _ in 0..3 {
+        env.tick().await;
+    }
+    assert_eq!(env.current_stage(name).as_deref(), Some("staging"));
+    let (carol, by_carol) = actor(&env, "carol", "freeze over").await;
+    set_paused_as(&carol, name, false, &by_carol, env.now())
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        env.tick().await;
+    }
+    let events = events_of(&env, name).await;
+    assert_eq!(
+        reasons(&events[5..]),
+        [
+            "Approved",
+            "Paused",
+            "Resumed",
+            "StageProvisioning",
+            "StageProvisioned",
+            "RolloutComplete"
+        ]
+    );
+    let note = |i: usize| events[i].note.clone().unwrap();
+    assert_eq!(
+        note(5),
+        format!("Stage staging approved by alice for revision {revision}: CAB-42 signed off")
+    );
+    assert_eq!(note(6), "Paused by bob: change freeze");
+    assert!(
+        note(7).starts_with("Resumed by carol (paused by bob since ")
+            && note(7).ends_with("): freeze over"),
+        "{}",
+        note(7)
+    );
+    assert_eq!(
+        note(10),
+        "ClusterPromotion kyverno-prog-rollout-man complete: stage production provisioned"
+    );
+    let uid = env.promotion(name).unwrap().metadata.uid;
+    for e in &events {
+        assert_eq!(e.type_.as_deref(), Some("Normal"));
+        assert_eq!(
+            e.reporting_controller.as_deref(),
+            Some("promoter.dev/promoter")
+        );
+        let regarding = e.regarding.as_ref().unwrap();
+        assert_eq!(regarding.kind.as_deref(), Some("ClusterPromotion"));
+        assert_eq!(regarding.uid, uid);
+        assert!(e.event_time.is_some());
+    }
+    let actions: Vec<&str> = events
+        .iter()
+        .map(|e| e.action.as_deref().unwrap())
+        .collect();
+    assert_eq!(&actions[5..8], ["Approve", "Pause", "Resume"]);
+    assert!(actions[..5].iter().all(|a| *a == "ClusterPromotion"));
+    // Who wrote them: the pass, and each person as themselves.
+    let creators: Vec<String> = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "events" && r.verb == "create")
+        .map(|r| r.user)
+        .collect();
+    assert!(creators.iter().any(|u| u == "alice") && creators.iter().any(|u| u == "carol"));
+    for _ in 0..3 {
+        env.tick().await;
+    }
+    assert_eq!(
+        events_of(&env, name).await.len(),
+        events.len(),
+        "quiet once complete"
+    );
+}
+
+/// Health checks whose verdict the test sets.
+struct Scripted(Mutex<HealthVerdict>);
+
+impl HealthEvaluator for Scripted {
+    fn evaluate<'a>(
+        &'a self,
+        _: &'a ClusterPromotion,
+        _: &'a str,
+        _: &'a World,
+    ) -> futures::future::BoxFuture<'a, HealthVerdict> {
+        let v = self.0.lock().unwrap().clone();
+        Box::pin(async move { v })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_checks_and_their_recovery_are_one_event_each() {
+    let env = Env::new(FLEET).await;
+    let name = "cert-manager-rollout-auto";
+    env.apply_example("docs-cert-manager.yaml");
+    let checks = Scripted(Mutex::new(HealthVerdict::Failing(
+        "cluster dev/dev01: check cert-manager-resources-health: Missing Secret".into(),
+    )));
+    let tick = || async {
+        env.pass_with(&checks).await;
+        env.addon.reconcile(&env.server, env.now());
+        env.advance(Duration::minutes(1));
+    };
+    for _ in 0..8 {
+        tick().await;
+    }
+    let events = events_of(&env, name).await;
+    assert_eq!(
+        reasons(&events),
+        ["StageProvisioning", "StageProvisioned", "ChecksFailing"]
+    );
+    assert_eq!(events[2].type_.as_deref(), Some("Warning"));
+    assert!(
+        events[2]
+            .note
+            .as_deref()
+            .unwrap()
+            .ends_with("Missing Secret")
+    );
+    *checks.0.lock().unwrap() = HealthVerdict::Passed;
+    tick().await;
+    let events = events_of(&env, name).await;
+    assert_eq!(
+        reasons(&events[3..]),
+        ["ChecksPassing", "StageProvisioning"]
+    );
+    assert_eq!(
+        events[3].note.as_deref(),
+        Some("Stage dev: health checks pass again")
+    );
+}
+
+/// Issue 14 (d): `pause` and `resume` are JSON patches guarded by the resourceVersion they read, and
+/// retried when the promotion changed in between; a pause recorded concurrently is never
+/// overwritten, and a concurrent write is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_and_resume_are_guarded_against_a_concurrent_write() {
+    let env = Env::new(FLEET).await;
+    let name = "kyverno-prog-rollout-man";
+    env.apply_example("blog-kyverno-manual.yaml");
+    env.tick().await;
+    let (alice, by_alice) = actor(&env, "alice", "release freeze").await;
+    let patches = |env: &Env| {
+        env.server
+            .count(|r| r.resource == "clusterpromotions" && r.verb == "patch" && r.user == "alice")
+    };
+    // Alice's PATCH is held after her read; meanwhile bob pauses (with kubectl, say).
+    let held = || {
+        FaultRule::nth(
+            RequestMatcher::verbs(&["patch"])
+                .resource("clusterpromotions")
+                .user("alice"),
+            1,
+            FaultAction::Hang(std::time::Duration::from_millis(400)),
+        )
+    };
+    env.server.inject(held());
+    let pausing = tokio::spawn({
+        let (alice, by_alice, now) = (alice.clone(), by_alice.clone(), env.now());
+        async move { set_paused_as(&alice, name, true, &by_alice, now).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let bob = r#"{"by":"bob","at":"2026-02-16T06:00:30Z","reason":"incident 7"}"#;
+    env.store_json_patch(
+        name,
+        serde_json::json!([{"op": "add", "path": "/metadata/annotations", "value": {"promoter.dev/paused": bob}}]),
+    );
+    let out = pausing.await.unwrap().unwrap();
+    assert_eq!(
+        out,
+        format!("{name} is already paused by bob since 2026-02-16T06:00:30Z")
+    );
+    let annotations = env.promotion(name).unwrap().metadata.annotations.unwrap();
+    assert_eq!(
+        annotations["promoter.dev/paused"], bob,
+        "bob's pause is kept"
+    );
+    assert_eq!(
+        patches(&env),
+        1,
+        "the held patch was refused, and not retried blindly"
+    );
+
+    // Resume: a label added concurrently is kept, and the pause is gone after one retry.
+    env.server.clear_faults();
+    env.server.inject(held());
+    let resuming = tokio::spawn({
+        let (alice, by_alice, now) = (alice.clone(), by_alice.clone(), env.now());
+        async move { set_paused_as(&alice, name, false, &by_alice, now).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    env.store_json_patch(
+        name,
+        serde_json::json!([{"op": "add", "path": "/metadata/labels", "value": {"team": "platform"}}]),
+    );
+    assert_eq!(resuming.await.unwrap().unwrap(), format!("resumed {name}"));
+    let p = env.promotion(name).unwrap();
+    assert!(
+        !p.metadata
+            .annotations
+            .unwrap()
+            .contains_key("promoter.dev/paused")
+    );
+    assert_eq!(p.metadata.labels.unwrap()["team"], "platform");
+    assert_eq!(patches(&env), 3);
+    let events = events_of(&env, name).await;
+    assert_eq!(events.last().unwrap().reason.as_deref(), Some("Resumed"));
+    assert_eq!(
+        events.last().unwrap().note.as_deref(),
+        Some("Resumed by alice (paused by bob since 2026-02-16T06:00:30Z): release freeze")
+    );
+    assert!(
+        !reasons(&events).contains(&"Paused"),
+        "nothing was paused by alice"
+    );
+}
