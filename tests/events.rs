@@ -9,7 +9,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use promoter::api::ClusterPromotion;
 use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
-use promoter::ops::control::{Actor, approve_as, set_paused_as};
+use promoter::ops::control::{Actor, approve, set_paused};
 use promoter::ops::identity::{recorded_by, whoami};
 use promoter::pass::{HealthEvaluator, HealthVerdict, World};
 use std::sync::Mutex;
@@ -95,7 +95,7 @@ async fn every_transition_and_every_action_is_one_event() {
     assert_eq!(events_of(&env, name).await.len(), 5);
 
     let (alice, by_alice) = actor(&env, "alice", "CAB-42 signed off").await;
-    approve_as(&alice, name, None, &by_alice, env.now())
+    approve(&alice, name, None, &by_alice, env.now())
         .await
         .unwrap();
     let p = env.promotion(name).unwrap();
@@ -112,13 +112,13 @@ async fn every_transition_and_every_action_is_one_event() {
         "{record}"
     );
     let (bob, by_bob) = actor(&env, "bob", "change freeze").await;
-    set_paused_as(&bob, name, true, &by_bob, env.now())
+    set_paused(&bob, name, true, &by_bob, env.now())
         .await
         .unwrap();
     let record = &env.promotion(name).unwrap().metadata.annotations.unwrap()["promoter.dev/paused"];
     assert!(record.contains(r#""reason":"change freeze""#), "{record}");
     // Pausing again changes nothing and records nothing.
-    let again = set_paused_as(&bob, name, true, &by_bob, env.now())
+    let again = set_paused(&bob, name, true, &by_bob, env.now())
         .await
         .unwrap();
     assert!(again.starts_with(&format!("{name} is already paused by bob since ")));
@@ -127,7 +127,7 @@ async fn every_transition_and_every_action_is_one_event() {
     }
     assert_eq!(env.current_stage(name).as_deref(), Some("staging"));
     let (carol, by_carol) = actor(&env, "carol", "freeze over").await;
-    set_paused_as(&carol, name, false, &by_carol, env.now())
+    set_paused(&carol, name, false, &by_carol, env.now())
         .await
         .unwrap();
     for _ in 0..10 {
@@ -282,7 +282,7 @@ async fn pause_and_resume_are_guarded_against_a_concurrent_write() {
     env.server.inject(held());
     let pausing = tokio::spawn({
         let (alice, by_alice, now) = (alice.clone(), by_alice.clone(), env.now());
-        async move { set_paused_as(&alice, name, true, &by_alice, now).await }
+        async move { set_paused(&alice, name, true, &by_alice, now).await }
     });
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     let bob = r#"{"by":"bob","at":"2026-02-16T06:00:30Z","reason":"incident 7"}"#;
@@ -311,7 +311,7 @@ async fn pause_and_resume_are_guarded_against_a_concurrent_write() {
     env.server.inject(held());
     let resuming = tokio::spawn({
         let (alice, by_alice, now) = (alice.clone(), by_alice.clone(), env.now());
-        async move { set_paused_as(&alice, name, false, &by_alice, now).await }
+        async move { set_paused(&alice, name, false, &by_alice, now).await }
     });
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
     env.store_json_patch(
@@ -337,5 +337,56 @@ async fn pause_and_resume_are_guarded_against_a_concurrent_write() {
     assert!(
         !reasons(&events).contains(&"Paused"),
         "nothing was paused by alice"
+    );
+}
+
+/// `--reason` through the binary: recorded in the annotation and the Event; a reason too long to
+/// record is refused before anything is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_records_the_reason() {
+    let env = Env::new(FLEET).await;
+    let name = "kyverno-prog-rollout-man";
+    env.apply_example("blog-kyverno-manual.yaml");
+    env.tick().await;
+    let long = "x".repeat(513);
+    let (code, _, err) = common::promoter(&env, &["pause", name, "--reason", &long]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--reason is 513 bytes long"), "{err}");
+    assert!(env.promotion(name).unwrap().metadata.annotations.is_none());
+    let (code, out, err) = common::promoter(
+        &env,
+        &[
+            "pause",
+            name,
+            "--reason",
+            "INC-7: kyverno webhook timeouts",
+            "--by",
+            "on-call",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("paused {name}")), "{out}");
+    let record = &env.promotion(name).unwrap().metadata.annotations.unwrap()["promoter.dev/paused"];
+    assert!(
+        record.contains(r#""by":"admin (on-call)""#)
+            && record.contains(r#""reason":"INC-7: kyverno webhook timeouts""#),
+        "{record}"
+    );
+    let (code, _, err) = common::promoter(&env, &["resume", name, "--reason", "fixed"]);
+    assert_eq!(code, 0, "{err}");
+    let events = events_of(&env, name).await;
+    let notes: Vec<&str> = events
+        .iter()
+        .filter(|e| e.action.as_deref() != Some("ClusterPromotion"))
+        .map(|e| e.note.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        notes[0],
+        "Paused by admin (on-call): INC-7: kyverno webhook timeouts"
+    );
+    assert!(
+        notes[1].starts_with("Resumed by admin (paused by admin (on-call) since ")
+            && notes[1].ends_with("): fixed"),
+        "{notes:?}"
     );
 }

@@ -141,20 +141,10 @@ async fn guarded_patch(
     }
 }
 
-/// Sets `approved: true` on the stage, and records who approved, when, and which revision, with a
-/// JSON patch guarded by the stage name and the object's resourceVersion.
+/// Sets `approved: true` on the stage, and records who approved, when, why and which revision, with
+/// a JSON patch guarded by the stage name and the object's resourceVersion; records an `Approved`
+/// Event.
 pub async fn approve(
-    client: &kube::Client,
-    name: &str,
-    stage: Option<&str>,
-    by: &str,
-    now: DateTime<Utc>,
-) -> anyhow::Result<String> {
-    approve_as(client, name, stage, &Actor::new(by, None)?, now).await
-}
-
-/// [`approve`], with a reason; records an `Approved` Event.
-pub async fn approve_as(
     client: &kube::Client,
     name: &str,
     stage: Option<&str>,
@@ -252,21 +242,10 @@ pub fn passed_in_current_run(p: &ClusterPromotion, idx: usize) -> bool {
         || grant(p, stage).is_some_and(|g| g.run == run)
 }
 
-/// `promoter pause` (`pause: true`) and `promoter resume`.
-pub async fn set_paused(
-    client: &kube::Client,
-    name: &str,
-    pause: bool,
-    by: &str,
-    now: DateTime<Utc>,
-) -> anyhow::Result<String> {
-    set_paused_as(client, name, pause, &Actor::new(by, None)?, now).await
-}
-
 /// Pauses or resumes with a JSON patch guarded by the resourceVersion read, retried when the
 /// promotion changed in between; records a `Paused` or `Resumed` Event. Pausing a paused promotion
 /// or resuming one that is not paused writes nothing and records nothing.
-pub async fn set_paused_as(
+pub async fn set_paused(
     client: &kube::Client,
     name: &str,
     pause: bool,
