@@ -3,8 +3,16 @@
 //! bytes read, writes (0 expected for a steady pass), CPU time of the decision alone, and, when a
 //! release binary exists, peak RSS of the `promoter` process and its start-to-first-request time.
 //!
+//! Then rollouts over a flaky network (`support/flaky.rs`): the share of passes that did not decide
+//! every promotion they read, and the completion delay in ticks, with 10 % of requests failing.
+//!
 //!     cargo build --release && cargo bench --bench fleet
 //!     cargo bench --bench fleet -- --quick        (smallest size only; CI's smoke test)
+//!     cargo bench --bench fleet -- flaky          (only the flaky-network rollouts)
+//!     cargo bench --bench fleet -- scale          (only the fleet sizes)
+
+#[path = "support/flaky.rs"]
+mod flaky;
 
 use chrono::Utc;
 use promoter::fake::FakeApiServer;
@@ -167,7 +175,15 @@ async fn process_figures(server: &FakeApiServer) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = |what: &str| {
+        let picked = ["flaky", "scale"]
+            .iter()
+            .filter(|w| args.iter().any(|a| a == *w))
+            .count();
+        picked == 0 || args.iter().any(|a| a == what)
+    };
     let sizes: &[(usize, usize, usize)] = if quick {
         &[(1, 4, 10)]
     } else {
@@ -178,16 +194,27 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        for (n, s, c) in sizes {
-            bench(
-                Scale {
-                    promotions: *n,
-                    stages: *s,
-                    clusters: *c,
-                },
-                if quick { 2 } else { 5 },
-            )
-            .await?;
+        if only("scale") {
+            for (n, s, c) in sizes {
+                bench(
+                    Scale {
+                        promotions: *n,
+                        stages: *s,
+                        clusters: *c,
+                    },
+                    if quick { 2 } else { 5 },
+                )
+                .await?;
+            }
+        }
+        if only("flaky") {
+            println!("\n== rollouts over a flaky network (4 promotions × 3 stages, 6 clusters)");
+            if quick {
+                flaky::report(2, false, 0.10, 1).await?;
+            } else {
+                flaky::report(4, false, 0.10, 20).await?;
+                flaky::report(4, true, 0.10, 10).await?;
+            }
         }
         Ok(())
     })

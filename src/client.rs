@@ -1,6 +1,8 @@
 //! A kube client configured as kubectl would be: `--kubeconfig`, then `KUBECONFIG`, then
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
+pub mod retry;
+
 use anyhow::Context as _;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::path::PathBuf;
@@ -65,11 +67,19 @@ pub fn from_config(config: kube::Config) -> anyhow::Result<kube::Client> {
     connect(config, None)
 }
 
+/// [`from_config`] with `timeout` per request (`--request-timeout`; tests of slow answers).
+pub fn from_config_with_timeout(
+    config: kube::Config,
+    timeout: Duration,
+) -> anyhow::Result<kube::Client> {
+    connect(config, Some(timeout))
+}
+
 /// `timeout`: `--request-timeout`, replacing the read and write timeouts (and capping the connect
 /// timeout).
 fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Result<kube::Client> {
-    // A pass runs every minute: fail fast and let the next pass retry, instead of kube's default of
-    // up to 15 retries with exponential backoff on 429/503/504.
+    // kube's default retries any verb on 429/503/504: writes are never replayed here, and reads
+    // are retried by `retry::RetryReadsLayer` within the pass's deadline.
     config.default_retry = false;
     let connect = Duration::from_secs(10);
     config.connect_timeout = Some(timeout.map_or(connect, |t| t.min(connect)));
@@ -77,6 +87,19 @@ fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Resul
     config.write_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&tower::layer::layer_fn(Counted))
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&retry::RetryReadsLayer)
+        .build())
+}
+
+/// A client for a managed cluster (health checks): its reads retried as the management cluster's,
+/// its timeouts as `config` sets them, and not counted in [`RequestCount`] (the pass's requests to
+/// the management cluster).
+pub fn managed(mut config: kube::Config) -> kube::Result<kube::Client> {
+    config.default_retry = false;
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&retry::RetryReadsLayer)
         .build())
 }
 

@@ -491,7 +491,9 @@ async fn builtin_delete_answers_with_status() {
 
 #[tokio::test]
 async fn request_log_counts_and_injected_faults() {
-    let (server, client) = server().await;
+    let server = FakeApiServer::start_with_sveltos().await.unwrap();
+    // kube's client as it comes: promoter's own client would retry the injected 409 on a read.
+    let client = server.plain_client_as("admin").await.unwrap();
     let api: Api<ClusterProfile> = Api::all(client);
     server.inject(FaultRule::nth(
         RequestMatcher::verbs(&["create"]),

@@ -10,7 +10,7 @@ use crate::cluster::{self, Env};
 use chrono::Utc;
 use chrono_tz::Tz;
 use lambda_runtime::Diagnostic;
-use promoter::pass::{PassOptions, PassReport, run_pass};
+use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_with};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
@@ -99,23 +99,53 @@ pub async fn handle(
     let engine = promoter::health::HealthEngine::new(client.clone(), opts.now);
     let health = promoter::metrics::CountingEvaluator::new(&engine);
     let requests_before = promoter::client::RequestCount::now();
-    let pass = run_pass(&client, &health, &opts);
     let budget = deadline
         .and_then(|d| d.duration_since(SystemTime::now()).ok())
         .map(|left| left.saturating_sub(DEADLINE_MARGIN));
+    // The pass itself stops between promotions at PROMOTER_DEADLINE (default 40 s), or earlier if
+    // the invocation ends earlier; the timeout below is only the backstop.
+    let own = match env("PROMOTER_DEADLINE").filter(|v| !v.is_empty()) {
+        Some(v) => promoter::pass::parse_deadline(&v)
+            .map_err(|e| diagnostic("InvalidConfiguration", format!("PROMOTER_DEADLINE: {e}")))?,
+        None => promoter::pass::DEFAULT_DEADLINE,
+    };
+    let shard = env("PROMOTER_SHARD")
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse::<promoter::pass::shard::Shard>())
+        .transpose()
+        .map_err(|e| diagnostic("InvalidConfiguration", format!("PROMOTER_SHARD: {e}")))?;
+    let pass_deadline = tokio::time::Instant::now()
+        + budget.map_or(own, |b| own.min(b.saturating_sub(DEADLINE_MARGIN)));
+    let limits = PassLimits {
+        deadline: Some(pass_deadline),
+        shard,
+    };
+    let pass = run_pass_with(&client, &health, &opts, &limits);
+    let timed_out = |left: Duration, why: String| {
+        diagnostic(
+            "Timeout",
+            format!(
+                "the pass did not finish within the invocation's time ({} s left){why}; writes made so far are kept and the next pass continues",
+                left.as_secs()
+            ),
+        )
+    };
     let report = match budget {
-        Some(budget) => tokio::time::timeout(budget, pass).await.map_err(|_| {
-            diagnostic(
-                "Timeout",
-                format!(
-                    "the pass did not finish within the invocation's time ({} s left); writes made so far are kept and the next pass continues",
-                    budget.as_secs()
-                ),
-            )
-        }),
+        Some(budget) => tokio::time::timeout(budget, pass)
+            .await
+            .map_err(|_| timed_out(budget, String::new())),
         None => Ok(pass.await),
     }
-    .and_then(|r| r.map_err(|e| diagnostic("PassFailed", format!("{e:#}"))));
+    .and_then(|r| {
+        r.map_err(|e| {
+            // It could not even list its promotions before its deadline.
+            if tokio::time::Instant::now() >= pass_deadline {
+                timed_out(budget.unwrap_or(own), format!(": {e:#}"))
+            } else {
+                diagnostic("PassFailed", format!("{e:#}"))
+            }
+        })
+    });
     // One CloudWatch Embedded Metric Format line per invocation, whatever its outcome: Lambda
     // ships stdout to CloudWatch Logs, which turns it into metrics without an agent.
     let metrics = promoter::metrics::PassMetrics::new(

@@ -8,6 +8,8 @@ use std::time::Duration;
 pub struct RequestRecord {
     pub method: String,
     pub path: String,
+    /// The query string, percent-decoded (`labelSelector=…&limit=…`).
+    pub query: String,
     /// Kubernetes verb: get, list, watch, create, update, patch, delete, or `discovery`.
     pub verb: String,
     pub group: String,
@@ -144,6 +146,13 @@ pub enum FaultAction {
     /// Apply the request, then answer only after this delay: past the client's timeout, the
     /// client sees a timeout for a write that happened.
     AnswerAfter(Duration),
+    /// Answer 504 at once, as the real API server does when storage is slow ("the request did not
+    /// complete within the allowed duration"), and apply the request this long after: a commit
+    /// that lands after its answer, and after whatever the client did next.
+    LateCommit(Duration),
+    /// Send the status and headers at once, then the body in a few pieces, this long apart: with
+    /// a client read timeout shorter than this, the answer breaks off midway.
+    SlowBody(Duration),
 }
 
 /// Lets `skip` matching requests through, then applies `action` to the next `times` (all, if None).

@@ -14,10 +14,18 @@ use std::sync::Arc;
 
 type Reply = (u16, Value);
 
+/// A response body: whole, or trickled ([`FaultAction::SlowBody`]).
+pub(crate) type FakeBody = http_body_util::Either<
+    Full<Bytes>,
+    http_body_util::StreamBody<
+        futures::stream::BoxStream<'static, Result<hyper::body::Frame<Bytes>, std::io::Error>>,
+    >,
+>;
+
 pub(crate) async fn handle<B>(
     shared: Arc<Shared>,
     req: Request<B>,
-) -> Result<Response<Full<Bytes>>, std::io::Error>
+) -> Result<Response<FakeBody>, std::io::Error>
 where
     B: hyper::body::Body,
     B::Error: std::fmt::Display,
@@ -27,10 +35,10 @@ where
         Ok(b) => b.to_bytes(),
         Err(e) => {
             let (code, value) = status_body(&ApiError::bad_request(format!("reading body: {e}")));
-            return Ok(respond(
-                code,
-                serde_json::to_vec(&value).unwrap_or_default(),
-            ));
+            return Ok(
+                respond(code, serde_json::to_vec(&value).unwrap_or_default())
+                    .map(http_body_util::Either::Left),
+            );
         }
     };
     let path = parts.uri.path().to_string();
@@ -52,6 +60,7 @@ where
     let mut record = RequestRecord {
         method: parts.method.to_string(),
         path: path.clone(),
+        query: percent_decode(parts.uri.query().unwrap_or_default()).unwrap_or_default(),
         verb: verb.clone(),
         group: target.as_ref().map(|t| t.group.clone()).unwrap_or_default(),
         resource: target
@@ -80,6 +89,31 @@ where
     }
     let (code, value) = match fault {
         Some(FaultAction::Status(code)) => status_body(&injected(code)),
+        Some(FaultAction::LateCommit(d)) => {
+            let (shared, method, attrs) =
+                (shared.clone(), parts.method.clone(), record.attributes());
+            let (path, target, query, content_type, body) = (
+                path.clone(),
+                target.clone(),
+                query.clone(),
+                content_type.clone(),
+                body.clone(),
+            );
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                dispatch(
+                    &shared,
+                    &method,
+                    &path,
+                    target.as_ref(),
+                    &attrs,
+                    &query,
+                    content_type.as_deref(),
+                    &body,
+                );
+            });
+            status_body(&injected(504))
+        }
         ref hang => {
             if let Some(FaultAction::Hang(d)) = hang {
                 tokio::time::sleep(*d).await;
@@ -115,7 +149,10 @@ where
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push(record);
-    let mut response = respond(code, body);
+    let mut response = match fault {
+        Some(FaultAction::SlowBody(d)) => slow(code, body, d),
+        _ => respond(code, body).map(http_body_util::Either::Left),
+    };
     if gzipped {
         response.headers_mut().insert(
             http::header::CONTENT_ENCODING,
@@ -140,6 +177,30 @@ fn compress(body: Vec<u8>, accepts_gzip: bool) -> (Vec<u8>, bool) {
         Ok(gz) => (gz, true),
         Err(_) => (body, false),
     }
+}
+
+/// The body in four pieces, `pause` apart (the first at once).
+fn slow(code: u16, body: Vec<u8>, pause: std::time::Duration) -> Response<FakeBody> {
+    use futures::StreamExt as _;
+    let body = Bytes::from(body);
+    let piece = body.len().div_ceil(4).max(1);
+    let pieces: Vec<Bytes> = (0..body.len())
+        .step_by(piece)
+        .map(|i| body.slice(i..(i + piece).min(body.len())))
+        .collect();
+    let stream = futures::stream::iter(pieces.into_iter().enumerate())
+        .then(move |(i, b)| async move {
+            if i > 0 {
+                tokio::time::sleep(pause).await;
+            }
+            Ok(hyper::body::Frame::data(b))
+        })
+        .boxed();
+    let (parts, _) = respond(code, Vec::new()).into_parts();
+    Response::from_parts(
+        parts,
+        http_body_util::Either::Right(http_body_util::StreamBody::new(stream)),
+    )
 }
 
 /// Logs the request and drops its connection: hyper closes it when the service fails.

@@ -51,16 +51,17 @@ use tokio::net::TcpListener;
 
 /// Serves HTTP/1 on 127.0.0.1, on a free port, answering every request with `handle`, until the
 /// returned task is aborted. `what` names the server in errors.
-pub async fn serve_loopback<F, Fut, E>(
+pub async fn serve_loopback<F, Fut, E, B>(
     what: &str,
     handle: F,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)>
 where
     F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, E>>
-        + Send
-        + 'static,
+    Fut: std::future::Future<Output = Result<hyper::Response<B>, E>> + Send + 'static,
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
@@ -186,11 +187,21 @@ impl FakeApiServer {
         )
     }
 
-    /// A kube client for this server, authenticating as `user`.
+    /// A kube client for this server, authenticating as `user`, with promoter's connection policy
+    /// (reads retried, writes sent once: [`crate::client::retry`]).
     pub async fn client_as(&self, user: &str) -> anyhow::Result<kube::Client> {
+        crate::client::from_config(self.config_as(user).await?)
+    }
+
+    /// kube's client as it comes, without promoter's policy (kube's own retries of 429/503/504
+    /// included): tests of the fake server itself.
+    pub async fn plain_client_as(&self, user: &str) -> anyhow::Result<kube::Client> {
+        Ok(kube::Client::try_from(self.config_as(user).await?)?)
+    }
+
+    async fn config_as(&self, user: &str) -> anyhow::Result<kube::Config> {
         let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml(user))?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-        Ok(kube::Client::try_from(config)?)
+        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?)
     }
 
     pub async fn client(&self) -> anyhow::Result<kube::Client> {

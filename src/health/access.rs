@@ -100,7 +100,7 @@ pub async fn client_for(mgmt: &kube::Client, c: &InventoryCluster) -> Result<kub
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = Some(CLUSTER_TIMEOUT);
     config.write_timeout = Some(CLUSTER_TIMEOUT);
-    kube::Client::try_from(config)
+    crate::client::managed(config)
         .map_err(|e| format!("building a client from {}/{name}: {e}", c.namespace))
 }
 

@@ -34,6 +34,42 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == code)
 }
 
+/// A write whose outcome is not known: its answer was lost (connection reset, timeout) or the
+/// server timed out (504: the write may still be committed). Never replayed: the next pass reads
+/// what happened and decides again.
+fn outcome_unknown(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_)) || is_status(e, 504)
+}
+
+/// How a failed write of one promotion ends its actions for this pass: `Some(text)` when it is not
+/// an error (another writer was first, the promotion is gone, the answer was lost; the next pass
+/// reads again and decides), `None` when it is.
+fn settled(e: &kube::Error, name: &str, what: &str, promotion_write: bool) -> Option<String> {
+    if is_status(e, 409) {
+        Some(format!(
+            "ClusterPromotion {name}: {what}: another writer was first"
+        ))
+    } else if is_status(e, 404) && promotion_write {
+        Some(format!(
+            "ClusterPromotion {name}: {what}: the promotion is gone (deleted by another pass or a user)"
+        ))
+    } else if outcome_unknown(e) {
+        Some(format!(
+            "ClusterPromotion {name}: {what}: the answer was lost ({e}); not sent again, the next pass reads what happened"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Whether `action` writes the ClusterPromotion itself (a 404 then means it is gone).
+fn writes_promotion(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::AddFinalizer | Action::RemoveFinalizer | Action::Record(_)
+    )
+}
+
 fn finalizers_without(p: &ClusterPromotion) -> Vec<String> {
     p.metadata
         .finalizers
@@ -60,11 +96,8 @@ pub async fn act(
         match apply_action(&promotions, &profiles, &mut current, action, world).await {
             Ok(Some(line)) => out.done.push(line),
             Ok(None) => {}
-            Err(e) if is_status(&e, 409) => {
-                out.conflict = Some(format!(
-                    "ClusterPromotion {name}: {}: another writer was first",
-                    describe(action)
-                ));
+            Err(e) if settled(&e, &name, &describe(action), writes_promotion(action)).is_some() => {
+                out.conflict = settled(&e, &name, &describe(action), writes_promotion(action));
                 return out;
             }
             Err(e) => {
@@ -94,6 +127,10 @@ pub async fn act(
                 ));
                 return out;
             }
+            Err(e) if settled(&e, &name, "writing status", true).is_some() => {
+                out.conflict = settled(&e, &name, "writing status", true);
+                return out;
+            }
             Err(e) => {
                 out.error = Some(format!("ClusterPromotion {name}: writing status: {e}"));
                 return out;
@@ -105,11 +142,8 @@ pub async fn act(
         match apply_action(&promotions, &profiles, &mut current, action, world).await {
             Ok(Some(line)) => out.done.push(line),
             Ok(None) => {}
-            Err(e) if is_status(&e, 409) => {
-                out.conflict = Some(format!(
-                    "ClusterPromotion {name}: {}: another writer was first",
-                    describe(action)
-                ));
+            Err(e) if settled(&e, &name, &describe(action), writes_promotion(action)).is_some() => {
+                out.conflict = settled(&e, &name, &describe(action), writes_promotion(action));
                 break;
             }
             Err(e) => {
@@ -185,13 +219,16 @@ async fn apply_action(
         Action::Apply(desired) => {
             match world.profiles.get(&desired.name) {
                 Some(observed) => {
+                    // Deleted since observed (another pass, a user): the next pass creates it
+                    // again from what it reads, like a conflict.
                     profiles
                         .replace(
                             &desired.name,
                             &PostParams::default(),
                             &desired.merged_into(observed),
                         )
-                        .await?;
+                        .await
+                        .map_err(|e| if is_status(&e, 404) { conflict(e) } else { e })?;
                 }
                 None => {
                     profiles
@@ -219,10 +256,15 @@ async fn apply_action(
                 .filter_map(|r| serde_json::to_value(r).ok())
                 .collect();
             let patch = json!({"metadata": {"ownerReferences": refs, "resourceVersion": observed.metadata.resource_version}});
-            profiles
+            match profiles
                 .patch(profile, &PatchParams::default(), &Patch::Merge(patch))
-                .await?;
-            Ok(Some(describe(action)))
+                .await
+            {
+                Ok(_) => Ok(Some(describe(action))),
+                // Gone: nothing left to disown.
+                Err(e) if is_status(&e, 404) => Ok(None),
+                Err(e) => Err(e),
+            }
         }
         Action::Record(ops) => {
             let patch: json_patch::Patch =

@@ -7,6 +7,7 @@ pub mod events;
 pub mod observe;
 pub mod ownership;
 pub mod profiles;
+pub mod shard;
 pub mod stage_status;
 pub mod summaries;
 pub mod undecodable;
@@ -100,6 +101,10 @@ pub struct PromotionReport {
     /// The status' lastPromotionTime after this pass (what was observed, or written).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_promotion_time: Option<DateTime<Utc>>,
+    /// Decided but not acted on: the pass deadline came first (not an error; the next pass decides
+    /// again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<String>,
 }
 
 impl PromotionReport {
@@ -175,6 +180,7 @@ async fn report_undecodable(
         error: None,
         stage_index: None,
         last_promotion_time: None,
+        deferred: None,
     };
     if undecodable::status_patch(bad, opts.now).is_none() {
         return r;
@@ -185,10 +191,10 @@ async fn report_undecodable(
     }
     match undecodable::report(client, bad, opts.now).await {
         Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
             r.actions.clear();
             r.conflict = Some(format!(
-                "ClusterPromotion {} changed during the pass; status not written",
+                "ClusterPromotion {} changed or went away during the pass; status not written",
                 bad.name
             ));
         }
@@ -211,6 +217,18 @@ pub async fn decide_all(
     health: &dyn HealthEvaluator,
     ctx: &Context,
 ) -> Vec<Decision> {
+    decide_all_until(promotions, world, health, ctx, None).await
+}
+
+/// [`decide_all`], with the health checks ended at `deadline`: a stage whose checks did not finish
+/// by then is "not evaluated" and waits (never fails), and the pass still has time to write.
+pub async fn decide_all_until(
+    promotions: &[ClusterPromotion],
+    world: &World,
+    health: &dyn HealthEvaluator,
+    ctx: &Context,
+    deadline: Option<tokio::time::Instant>,
+) -> Vec<Decision> {
     let mut decisions: Vec<Decision> = promotions
         .iter()
         .map(|p| decide(p, world, &HealthResults::new(), ctx))
@@ -232,7 +250,26 @@ pub async fn decide_all(
     if requests.is_empty() {
         return decisions;
     }
-    let verdicts = health.evaluate_all(&requests, world).await;
+    let all = health.evaluate_all(&requests, world);
+    let verdicts = match deadline {
+        Some(d) => match tokio::time::timeout_at(d, all).await {
+            Ok(v) => v,
+            Err(_) => {
+                tracing::warn!(
+                    "health checks not finished when the pass deadline neared; their stages wait"
+                );
+                requests
+                    .iter()
+                    .map(|_| {
+                        HealthVerdict::NotEvaluated(
+                            "the pass deadline came before the health checks finished; the next pass checks again".into(),
+                        )
+                    })
+                    .collect()
+            }
+        },
+        None => all.await,
+    };
     for ((i, r), v) in indices.into_iter().zip(&requests).zip(verdicts) {
         let results = HealthResults::from([(r.stage.clone(), v)]);
         decisions[i] = decide(&promotions[i], world, &results, ctx);
@@ -240,14 +277,84 @@ pub async fn decide_all(
     decisions
 }
 
-/// Exactly one pass over all (selected) ClusterPromotions. An error here means the pass could not
-/// run at all (API unreachable, unauthorized); per-promotion problems are in the report.
+/// Bounds of one pass beyond [`PassOptions`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PassLimits {
+    /// When the pass stops: reads are not retried past it, health checks end before it, and no
+    /// promotion's writes start after it (a promotion whose writes started finishes them). What was
+    /// not reached is reported as deferred.
+    pub deadline: Option<tokio::time::Instant>,
+    /// Only the promotions of this shard (and only their ClusterSummaries are read).
+    pub shard: Option<shard::Shard>,
+}
+
+/// The default pass deadline: the CronJob (`activeDeadlineSeconds`) and the Lambda function
+/// (`Timeout`) end a pass at 50 s; this leaves 10 s for the last promotion's writes and the report.
+pub const DEFAULT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// A pass deadline as written in a flag or environment variable: `40s`, `1m30s`, `45` (seconds).
+pub fn parse_deadline(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let d = match text.parse::<u64>() {
+        Ok(secs) => std::time::Duration::from_secs(secs),
+        Err(_) => crate::api::GoDuration::parse(text)
+            .map_err(|e| format!("{text:?}: {e}"))?
+            .to_std(),
+    };
+    if d.is_zero() {
+        return Err(format!("{text:?}: must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// Time kept back from the health checks for the writes, when the deadline is near.
+const WRITE_RESERVE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Exactly one pass over all (selected) ClusterPromotions, without a deadline or shard.
 pub async fn run_pass(
     client: &kube::Client,
     health: &dyn HealthEvaluator,
     opts: &PassOptions,
 ) -> anyhow::Result<PassReport> {
-    let mut observation = observe::observe(client, opts.selector.as_deref()).await?;
+    run_pass_with(client, health, opts, &PassLimits::default()).await
+}
+
+/// Exactly one pass over all (selected) ClusterPromotions. An error here means the pass could not
+/// run at all (promotions cannot be listed: API unreachable, unauthorized); per-promotion problems,
+/// reads that failed for some promotions included, are in the report.
+pub async fn run_pass_with(
+    client: &kube::Client,
+    health: &dyn HealthEvaluator,
+    opts: &PassOptions,
+    limits: &PassLimits,
+) -> anyhow::Result<PassReport> {
+    let pass = pass_body(client, health, opts, limits);
+    match limits.deadline {
+        Some(d) => crate::client::retry::within_deadline(d, pass).await,
+        None => pass.await,
+    }
+}
+
+fn past(deadline: Option<tokio::time::Instant>) -> bool {
+    deadline.is_some_and(|d| tokio::time::Instant::now() >= d)
+}
+
+fn deferred_text(limits: &PassLimits) -> String {
+    "not acted on: the pass deadline came first; the next pass decides again".to_string()
+        + &limits
+            .shard
+            .map(|s| format!(" (shard {s})"))
+            .unwrap_or_default()
+}
+
+async fn pass_body(
+    client: &kube::Client,
+    health: &dyn HealthEvaluator,
+    opts: &PassOptions,
+    limits: &PassLimits,
+) -> anyhow::Result<PassReport> {
+    let (mut observation, unread) =
+        observe::observe_pass(client, opts.selector.as_deref(), limits.shard).await?;
     observation.world.claims = ownership::claims(&observation.promotions);
     observation.world.now = Some(opts.now);
     let ctx = Context {
@@ -260,13 +367,55 @@ pub async fn run_pass(
         promotions: Vec::new(),
     };
     for bad in &observation.undecodable {
+        if past(limits.deadline) {
+            report.promotions.push(PromotionReport {
+                deferred: Some(deferred_text(limits)),
+                actions: Vec::new(),
+                ..report_undecodable(
+                    client,
+                    bad,
+                    &PassOptions {
+                        dry_run: true,
+                        ..opts.clone()
+                    },
+                )
+                .await
+            });
+            continue;
+        }
         report
             .promotions
             .push(report_undecodable(client, bad, opts).await);
     }
-    let decisions = decide_all(&observation.promotions, &observation.world, health, &ctx).await;
-    for (p, mut d) in observation.promotions.iter().zip(decisions) {
-        if ownership::fetch_unlisted(client, &mut observation.world, &d).await {
+    // A promotion whose reads failed is not decided (its world is incomplete: a missing
+    // ClusterSummary or cluster could look like a finished stage); it says why, the others go on.
+    let (promotions, held): (Vec<ClusterPromotion>, Vec<ClusterPromotion>) =
+        std::mem::take(&mut observation.promotions)
+            .into_iter()
+            .partition(|p| unread.missing_for(p).is_none());
+    for p in &held {
+        let why = unread.missing_for(p).unwrap_or_default();
+        let r = not_decided(p, &why);
+        tracing::error!(promotion = %r.name, "{why}; not decided in this pass");
+        report.promotions.push(r);
+    }
+    let health_deadline = limits.deadline.map(|d| {
+        let now = tokio::time::Instant::now();
+        d.checked_sub(WRITE_RESERVE)
+            .filter(|h| *h > now)
+            .unwrap_or(now)
+    });
+    let decisions = decide_all_until(
+        &promotions,
+        &observation.world,
+        health,
+        &ctx,
+        health_deadline,
+    )
+    .await;
+    for (p, mut d) in promotions.iter().zip(decisions) {
+        let reached = !past(limits.deadline);
+        if reached && ownership::fetch_unlisted(client, &mut observation.world, &d).await {
             d = decide_with_health(p, &observation.world, health, &ctx).await;
         }
         let mut r = PromotionReport {
@@ -289,18 +438,25 @@ pub async fn run_pass(
                 .or(p.status.as_ref())
                 .and_then(|s| s.last_promotion_time)
                 .map(|t| t.as_datetime()),
+            deferred: None,
         };
         if !opts.dry_run && d.writes() {
-            let outcome = act::act(client, p, &d, &observation.world, opts.now).await;
-            r.actions = outcome.done;
-            r.conflict = outcome.conflict;
-            r.error = outcome.error;
+            if reached {
+                let outcome = act::act(client, p, &d, &observation.world, opts.now).await;
+                r.actions = outcome.done;
+                r.conflict = outcome.conflict;
+                r.error = outcome.error;
+            } else {
+                r.actions.clear();
+                r.deferred = Some(deferred_text(limits));
+            }
         }
-        match (&r.error, &r.conflict) {
-            (Some(e), _) => {
+        match (&r.error, &r.conflict, &r.deferred) {
+            (Some(e), _, _) => {
                 tracing::error!(promotion = %r.name, error = %e, "pass failed for this promotion")
             }
-            (_, Some(c)) => tracing::info!(promotion = %r.name, "{c}; retried on the next pass"),
+            (_, Some(c), _) => tracing::info!(promotion = %r.name, "{c}; retried on the next pass"),
+            (_, _, Some(why)) => tracing::warn!(promotion = %r.name, "{why}"),
             _ => {
                 tracing::info!(promotion = %r.name, phase = ?r.phase, actions = r.actions.len(), "{}", r.summary)
             }
@@ -308,4 +464,30 @@ pub async fn run_pass(
         report.promotions.push(r);
     }
     Ok(report)
+}
+
+/// The report of a promotion not decided because a read it needs failed.
+fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
+    let status = p.status.as_ref();
+    let stage = status.and_then(|s| s.current_stage_name.clone());
+    PromotionReport {
+        name: p.metadata.name.clone().unwrap_or_default(),
+        phase: Phase::Waiting,
+        stage_index: stage
+            .as_ref()
+            .and_then(|s| p.spec.stages.iter().position(|x| &x.name == s))
+            .map(|i| i + 1),
+        stage,
+        summary: format!("not decided in this pass: {why}"),
+        actions: Vec::new(),
+        next_check: None,
+        conflict: None,
+        error: Some(format!(
+            "not decided in this pass: {why} (after retries; the next pass reads again)"
+        )),
+        last_promotion_time: status
+            .and_then(|s| s.last_promotion_time)
+            .map(|t| t.as_datetime()),
+        deferred: None,
+    }
 }

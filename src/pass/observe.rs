@@ -145,58 +145,147 @@ where
     }
 }
 
+/// Reads of a pass that still failed after their retries. Each promotion that needed one is not
+/// decided in this pass and says so in its report; the others go on.
+#[derive(Clone, Debug, Default)]
+pub struct Unread {
+    /// Listing the generated ClusterProfiles failed: every promotion needs them.
+    pub profiles: Option<String>,
+    /// ClusterSummaries that could not be listed, by profile name.
+    pub summaries: BTreeMap<String, String>,
+    /// The cluster inventory (SveltosClusters, Cluster API Clusters) could not be read: every
+    /// promotion with a stage in progress needs it.
+    pub inventory: Option<String>,
+}
+
+impl Unread {
+    pub fn is_empty(&self) -> bool {
+        self.profiles.is_none() && self.summaries.is_empty() && self.inventory.is_none()
+    }
+
+    /// Why `p` cannot be decided from this observation, if a read it needs failed.
+    pub fn missing_for(&self, p: &ClusterPromotion) -> Option<String> {
+        if let Some(e) = &self.profiles {
+            return Some(format!("listing generated ClusterProfiles failed: {e}"));
+        }
+        let watched = watched_profiles(p);
+        if watched.is_empty() {
+            return None;
+        }
+        if let Some(e) = watched.iter().find_map(|w| self.summaries.get(w)) {
+            return Some(format!(
+                "listing the ClusterSummaries of its stage failed: {e}"
+            ));
+        }
+        self.inventory
+            .as_ref()
+            .map(|e| format!("reading the cluster inventory failed: {e}"))
+    }
+
+    /// The first failure, for callers that need the whole world (`status`, `explain`).
+    fn first(&self) -> Option<String> {
+        self.profiles
+            .clone()
+            .map(|e| format!("listing generated ClusterProfiles: {e}"))
+            .or_else(|| {
+                self.summaries
+                    .iter()
+                    .next()
+                    .map(|(p, e)| format!("listing ClusterSummaries of {p}: {e}"))
+            })
+            .or_else(|| self.inventory.clone())
+    }
+}
+
+/// Everything, or an error: for `status` and `explain`, which show the whole world.
 pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::Result<Observation> {
+    let o = observe_pass(client, selector, None).await?;
+    match o.1.first() {
+        Some(e) => Err(anyhow::anyhow!(e)),
+        None => Ok(o.0),
+    }
+}
+
+/// What a pass reads: the (selected, and in `shard`) promotions, and what their decisions need.
+/// Only listing the promotions is fatal; a later read that fails is in [`Unread`], and only the
+/// promotions that need it are held back.
+pub async fn observe_pass(
+    client: &kube::Client,
+    selector: Option<&str>,
+    shard: Option<super::shard::Shard>,
+) -> anyhow::Result<(Observation, Unread)> {
     let mut params = ListParams::default();
     if let Some(s) = selector {
         params = params.labels(s);
     }
-    let (promotions, undecodable) = list_decoded::<ClusterPromotion>(client, params)
+    let (mut promotions, mut undecodable) = list_decoded::<ClusterPromotion>(client, params)
         .await
         .context("listing ClusterPromotions")?;
+    if let Some(shard) = shard {
+        promotions.retain(|p| shard.owns(p.metadata.name.as_deref().unwrap_or_default()));
+        undecodable.retain(|u| shard.owns(&u.name));
+    }
     for bad in &undecodable {
         tracing::error!(promotion = %bad.name, error = %bad.error, "cannot read this ClusterPromotion; its status says why");
     }
     let mut world = World::default();
+    let mut unread = Unread::default();
+    let done = |promotions, undecodable, world, unread| {
+        Ok((
+            Observation {
+                promotions,
+                undecodable,
+                world,
+            },
+            unread,
+        ))
+    };
     if promotions.is_empty() {
-        return Ok(Observation {
-            promotions,
-            undecodable,
-            world,
-        });
+        return done(promotions, undecodable, world, unread);
     }
-    let (mut profiles, bad_profiles) =
-        list_decoded::<ClusterProfile>(client, ListParams::default().labels(PROMOTION_NAME_LABEL))
-            .await
-            .context("listing generated ClusterProfiles")?;
-    for bad in &bad_profiles {
-        tracing::warn!(profile = %bad.name, error = %bad.error, "cannot read this ClusterProfile; it is rewritten from its promotion");
-        profiles.extend(lenient_profile(bad));
+    match list_decoded::<ClusterProfile>(client, ListParams::default().labels(PROMOTION_NAME_LABEL))
+        .await
+    {
+        Ok((mut profiles, bad_profiles)) => {
+            for bad in &bad_profiles {
+                tracing::warn!(profile = %bad.name, error = %bad.error, "cannot read this ClusterProfile; it is rewritten from its promotion");
+                profiles.extend(lenient_profile(bad));
+            }
+            world.profiles = profiles
+                .into_iter()
+                .filter_map(|p| Some((p.metadata.name.clone()?, p)))
+                .collect();
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "listing generated ClusterProfiles failed; no promotion is decided in this pass");
+            unread.profiles = Some(e.to_string());
+            return done(promotions, undecodable, world, unread);
+        }
     }
-    world.profiles = profiles
-        .into_iter()
-        .filter_map(|p| Some((p.metadata.name.clone()?, p)))
-        .collect();
 
     let mut watched: Vec<String> = promotions.iter().flat_map(watched_profiles).collect();
     watched.sort();
     watched.dedup();
     if watched.is_empty() {
-        return Ok(Observation {
-            promotions,
-            undecodable,
-            world,
-        });
+        return done(promotions, undecodable, world, unread);
     }
-    let summaries = summaries_of(client, &watched).await?;
+    let (summaries, failed) = summaries_tolerant(client, &watched).await;
     world.summaries = summaries;
-    let (clusters, excluded) = inventory_with_exclusions(client).await?;
-    world.clusters = clusters;
-    world.excluded = excluded;
-    Ok(Observation {
-        promotions,
-        undecodable,
-        world,
-    })
+    unread.summaries = failed;
+    match inventory_with_exclusions(client).await {
+        Ok((clusters, excluded)) => {
+            world.clusters = clusters;
+            world.excluded = excluded;
+        }
+        Err(e) => {
+            tracing::error!(
+                error = format!("{e:#}"),
+                "reading the cluster inventory failed; promotions in progress are not decided in this pass"
+            );
+            unread.inventory = Some(format!("{e:#}"));
+        }
+    }
+    done(promotions, undecodable, world, unread)
 }
 
 /// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks; each page
@@ -205,11 +294,28 @@ pub async fn summaries_of(
     client: &kube::Client,
     profiles: &[String],
 ) -> anyhow::Result<BTreeMap<String, ProfileSummaries>> {
+    let (out, failed) = summaries_tolerant(client, profiles).await;
+    match failed.into_iter().next() {
+        Some((profile, e)) => Err(anyhow::anyhow!(
+            "listing ClusterSummaries of {profile}: {e}"
+        )),
+        None => Ok(out),
+    }
+}
+
+/// [`summaries_of`], chunk by chunk: a chunk that cannot be read (after its retries) names each of
+/// its profiles in the second map, and nothing partial of it is kept.
+async fn summaries_tolerant(
+    client: &kube::Client,
+    profiles: &[String],
+) -> (BTreeMap<String, ProfileSummaries>, BTreeMap<String, String>) {
     let mut out: BTreeMap<String, ProfileSummaries> = BTreeMap::new();
+    let mut failed: BTreeMap<String, String> = BTreeMap::new();
     let url = ClusterSummary::url_path(&(), None);
     for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
-        list_tolerant(
+        let mut part: BTreeMap<String, ProfileSummaries> = BTreeMap::new();
+        let listed = list_tolerant(
             client,
             &url,
             ListParams::default().labels(&sel),
@@ -222,13 +328,13 @@ pub async fn summaries_of(
                         .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
                         .cloned()
                     {
-                        out.entry(profile).or_default().push(cs);
+                        part.entry(profile).or_default().push(cs);
                     }
                 }
                 // Its cluster then has no readable summary: not in sync, and named in the log.
                 Err(u) => {
                     if let Some(profile) = u.label(CLUSTER_PROFILE_NAME_LABEL) {
-                        out.entry(profile)
+                        part.entry(profile)
                             .or_default()
                             .unreadable
                             .push(format!("{}: {}", u.name, u.error));
@@ -236,10 +342,19 @@ pub async fn summaries_of(
                 }
             },
         )
-        .await
-        .context("listing ClusterSummaries")?;
+        .await;
+        match listed {
+            Ok(()) => out.extend(part),
+            Err(e) => {
+                let e = format!("{e:#}");
+                tracing::error!(profiles = chunk.len(), error = %e, "listing ClusterSummaries failed; the promotions of these profiles are not decided in this pass");
+                for p in chunk {
+                    failed.insert(p.clone(), e.clone());
+                }
+            }
+        }
     }
-    Ok(out)
+    (out, failed)
 }
 
 /// A list response whose items are kept as text, so that each is decoded on its own.

@@ -1,0 +1,255 @@
+//! Reads retried, writes never replayed.
+//!
+//! kube's own retries are off (`Config::default_retry = false`): they would replay any verb on
+//! 429/503/504, writes included, and wait up to a minute. This layer retries only what is
+//! idempotent, GET (get, list, discovery), with a bounded, jittered exponential backoff, and never
+//! past the deadline of the pass that sent it ([`within_deadline`]). A write goes out once: after a
+//! lost answer or a conflict, the pass reads again and decides again, or leaves it to the next pass.
+//!
+//! A GET's body is read inside the retry, so a connection dropped or stalled in the middle of a body
+//! (a slow or cut-off answer) is retried like a reset before the answer.
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Either, Full};
+use kube::client::Body;
+use std::hash::{BuildHasher, Hasher};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::{BoxError, Service, ServiceExt};
+
+/// Attempts of one read, the first included.
+pub const ATTEMPTS: u32 = 5;
+/// The first backoff; each next one doubles, up to [`MAX_BACKOFF`], and is jittered.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+tokio::task_local! {
+    static DEADLINE: Instant;
+}
+
+/// Runs `fut` with reads that are retried only until `deadline` (a pass's deadline): a backoff that
+/// would end after it is not waited, and an attempt still running at it is abandoned.
+pub async fn within_deadline<F: Future>(deadline: Instant, fut: F) -> F::Output {
+    DEADLINE.scope(deadline, fut).await
+}
+
+/// The deadline of the pass this task serves, if any.
+pub fn deadline() -> Option<Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+/// Statuses that say "try again" for a read: the server was busy, restarting, or timed out, or a
+/// proxy between gave up (408, 429, 5xx but 501). 409 on a read is what an overloaded aggregated API
+/// or a storage timeout returns at times; a read has nothing to conflict with, so it is retried too.
+pub fn retryable_status(code: StatusCode) -> bool {
+    matches!(code.as_u16(), 408 | 409 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// The wait before attempt `attempt + 1` (0-based `attempt` that failed): exponential, capped,
+/// with "equal jitter" (half fixed, half random) so that passes started by the same schedule do not
+/// retry in step.
+pub fn backoff(attempt: u32, random: u64) -> Duration {
+    let exp = FIRST_BACKOFF.saturating_mul(1u32 << attempt.min(16));
+    let full = exp.min(MAX_BACKOFF);
+    let half = full / 2;
+    let jitter_ms = half.as_millis() as u64;
+    half + Duration::from_millis(if jitter_ms == 0 {
+        0
+    } else {
+        random % (jitter_ms + 1)
+    })
+}
+
+fn random() -> u64 {
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
+/// The layer: wrap a cloneable service (kube's stack behind a `tower::buffer::Buffer`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RetryReadsLayer;
+
+impl<S> tower::Layer<S> for RetryReadsLayer {
+    type Service = RetryReads<S>;
+    fn layer(&self, inner: S) -> RetryReads<S> {
+        RetryReads { inner }
+    }
+}
+
+#[derive(Clone)]
+pub struct RetryReads<S> {
+    inner: S,
+}
+
+type Answer<B> = Response<Either<B, Full<Bytes>>>;
+
+impl<S, B> Service<Request<Body>> for RetryReads<S>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Answer<B>;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<Answer<B>, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<Body>) -> Self::Future {
+        if req.method() != Method::GET {
+            // Writes (and anything else) go out exactly once, as they are.
+            let fut = self.inner.call(req);
+            return Box::pin(async move { Ok(fut.await.map_err(Into::into)?.map(Either::Left)) });
+        }
+        // The service that was made ready serves the first attempt; clones serve the next.
+        let clone = self.inner.clone();
+        let first = std::mem::replace(&mut self.inner, clone);
+        let (parts, _) = req.into_parts();
+        Box::pin(read_with_retries(first, parts))
+    }
+}
+
+/// A GET request again, from its parts (a GET has no body).
+fn rebuild(parts: &http::request::Parts) -> Request<Body> {
+    let mut req = Request::new(Body::empty());
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = parts.uri.clone();
+    *req.version_mut() = parts.version;
+    *req.headers_mut() = parts.headers.clone();
+    *req.extensions_mut() = parts.extensions.clone();
+    req
+}
+
+enum Attempt<B> {
+    Done(Answer<B>),
+    /// A retryable status, its whole answer kept: the last attempt returns it as it came.
+    Again(Answer<B>),
+    Failed(BoxError),
+}
+
+async fn attempt<S, B>(mut svc: S, req: Request<Body>, ready: bool) -> Attempt<B>
+where
+    S: Service<Request<Body>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    if !ready && let Err(e) = svc.ready().await {
+        return Attempt::Failed(e.into());
+    }
+    let resp = match svc.call(req).await {
+        Ok(r) => r,
+        Err(e) => return Attempt::Failed(e.into()),
+    };
+    let (parts, body) = resp.into_parts();
+    // The whole body is read here: an answer cut off or stalled midway is a failed attempt.
+    let bytes = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Attempt::Failed(e.into()),
+    };
+    let again = retryable_status(parts.status);
+    let answer = Response::from_parts(parts, Either::Right(Full::new(bytes)));
+    if again {
+        Attempt::Again(answer)
+    } else {
+        Attempt::Done(answer)
+    }
+}
+
+async fn read_with_retries<S, B>(
+    first: S,
+    parts: http::request::Parts,
+) -> Result<Answer<B>, BoxError>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    // Read in the task that awaits the request (the pass's), not in kube's buffer worker.
+    let deadline = deadline();
+    let spare = first.clone();
+    let mut ready = Some(first);
+    let mut n = 0u32;
+    loop {
+        // The service made ready by `poll_ready` serves the first attempt; clones the next.
+        let run = match ready.take() {
+            Some(s) => attempt(s, rebuild(&parts), true),
+            None => attempt(spare.clone(), rebuild(&parts), false),
+        };
+        let outcome = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, run).await {
+                Ok(o) => o,
+                Err(_) => Attempt::Failed(
+                    format!(
+                        "GET {}: the pass deadline passed while reading",
+                        parts.uri.path()
+                    )
+                    .into(),
+                ),
+            },
+            None => run.await,
+        };
+        let (last, why) = match outcome {
+            Attempt::Done(a) => return Ok(a),
+            Attempt::Again(a) => {
+                let why = a.status().to_string();
+                (Ok(a), why)
+            }
+            Attempt::Failed(e) => {
+                let why = e.to_string();
+                (Err(e), why)
+            }
+        };
+        n += 1;
+        let wait = backoff(n - 1, random());
+        let past_deadline = deadline.is_some_and(|d| Instant::now() + wait >= d);
+        if n >= ATTEMPTS || past_deadline {
+            tracing::warn!(path = %parts.uri.path(), attempts = n, error = %why, "read failed; not retried further");
+            return last;
+        }
+        tracing::debug!(path = %parts.uri.path(), attempt = n, error = %why, wait = ?wait, "read failed; retrying");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_jittered_and_capped() {
+        for attempt in 0..10 {
+            let lo = backoff(attempt, 0);
+            let hi = backoff(attempt, u64::MAX);
+            let full = FIRST_BACKOFF.saturating_mul(1 << attempt).min(MAX_BACKOFF);
+            assert_eq!(lo, full / 2, "attempt {attempt}");
+            assert!(hi <= full && hi >= lo, "attempt {attempt}: {hi:?}");
+        }
+        assert_eq!(backoff(30, 0), MAX_BACKOFF / 2);
+    }
+
+    #[test]
+    fn only_transient_statuses_are_retried() {
+        for code in [408, 409, 429, 500, 502, 503, 504] {
+            assert!(
+                retryable_status(StatusCode::from_u16(code).unwrap()),
+                "{code}"
+            );
+        }
+        for code in [200, 400, 401, 403, 404, 410, 422, 501] {
+            assert!(
+                !retryable_status(StatusCode::from_u16(code).unwrap()),
+                "{code}"
+            );
+        }
+    }
+}

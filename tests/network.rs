@@ -1,0 +1,426 @@
+//! A pass over a flaky network, through the fake API server and kube's real client with promoter's
+//! connection policy: reads retried, writes sent once, a read that still fails holds back only the
+//! promotions that need it, a pass deadline stops between promotions, shards split promotions.
+
+mod common;
+
+use base64::Engine;
+use common::Env;
+use promoter::api::ClusterPromotion;
+use promoter::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher, ResourceType};
+use promoter::pass::shard::Shard;
+use promoter::pass::{
+    ChecksNotEvaluated, HealthEvaluator, HealthVerdict, PassLimits, PassOptions, PassReport,
+    PromotionReport, World, run_pass_with,
+};
+use serde_json::json;
+use std::time::Duration;
+
+const FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+];
+
+/// The blog's automatic rollout under another name.
+fn promotion(name: &str) -> ClusterPromotion {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-auto.yaml");
+    let mut p = promoter::manifest::load_file(&path).unwrap()[0]
+        .promotion()
+        .unwrap()
+        .clone();
+    p.metadata.name = Some(name.into());
+    p
+}
+
+async fn pass(env: &Env, client: &kube::Client, limits: PassLimits) -> PassReport {
+    let opts = PassOptions {
+        dry_run: false,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now: env.now(),
+    };
+    run_pass_with(client, &ChecksNotEvaluated, &opts, &limits)
+        .await
+        .expect("the pass runs")
+}
+
+fn report<'a>(r: &'a PassReport, name: &str) -> &'a PromotionReport {
+    r.promotions
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name} not in {r:?}"))
+}
+
+fn lists(resource: &str) -> RequestMatcher {
+    RequestMatcher::verbs(&["list"]).resource(resource)
+}
+
+/// A client whose requests time out after `ms` (slow and hung answers).
+async fn client_with_timeout(env: &Env, ms: u64) -> kube::Client {
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&env.server.kubeconfig_yaml("promoter")).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    promoter::client::from_config_with_timeout(config, Duration::from_millis(ms)).unwrap()
+}
+
+/// Before: the first failed list ended the pass for every promotion (exit 1), and the 503 below
+/// was not retried.
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_are_retried_and_a_write_goes_out_once() {
+    let env = Env::new(FLEET).await;
+    env.apply_promotion(&promotion("a"));
+    let client = client_with_timeout(&env, 300).await;
+    let s = &env.server;
+    s.inject(FaultRule::nth(
+        lists("clusterpromotions"),
+        1,
+        FaultAction::Status(503),
+    ));
+    s.inject(FaultRule::nth(
+        lists("clusterpromotions"),
+        1,
+        FaultAction::ResetBefore,
+    ));
+    s.inject(FaultRule::nth(
+        lists("clusterprofiles"),
+        1,
+        FaultAction::Status(409),
+    ));
+    // Headers at once, the body in pieces 400 ms apart: past the 300 ms timeout, midway.
+    s.inject(FaultRule::nth(
+        lists("sveltosclusters"),
+        1,
+        FaultAction::SlowBody(Duration::from_millis(400)),
+    ));
+    s.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["discovery"]),
+        1,
+        FaultAction::Hang(Duration::from_millis(500)),
+    ));
+    // The first write's answer is lost after it was applied: never sent again.
+    s.inject(FaultRule::nth(
+        RequestMatcher::writes(),
+        1,
+        FaultAction::ResetAfter,
+    ));
+    s.clear_requests();
+    let r = pass(&env, &client, PassLimits::default()).await;
+    let a = report(&r, "a");
+    assert!(a.error.is_none(), "{a:?}");
+    assert!(
+        a.conflict
+            .as_deref()
+            .unwrap_or_default()
+            .contains("answer was lost"),
+        "a lost answer is left to the next pass, not an error: {a:?}"
+    );
+    assert_eq!(
+        s.count(|r| r.verb == "list" && r.resource == "clusterpromotions"),
+        3
+    );
+    assert_eq!(
+        s.count(|r| r.verb == "list" && r.resource == "clusterprofiles"),
+        2
+    );
+    assert_eq!(
+        s.count(|r| r.verb == "list" && r.resource == "sveltosclusters"),
+        2
+    );
+    assert_eq!(
+        s.writes(),
+        1,
+        "the write whose answer was lost is not replayed"
+    );
+    // The next pass reads what happened and goes on.
+    s.clear_faults();
+    let r = pass(&env, &client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0, "{r:?}");
+    assert!(env.promotion("a").unwrap().status.is_some());
+}
+
+/// Before: a failed ClusterSummary or inventory list ended the pass, for every promotion.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_that_still_fails_holds_back_only_the_promotions_that_need_it() {
+    let env = Env::new(FLEET).await;
+    env.apply_promotion(&promotion("done"));
+    for _ in 0..30 {
+        env.tick().await;
+    }
+    let done = env.promotion("done").unwrap();
+    assert!(
+        promoter::pass::observe::Unread {
+            inventory: Some("x".into()),
+            ..Default::default()
+        }
+        .missing_for(&done)
+        .is_none(),
+        "a complete promotion needs no ClusterSummaries nor inventory: {:?}",
+        done.status
+    );
+    env.apply_promotion(&promotion("busy"));
+    env.tick().await;
+    for (what, matcher, action) in [
+        (
+            "ClusterSummaries",
+            lists("clustersummaries"),
+            FaultAction::Status(500),
+        ),
+        (
+            "inventory",
+            lists("sveltosclusters"),
+            FaultAction::ResetBefore,
+        ),
+    ] {
+        env.server.inject(FaultRule::after(matcher, 0, action));
+        env.server.clear_requests();
+        let r = pass(&env, &env.client, PassLimits::default()).await;
+        let busy = report(&r, "busy");
+        let error = busy.error.clone().unwrap_or_default();
+        assert!(
+            error.contains("not decided in this pass") && error.contains(what),
+            "{what}: {busy:?}"
+        );
+        assert!(busy.actions.is_empty(), "{busy:?}");
+        let d = report(&r, "done");
+        assert!(d.error.is_none() && d.conflict.is_none(), "{what}: {d:?}");
+        assert_eq!(env.server.writes(), 0, "{what}");
+        assert!(
+            env.server.count(|r| r.code >= 500 || r.code == 499) >= 5,
+            "{what}: retried before giving up"
+        );
+        env.server.clear_faults();
+    }
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0, "{r:?}");
+}
+
+/// A deadline that passes while the first promotion writes: its writes finish, the second's do not
+/// start, and the report says so (not an error).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deadline_stops_between_promotions_never_inside_one() {
+    let env = Env::new(FLEET).await;
+    env.apply_promotion(&promotion("a"));
+    env.apply_promotion(&promotion("b"));
+    env.server.inject(FaultRule::nth(
+        RequestMatcher::writes(),
+        1,
+        FaultAction::Hang(Duration::from_millis(600)),
+    ));
+    env.server.clear_requests();
+    let limits = PassLimits {
+        deadline: Some(tokio::time::Instant::now() + Duration::from_millis(300)),
+        shard: None,
+    };
+    let r = pass(&env, &env.client, limits).await;
+    let (first, second) = (&r.promotions[0], &r.promotions[1]);
+    assert!(
+        first.error.is_none() && first.deferred.is_none(),
+        "{first:?}"
+    );
+    assert!(
+        first.actions.iter().any(|a| a == "wrote status"),
+        "the first promotion's writes all went out: {first:?}"
+    );
+    assert!(
+        second
+            .deferred
+            .as_deref()
+            .unwrap_or_default()
+            .contains("deadline"),
+        "{second:?}"
+    );
+    assert!(
+        second.actions.is_empty() && !second.in_error(),
+        "{second:?}"
+    );
+    assert!(env.promotion(&second.name).unwrap().status.is_none());
+    assert!(
+        env.profile(&format!("{}-dev", second.name)).is_none(),
+        "nothing of the second promotion was written"
+    );
+    // The next pass, with time, does the rest.
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0);
+    assert!(env.promotion(&second.name).unwrap().status.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shards_split_the_promotions_without_overlap() {
+    let env = Env::new(FLEET).await;
+    let names: Vec<String> = (0..8).map(|i| format!("rollout-{i}")).collect();
+    for n in &names {
+        env.apply_promotion(&promotion(n));
+    }
+    let mut seen = Vec::new();
+    for index in 0..3 {
+        let shard = Shard { index, count: 3 };
+        let r = pass(
+            &env,
+            &env.client,
+            PassLimits {
+                deadline: None,
+                shard: Some(shard),
+            },
+        )
+        .await;
+        for p in &r.promotions {
+            assert!(shard.owns(&p.name));
+            seen.push(p.name.clone());
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, names, "each promotion in exactly one shard");
+    // Each shard read the ClusterSummaries of its own promotions only.
+    env.server.clear_requests();
+    let shard = Shard { index: 0, count: 3 };
+    pass(
+        &env,
+        &env.client,
+        PassLimits {
+            deadline: None,
+            shard: Some(shard),
+        },
+    )
+    .await;
+    let selectors: Vec<String> = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.resource == "clustersummaries")
+        .map(|r| r.query.clone())
+        .collect();
+    assert!(!selectors.is_empty());
+    for n in &names {
+        let mentioned = selectors.iter().any(|q| q.contains(&format!("{n}-dev")));
+        assert_eq!(mentioned, shard.owns(n), "{n}: {selectors:?}");
+    }
+}
+
+/// The fake's late commit: the client sees 504 at once, the write lands afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn late_commits_land_after_their_answer() {
+    let env = Env::new(FLEET).await;
+    env.server.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["create"]),
+        1,
+        FaultAction::LateCommit(Duration::from_millis(200)),
+    ));
+    let api: kube::Api<ClusterPromotion> = kube::Api::all(env.client.clone());
+    let e = api
+        .create(&Default::default(), &promotion("late"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, kube::Error::Api(ref s) if s.code == 504),
+        "{e:?}"
+    );
+    assert!(env.promotion("late").is_none());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(
+        env.promotion("late").is_some(),
+        "committed after the answer"
+    );
+}
+
+// Health checks: the managed cluster's reads are retried like the management cluster's.
+
+fn secret_type() -> ResourceType {
+    ResourceType::builtin("", "v1", "Secret", "secrets", true)
+}
+
+fn issuer_type() -> ResourceType {
+    ResourceType::custom(
+        "cert-manager.io",
+        "v1",
+        "ClusterIssuer",
+        "clusterissuers",
+        false,
+    )
+}
+
+/// Before: one failed read of the kubeconfig Secret, or one failed discovery or list on the
+/// cluster, failed the stage's verdict.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_check_reads_are_retried() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    let cluster = FakeApiServer::start().await.unwrap();
+    cluster.register(secret_type());
+    cluster.register(issuer_type());
+    cluster
+        .store()
+        .seed(
+            &issuer_type(),
+            json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": "cloudflare-issuer"},
+                   "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+        .unwrap();
+    cluster
+        .store()
+        .seed(
+            &secret_type(),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloudflare-api-token", "namespace": "cert-manager"}, "data": {"api-token": "eA=="}}),
+        )
+        .unwrap();
+    let kubeconfig =
+        base64::engine::general_purpose::STANDARD.encode(cluster.kubeconfig_yaml("promoter"));
+    env.server
+        .store()
+        .seed(
+            &secret_type(),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "dev01-sveltos-kubeconfig", "namespace": "dev"},
+                   "data": {"kubeconfig": kubeconfig}}),
+        )
+        .unwrap();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/docs-cert-manager.yaml");
+    let p = promoter::manifest::load_file(&path).unwrap()[0]
+        .promotion()
+        .unwrap()
+        .clone();
+    let world = World {
+        clusters: promoter::pass::observe::inventory(&env.client)
+            .await
+            .unwrap(),
+        ..World::default()
+    };
+    env.server.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["get"]).resource("secrets"),
+        1,
+        FaultAction::Status(503),
+    ));
+    cluster.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["discovery"]),
+        1,
+        FaultAction::ResetBefore,
+    ));
+    cluster.inject(FaultRule::nth(
+        RequestMatcher::any(),
+        3,
+        FaultAction::Status(500),
+    ));
+    let engine = promoter::health::HealthEngine::new(env.client.clone(), env.now())
+        .worker_program(env!("CARGO_BIN_EXE_promoter"));
+    let v = engine.evaluate(&p, "dev", &world).await;
+    assert_eq!(v, HealthVerdict::Passed);
+    assert!(cluster.count(|r| r.code >= 499) >= 2, "faults were met");
+    // What really fails still fails: the Secret is gone.
+    env.server
+        .store()
+        .delete(
+            &secret_type(),
+            "dev",
+            "dev01-sveltos-kubeconfig",
+            &Default::default(),
+        )
+        .unwrap();
+    match engine.evaluate(&p, "dev", &world).await {
+        HealthVerdict::Failing(m) => assert!(m.contains("not found"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
