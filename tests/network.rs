@@ -424,3 +424,46 @@ async fn health_check_reads_are_retried() {
         other => panic!("{other:?}"),
     }
 }
+
+/// `promoter step --shard` and `--deadline` (and their environment variables) as a CronJob runs it.
+#[tokio::test(flavor = "multi_thread")]
+async fn step_takes_a_shard_and_a_deadline() {
+    let env = Env::new(FLEET).await;
+    let names: Vec<String> = (0..6).map(|i| format!("team-{i}")).collect();
+    for n in &names {
+        env.apply_promotion(&promotion(n));
+    }
+    let mut seen = Vec::new();
+    for shard in ["0/2", "1/2"] {
+        let (code, out, err) = common::promoter(
+            &env,
+            &[
+                "step",
+                "--dry-run",
+                "--shard",
+                shard,
+                "--deadline",
+                "30s",
+                "-o",
+                "json",
+            ],
+        );
+        assert_eq!(code, 0, "{out}{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for p in report["promotions"].as_array().unwrap() {
+            let name = p["name"].as_str().unwrap().to_string();
+            assert!(shard.parse::<Shard>().unwrap().owns(&name));
+            seen.push(name);
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, names);
+    for (flag, value, why) in [
+        ("--shard", "2/2", "below COUNT"),
+        ("--deadline", "0s", "longer than zero"),
+    ] {
+        let (code, out, err) = common::promoter(&env, &["step", flag, value]);
+        assert_ne!(code, 0, "{out}");
+        assert!(err.contains(why), "{flag} {value}: {err}");
+    }
+}

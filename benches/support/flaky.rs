@@ -57,12 +57,7 @@ pub fn faults(p: f64, seed: u64, matcher: RequestMatcher) -> Vec<FaultRule> {
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
-            FaultRule::random(
-                matcher.clone(),
-                each,
-                seed.wrapping_mul(7919) + i as u64,
-                a,
-            )
+            FaultRule::random(matcher.clone(), each, seed.wrapping_mul(7919) + i as u64, a)
         })
         .collect()
 }
@@ -123,9 +118,13 @@ struct Lab {
 
 async fn lab(health: bool) -> anyhow::Result<Lab> {
     let server = FakeApiServer::start_with_sveltos().await?;
-    let now = Arc::new(Mutex::new(Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap()));
+    let now = Arc::new(Mutex::new(
+        Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap(),
+    ));
     let clock = now.clone();
-    server.set_clock(Arc::new(move || *clock.lock().unwrap_or_else(|p| p.into_inner())));
+    server.set_clock(Arc::new(move || {
+        *clock.lock().unwrap_or_else(|p| p.into_inner())
+    }));
     let envs = if health {
         ["dev", "staging", "production"]
     } else {
@@ -182,7 +181,9 @@ pub async fn rollout(n: usize, health: bool, p: f64, seed: u64) -> anyhow::Resul
     let lab = lab(health).await?;
     let rt = promoter::fake::cluster_promotion_type();
     for pr in promotions(n, health) {
-        lab.server.store().create(&rt, "", serde_json::to_value(&pr)?)?;
+        lab.server
+            .store()
+            .create(&rt, "", serde_json::to_value(&pr)?)?;
     }
     if p > 0.0 {
         for f in faults(p, seed, RequestMatcher::any().user(USER)) {

@@ -4,7 +4,8 @@ use super::output::{Format, Human, Printer, Render, formats};
 use super::{check_selector, timezone};
 use chrono::Utc;
 use promoter::client::ClientArgs;
-use promoter::pass::{PassOptions, PassReport, run_pass};
+use promoter::pass::shard::Shard;
+use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_with};
 use std::process::ExitCode;
 
 /// Perform exactly one reconciliation pass over all ClusterPromotions, print what it did, and exit.
@@ -33,6 +34,16 @@ pub struct StepArgs {
     /// Output format of the summary.
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
     output: Format,
+    /// End the pass cleanly after this long (`40s`, `1m`, or seconds): reads are not retried past
+    /// it, and no promotion's writes start after it; promotions not reached are reported as
+    /// deferred. Keep it below the CronJob's activeDeadlineSeconds.
+    #[arg(long, env = "PROMOTER_DEADLINE", default_value = "40s", value_name = "DURATION",
+          value_parser = promoter::pass::parse_deadline)]
+    deadline: std::time::Duration,
+    /// Only the promotions of this shard, `INDEX/COUNT` (0-based, e.g. `1/3`): several steppers
+    /// split the promotions by a stable hash of their names (64-bit FNV-1a), without overlap.
+    #[arg(long, env = "PROMOTER_SHARD", value_name = "INDEX/COUNT")]
+    shard: Option<Shard>,
     #[command(flatten)]
     push: PushArgs,
 }
@@ -55,6 +66,8 @@ struct PushArgs {
 }
 
 pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+    // The deadline counts from the start of the process's work, connecting included.
+    let deadline = tokio::time::Instant::now() + args.deadline;
     let default_tz = match &args.timezone {
         Some(tz) => timezone(tz)?,
         None => promoter::zone::from_tz_env(),
@@ -73,7 +86,11 @@ pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode
         std::time::Instant::now(),
         promoter::client::RequestCount::now(),
     );
-    let result = run_pass(&client, &health, &opts).await;
+    let limits = PassLimits {
+        deadline: Some(deadline),
+        shard: args.shard,
+    };
+    let result = run_pass_with(&client, &health, &opts, &limits).await;
     if let Some(url) = &args.push.pushgateway_url {
         let metrics = promoter::metrics::PassMetrics::new(
             result.as_ref().ok(),
@@ -115,6 +132,9 @@ impl Render for Report<'_> {
             }
             if let Some(c) = &p.conflict {
                 out.push_str(&format!("  skipped: {c}\n"));
+            }
+            if let Some(d) = &p.deferred {
+                out.push_str(&format!("  deferred: {d}\n"));
             }
             if let Some(e) = &p.error {
                 out.push_str(&format!("  error: {e}\n"));
