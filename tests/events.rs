@@ -390,3 +390,216 @@ async fn the_cli_records_the_reason() {
         "{notes:?}"
     );
 }
+
+/// What `kubectl describe clusterpromotion NAME` and `kubectl get events --field-selector
+/// involvedObject.name=NAME` read: core/v1 Events, although promoter writes events.k8s.io/v1 ones
+/// (one resource on a real API server).
+#[tokio::test(flavor = "multi_thread")]
+async fn kubectl_describe_and_get_events_show_promoters_events() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    let env = Env::new(FLEET).await;
+    let name = "kyverno-prog-rollout-man";
+    env.apply_example("blog-kyverno-manual.yaml");
+    env.apply_example("blog-kyverno-auto.yaml");
+    for _ in 0..12 {
+        env.tick().await;
+    }
+    let (alice, by_alice) = actor(&env, "alice", "CAB-42").await;
+    approve(&alice, name, None, &by_alice, env.now())
+        .await
+        .unwrap();
+    let uid = env.promotion(name).unwrap().metadata.uid.unwrap();
+    let written = events_of(&env, name).await;
+    assert_eq!(written.len(), 6);
+
+    // kubectl describe: client-go's `Events("").Search`, in every namespace since the object is
+    // cluster-scoped: GET /api/v1/events?fieldSelector=involvedObject.kind=…,involvedObject.name=…,
+    // involvedObject.namespace=,involvedObject.uid=…
+    let all: Api<CoreEvent> = Api::all(env.client.clone());
+    let selector = format!(
+        "involvedObject.kind=ClusterPromotion,involvedObject.name={name},involvedObject.namespace=,involvedObject.uid={uid}"
+    );
+    let mut described = all
+        .list(&ListParams::default().fields(&selector).limit(500))
+        .await
+        .unwrap()
+        .items;
+    described.sort_by_key(|e| {
+        e.metadata
+            .resource_version
+            .clone()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    });
+    assert_eq!(described.len(), written.len());
+    for (core, ev) in described.iter().zip(&written) {
+        assert_eq!(core.metadata.name, ev.metadata.name);
+        assert_eq!(core.involved_object.name.as_deref(), Some(name));
+        assert_eq!(
+            core.involved_object.kind.as_deref(),
+            Some("ClusterPromotion")
+        );
+        assert_eq!(core.involved_object.uid.as_deref(), Some(uid.as_str()));
+        assert_eq!(core.message, ev.note, "note → message");
+        assert_eq!(core.reason, ev.reason);
+        assert_eq!(core.type_, ev.type_);
+        assert_eq!(core.action, ev.action);
+        assert_eq!(
+            core.event_time, ev.event_time,
+            "describe's AGE when firstTimestamp is unset"
+        );
+        assert!(core.first_timestamp.is_none() && core.count.is_none());
+        assert_eq!(
+            core.reporting_component.as_deref(),
+            Some("promoter.dev/promoter"),
+            "describe's FROM"
+        );
+    }
+    assert_eq!(
+        described[0].message.as_deref(),
+        Some("Provisioning stage dev (Restart)")
+    );
+    assert_eq!(described[5].reason.as_deref(), Some("Approved"));
+
+    // kubectl get events --field-selector involvedObject.name=NAME (namespace default).
+    let default: Api<CoreEvent> = Api::namespaced(env.client.clone(), "default");
+    let got = default
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(got.len(), written.len(), "only this promotion's");
+    let everything = default.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        everything.len() > got.len(),
+        "the other promotion has Events too"
+    );
+    let by_reason = |s: &str| {
+        let api = default.clone();
+        let s = s.to_string();
+        async move {
+            api.list(&ListParams::default().fields(&s))
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    assert_eq!(
+        by_reason(&format!(
+            "involvedObject.name={name},reason=StageProvisioning"
+        ))
+        .await,
+        2
+    );
+    assert_eq!(
+        by_reason(&format!("involvedObject.name=={name},type!=Normal")).await,
+        0
+    );
+    assert_eq!(
+        by_reason("source=promoter.dev/promoter").await,
+        everything.len()
+    );
+    assert_eq!(by_reason("involvedObject.uid=nope").await, 0);
+    // The events.k8s.io/v1 spellings, on that API only.
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let n = events
+        .list(&ListParams::default().fields(&format!(
+            "regarding.name={name},reportingController=promoter.dev/promoter"
+        )))
+        .await
+        .unwrap()
+        .items
+        .len();
+    assert_eq!(n, written.len());
+    for (api_err, label) in [
+        (
+            events
+                .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+                .await
+                .unwrap_err(),
+            "involvedObject.name",
+        ),
+        (
+            default
+                .list(&ListParams::default().fields("note=x"))
+                .await
+                .unwrap_err(),
+            "note",
+        ),
+    ] {
+        match api_err {
+            kube::Error::Api(s) => {
+                assert_eq!(s.code, 400);
+                assert_eq!(s.message, format!("field label not supported: {label}"));
+            }
+            e => panic!("{e}"),
+        }
+    }
+}
+
+/// An Event written through core/v1 (client-go's legacy recorder, kubectl) is read through
+/// events.k8s.io/v1 with its fields mapped, and is one object: deleting it through either API
+/// deletes it.
+#[tokio::test]
+async fn a_core_event_is_an_events_api_event() {
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
+    let env = Env::new(&[]).await;
+    let core: Api<CoreEvent> = Api::namespaced(env.client.clone(), "default");
+    let created = core
+        .create(
+            &Default::default(),
+            &CoreEvent {
+                metadata: kube::core::ObjectMeta {
+                    name: Some("p.1".into()),
+                    ..Default::default()
+                },
+                involved_object: ObjectReference {
+                    kind: Some("ClusterPromotion".into()),
+                    name: Some("p".into()),
+                    ..Default::default()
+                },
+                reason: Some("Sveltos".into()),
+                message: Some("Stage dev provisioned".into()),
+                type_: Some("Normal".into()),
+                source: Some(EventSource {
+                    component: Some("addon-controller".into()),
+                    host: None,
+                }),
+                count: Some(3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let events: Api<Event> = Api::namespaced(env.client.clone(), "default");
+    let e = events.get("p.1").await.unwrap();
+    assert_eq!(e.regarding.unwrap().name.as_deref(), Some("p"));
+    assert_eq!(e.note.as_deref(), Some("Stage dev provisioned"));
+    assert_eq!(e.deprecated_count, Some(3));
+    assert_eq!(
+        e.deprecated_source.unwrap().component.as_deref(),
+        Some("addon-controller")
+    );
+    assert_eq!(
+        e.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    assert_eq!(
+        core.list(&ListParams::default().fields("source=addon-controller"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    events.delete("p.1", &Default::default()).await.unwrap();
+    assert!(
+        core.list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}

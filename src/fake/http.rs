@@ -3,7 +3,9 @@
 
 use super::Shared;
 use super::control::{Attributes, FaultAction, RequestRecord};
-use super::store::{ApiError, DeleteOptions, ListOptions, PatchType, Propagation, ResourceType};
+use super::store::{
+    ApiError, DeleteOptions, FieldRequirement, ListOptions, PatchType, Propagation, ResourceType,
+};
 use crate::labels::parse_selector;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -603,18 +605,8 @@ fn serve_locked(
                 },
                 fields: query
                     .get("fieldSelector")
-                    .map(|s| {
-                        s.split(',')
-                            .filter(|p| !p.is_empty())
-                            .map(|p| {
-                                let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                                (
-                                    k.trim_end_matches('=').to_string(),
-                                    v.trim_start_matches('=').to_string(),
-                                )
-                            })
-                            .collect()
-                    })
+                    .map(|s| parse_field_selector(s))
+                    .transpose()?
                     .unwrap_or_default(),
                 limit: query.get("limit").and_then(|l| l.parse().ok()),
                 continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
@@ -713,6 +705,31 @@ fn serve_locked(
             format!("{method} ({verb}) is not supported by the fake API server"),
         )),
     }
+}
+
+/// `a=b,c==d,e!=f` (apimachinery `fields.ParseSelector`; values here are never escaped).
+fn parse_field_selector(s: &str) -> Result<Vec<FieldRequirement>, ApiError> {
+    s.split(',')
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| {
+            let (field, value, not_equal) = if let Some((f, v)) = t.split_once("!=") {
+                (f, v, true)
+            } else if let Some((f, v)) = t.split_once("==") {
+                (f, v, false)
+            } else if let Some((f, v)) = t.split_once('=') {
+                (f, v, false)
+            } else {
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{s}'; can't understand '{t}'"
+                )));
+            };
+            Ok(FieldRequirement {
+                field: field.trim().to_string(),
+                value: value.trim().to_string(),
+                not_equal,
+            })
+        })
+        .collect()
 }
 
 fn discovery(shared: &Shared, path: &str) -> Reply {

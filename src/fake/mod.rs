@@ -14,9 +14,11 @@
 //! uniqueness and `x-kubernetes-validations` CEL rules, with the real 422 texts and causes, on
 //! create, update, patch and status writes (and seeded fixtures). Every kind's metadata is validated
 //! as `ValidateObjectMeta` does ([`meta`]: names, generateName, labels, annotations), and
-//! events.k8s.io/v1 Events as `ValidateEventCreate` does. A main-resource write ignores `status`, a
-//! `/status` write ignores everything else, and `generation` moves only with the spec (and when a
-//! deletion starts).
+//! events.k8s.io/v1 Events as `ValidateEventCreate` does. core/v1 and events.k8s.io/v1 Events are
+//! one resource, as on a real server ([`events`]): written through either API, read through both,
+//! with the real field selectors (`involvedObject.name`, `regarding.name`, `type!=Normal`, …). A
+//! main-resource write ignores `status`, a `/status` write ignores everything else, and
+//! `generation` moves only with the spec (and when a deletion starts).
 //!
 //! Known differences from a real server: no watch and no admission webhooks; server-side apply is
 //! approximated by a merge patch (no field managers, no `managedFields`); foreground deletion behaves
@@ -25,10 +27,11 @@
 //! bodies are stored as given apart from metadata validation; CEL rules run on cel-interpreter (not
 //! cel-go) without cost limits and with Kubernetes' CEL libraries absent; validation ratcheting is
 //! approximated (unchanged subtrees, correlated through object properties and map lists, are not
-//! re-validated); core/v1 and events.k8s.io/v1 Events are stored as two resources, not as one with
-//! a field mapping; generated names take 5 characters from the real alphabet but deterministically.
+//! re-validated); Event updates are not validated as `ValidateEventUpdate` does; generated names take
+//! 5 characters from the real alphabet but deterministically.
 
 mod control;
+pub mod events;
 pub mod field;
 mod http;
 pub mod meta;

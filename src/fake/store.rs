@@ -2,6 +2,7 @@
 //! relies on (resourceVersion and optimistic concurrency, generation, the status subresource,
 //! finalizers, owner-reference garbage collection), independent of HTTP.
 
+use super::events::{self as ev, from_storage, to_storage};
 use super::field::{BadValue, ErrorType, FieldError, aggregate};
 use super::meta::{generate_name, name_rule, validate_event, validate_object_meta};
 use super::patch::{PatchError, json_patch, merge_patch};
@@ -177,9 +178,27 @@ pub enum PatchType {
 #[derive(Clone, Debug, Default)]
 pub struct ListOptions {
     pub labels: Vec<Requirement>,
-    pub fields: Vec<(String, String)>,
+    pub fields: Vec<FieldRequirement>,
     pub limit: Option<usize>,
     pub continue_token: Option<String>,
+}
+
+/// One term of a field selector: `field=value` (or `==`), or `field!=value`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldRequirement {
+    pub field: String,
+    pub value: String,
+    pub not_equal: bool,
+}
+
+impl FieldRequirement {
+    pub fn equals(field: &str, value: &str) -> Self {
+        FieldRequirement {
+            field: field.into(),
+            value: value.into(),
+            not_equal: false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -379,20 +398,27 @@ impl Store {
         self.revision.to_string()
     }
 
+    /// Where an object is stored: events.k8s.io/v1 Events with the core/v1 ones ([`ev`]).
     fn key(rt: &ResourceType, ns: &str, name: &str) -> Key {
         let ns = if rt.namespaced { ns } else { "" };
+        let (group, plural) = ev::storage(rt);
         (
-            rt.group.clone(),
-            rt.plural.clone(),
+            group.to_string(),
+            plural.to_string(),
             ns.to_string(),
             name.to_string(),
         )
     }
 
+    /// Whether a stored object (by key) is one of `rt`'s.
+    fn stores(rt: &ResourceType, g: &str, p: &str) -> bool {
+        ev::storage(rt) == (g, p)
+    }
+
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
         self.objects
             .get(&Self::key(rt, ns, name))
-            .cloned()
+            .map(|v| from_storage(rt, v.clone()))
             .ok_or_else(|| ApiError::not_found(rt, name))
     }
 
@@ -400,8 +426,34 @@ impl Store {
     pub fn all(&self, rt: &ResourceType) -> Vec<Value> {
         self.objects
             .iter()
-            .filter(|((g, p, ..), _)| *g == rt.group && *p == rt.plural)
-            .map(|(_, v)| v.clone())
+            .filter(|((g, p, ..), _)| Self::stores(rt, g, p))
+            .map(|(_, v)| from_storage(rt, v.clone()))
+            .collect()
+    }
+
+    /// The field selector's labels as the type knows them (Events: `involvedObject.name`, …, see
+    /// [`ev::field_label`]; every other type: `metadata.name` and `metadata.namespace`).
+    fn field_labels(
+        rt: &ResourceType,
+        opts: &ListOptions,
+    ) -> Result<Vec<FieldRequirement>, ApiError> {
+        opts.fields
+            .iter()
+            .map(|r| {
+                let field = match ev::field_label(rt, &r.field) {
+                    Some(mapped) => mapped?.to_string(),
+                    None if r.field == "metadata.name" || r.field == "metadata.namespace" => {
+                        r.field.clone()
+                    }
+                    None => {
+                        return Err(ApiError::bad_request(format!(
+                            "field label not supported: {}",
+                            r.field
+                        )));
+                    }
+                };
+                Ok(FieldRequirement { field, ..r.clone() })
+            })
             .collect()
     }
 
@@ -411,29 +463,22 @@ impl Store {
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value, ApiError> {
-        for (field, _) in &opts.fields {
-            if field != "metadata.name" && field != "metadata.namespace" {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {field}"
-                )));
-            }
-        }
+        let fields = Self::field_labels(rt, opts)?;
         let after = opts.continue_token.clone().unwrap_or_default();
         let mut matching = self
             .objects
             .iter()
-            .filter(|((g, p, n, _), _)| {
-                *g == rt.group && *p == rt.plural && ns.is_none_or(|ns| ns == n)
-            })
+            .filter(|((g, p, n, _), _)| Self::stores(rt, g, p) && ns.is_none_or(|ns| ns == n))
             .filter(|((.., n, name), _)| after.is_empty() || format!("{n}/{name}") > after)
             .filter(|(_, obj)| matches_all(&opts.labels, &labels_of(obj)))
-            .filter(|((.., n, name), _)| {
-                opts.fields.iter().all(|(f, v)| {
-                    if f == "metadata.name" {
-                        name == v
-                    } else {
-                        n == v
-                    }
+            .filter(|((.., n, name), obj)| {
+                fields.iter().all(|r| {
+                    let actual = match r.field.as_str() {
+                        "metadata.name" => name.clone(),
+                        "metadata.namespace" => n.clone(),
+                        label => ev::field_value(obj, label),
+                    };
+                    (actual == r.value) != r.not_equal
                 })
             });
         let mut items = Vec::new();
@@ -442,7 +487,7 @@ impl Store {
             let Some(((.., n, name), obj)) = matching.next() else {
                 break;
             };
-            items.push(obj.clone());
+            items.push(from_storage(rt, obj.clone()));
             last = Some(format!("{n}/{name}"));
         }
         let remaining = matching.count();
@@ -538,8 +583,9 @@ impl Store {
         self.admit(rt, &mut obj, None)?;
         let rv = self.next_revision();
         set_meta(&mut obj, "resourceVersion", json!(rv));
-        self.objects.insert(key, obj.clone());
-        Ok(obj)
+        let stored = to_storage(rt, obj);
+        self.objects.insert(key, stored.clone());
+        Ok(from_storage(rt, stored))
     }
 
     /// Inserts an object as is, status and uid included (fixtures, and live state loaded into a
@@ -553,7 +599,7 @@ impl Store {
         if let Some(uid) = uid {
             set_meta(&mut created, "uid", json!(uid));
             let key = Self::key(rt, &ns, &meta(&created, "name").unwrap_or_default());
-            self.objects.insert(key, created.clone());
+            self.objects.insert(key, to_storage(rt, created.clone()));
         }
         Ok(created)
     }
@@ -733,8 +779,9 @@ impl Store {
             self.collect_dependents(&uid, propagation);
             return Ok(new);
         }
-        self.objects.insert(key, new.clone());
-        Ok(new)
+        let stored = to_storage(rt, new);
+        self.objects.insert(key, stored.clone());
+        Ok(from_storage(rt, stored))
     }
 
     /// DELETE: immediate without finalizers, otherwise marks the object and waits for them.
@@ -777,7 +824,7 @@ impl Store {
             set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
             let rv = self.next_revision();
             set_meta(&mut marked, "resourceVersion", json!(rv));
-            self.objects.insert(key, marked.clone());
+            self.objects.insert(key, to_storage(rt, marked.clone()));
             self.pending_propagation.insert(uid, propagation);
             return Ok((marked, false));
         }
