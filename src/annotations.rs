@@ -97,8 +97,38 @@ pub fn paused(p: &ClusterPromotion) -> Option<Record> {
     record(p, PAUSED)
 }
 
+/// The longest name part of an annotation key (IsQualifiedName in apimachinery
+/// `pkg/util/validation/validation.go`): a longer key makes the API server refuse the write.
+const KEY_NAME_MAX: usize = 63;
+
+/// `<prefix><stage>`, or for a stage name too long for an annotation key, a prefix of the name and
+/// a digest of the whole name, so that every stage name upstream accepts has a valid, distinct key.
+fn stage_key(prefix: &str, stage: &str) -> String {
+    let (domain, name_prefix) = prefix.split_once('/').unwrap_or(("", prefix));
+    if name_prefix.len() + stage.len() <= KEY_NAME_MAX {
+        return format!("{prefix}{stage}");
+    }
+    let digest = hex8(stage);
+    let keep = KEY_NAME_MAX - name_prefix.len() - digest.len() - 1;
+    // Stage names are DNS-1123 (ASCII), so a byte cut is a character cut; be safe regardless.
+    let mut cut = keep.min(stage.len());
+    while !stage.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{domain}/{name_prefix}{}-{digest}", &stage[..cut])
+}
+
+fn hex8(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 pub fn approval_key(stage: &str) -> String {
-    format!("{APPROVAL_PREFIX}{stage}")
+    stage_key(APPROVAL_PREFIX, stage)
 }
 
 pub fn approval(p: &ClusterPromotion, stage: &str) -> Option<Record> {
@@ -106,7 +136,7 @@ pub fn approval(p: &ClusterPromotion, stage: &str) -> Option<Record> {
 }
 
 pub fn grant_key(stage: &str) -> String {
-    format!("{GRANT_PREFIX}{stage}")
+    stage_key(GRANT_PREFIX, stage)
 }
 
 /// The grant of a stage; a value that does not parse grants nothing.
@@ -122,4 +152,40 @@ pub fn completed(p: &ClusterPromotion) -> Option<Run> {
 /// Whether the promotion carries any completion record, even one that does not parse.
 pub fn has_completion_record(p: &ClusterPromotion) -> bool {
     annotation(p, COMPLETED).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::meta::qualified_name;
+
+    #[test]
+    fn every_stage_name_has_a_valid_distinct_key() {
+        let short = "production";
+        assert_eq!(approval_key(short), "promoter.dev/approval.production");
+        assert_eq!(grant_key(short), "promoter.dev/grant.production");
+        let long_a = format!("{}-a", "x".repeat(61));
+        let long_b = format!("{}-b", "x".repeat(61));
+        for stage in [
+            short,
+            "a".repeat(54).as_str(),
+            "a".repeat(55).as_str(),
+            &long_a,
+            &long_b,
+        ] {
+            for key in [approval_key(stage), grant_key(stage)] {
+                assert!(
+                    qualified_name(&key).is_empty(),
+                    "{key}: {:?}",
+                    qualified_name(&key)
+                );
+            }
+        }
+        assert_eq!(
+            approval_key(&"a".repeat(54)),
+            format!("promoter.dev/approval.{}", "a".repeat(54))
+        );
+        assert_ne!(approval_key(&long_a), approval_key(&long_b));
+        assert_ne!(grant_key(&long_a), grant_key(&long_b));
+    }
 }

@@ -113,6 +113,90 @@ pub fn stages_hash(stages: &[Stage]) -> String {
     digest(&Value::Array(items))
 }
 
+/// The stagesHash upstream's Go controller writes, bit for bit: sha256 of Go's `json.Marshal` of
+/// `[{"name": ..., "clusterSelector": ...}]` with the fields in that order, `matchLabels` (keys
+/// sorted) and `matchExpressions` omitted when empty, and `values` omitted when empty (the
+/// `metav1.LabelSelector` and `LabelSelectorRequirement` tags). Checked against the statuses the
+/// upstream controller wrote in the Sveltos blog posts (see the tests). promoter's own
+/// [`stages_hash`] differs (sorted keys); this one only recognises a status upstream wrote, so that
+/// promoter can take its rollout over without starting again.
+pub fn upstream_stages_hash(stages: &[Stage]) -> String {
+    let mut out = String::from("[");
+    for (i, s) in stages.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        go_string(&mut out, &s.name);
+        out.push_str(",\"clusterSelector\":{");
+        let sel = s.cluster_selector.clone().unwrap_or_default();
+        let mut fields = Vec::new();
+        if let Some(labels) = sel.match_labels.filter(|m| !m.is_empty()) {
+            let mut f = String::from("\"matchLabels\":{");
+            for (j, (k, v)) in labels.iter().enumerate() {
+                if j > 0 {
+                    f.push(',');
+                }
+                go_string(&mut f, k);
+                f.push(':');
+                go_string(&mut f, v);
+            }
+            f.push('}');
+            fields.push(f);
+        }
+        if let Some(exprs) = sel.match_expressions.filter(|e| !e.is_empty()) {
+            let mut f = String::from("\"matchExpressions\":[");
+            for (j, e) in exprs.iter().enumerate() {
+                if j > 0 {
+                    f.push(',');
+                }
+                f.push_str("{\"key\":");
+                go_string(&mut f, &e.key);
+                f.push_str(",\"operator\":");
+                go_string(&mut f, &e.operator);
+                if let Some(values) = e.values.as_ref().filter(|v| !v.is_empty()) {
+                    f.push_str(",\"values\":[");
+                    for (k, v) in values.iter().enumerate() {
+                        if k > 0 {
+                            f.push(',');
+                        }
+                        go_string(&mut f, v);
+                    }
+                    f.push(']');
+                }
+                f.push('}');
+            }
+            f.push(']');
+            fields.push(f);
+        }
+        out.push_str(&fields.join(","));
+        out.push_str("}}");
+    }
+    out.push(']');
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(out.as_bytes()))
+}
+
+/// A string as Go's `encoding/json` writes it: HTML-safe (`<`, `>`, `&` escaped), U+2028/U+2029
+/// escaped, control characters as `\u00XX` except `\n`, `\r`, `\t`.
+fn go_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +294,38 @@ mod tests {
             base,
             "other labels are not carried onto profiles"
         );
+    }
+
+    /// The stagesHash upstream wrote for the blog posts' promotions (seeds 002 and 003 in
+    /// `../shared/seeds/`: "Sveltos: Progressive Rollouts Pt.1" and "Combining Rollout and
+    /// Progressive Rollout Across Clusters").
+    #[test]
+    fn upstream_stages_hash_is_bit_identical_to_the_go_controller() {
+        let three = |prod: &str| {
+            stages(json!([
+                {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {"delay": "2m"}}},
+                {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}}},
+                {"name": "production", "clusterSelector": {"matchLabels": {"env": prod}}}
+            ]))
+        };
+        assert_eq!(
+            upstream_stages_hash(&three("prod")),
+            "K+oVryzpxI5/sCfRe03pIwhkVZ00YPTFDNpRVYmpLOk="
+        );
+        assert_eq!(
+            upstream_stages_hash(&three("production")),
+            "9IEZq/BvODcdF+6Ogxjvm+ayNbh/GejSU4RJijXK50s="
+        );
+        assert_ne!(
+            upstream_stages_hash(&three("prod")),
+            stages_hash(&three("prod"))
+        );
+    }
+
+    #[test]
+    fn go_strings_escape_as_go_does() {
+        let mut out = String::new();
+        go_string(&mut out, "a<b>&\"\\\n\u{1}\u{2028}é");
+        assert_eq!(out, r#""a\u003cb\u003e\u0026\"\\\n\u0001\u2028é""#);
     }
 }

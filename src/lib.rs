@@ -8,6 +8,7 @@ pub mod cli_error;
 pub mod client;
 pub mod crd;
 pub mod fake;
+pub mod guard;
 pub mod hash;
 pub mod health;
 pub mod labels;

@@ -287,3 +287,89 @@ async fn an_undecodable_summary_is_skipped_not_fatal() {
         "{report:?}"
     );
 }
+
+/// A rollout completed by `writer` (upstream's controller, or an earlier promoter) before promoter
+/// ran: its status hashes, no promoter records, and for upstream, profiles written through Go
+/// types without promoter's annotations.
+async fn completed_before_upgrade(upstream: bool) -> Env {
+    let env = Env::new(FLEET).await;
+    // Two charts out of upstream's sort order, so that the earlier, order-insensitive hash differs
+    // from promoter's revision hash.
+    let mut b = chart("1.0.0");
+    b["releaseName"] = json!("b");
+    b["repositoryURL"] = json!("https://b.example/");
+    let mut a = chart("1.0.0");
+    a["releaseName"] = json!("a");
+    a["repositoryURL"] = json!("https://a.example/");
+    env.apply_promotion(&promotion(json!({"helmCharts": [b, a]}), json!({})));
+    assert!(until_complete(&env, 15).await.is_some());
+    let rt = promoter::fake::cluster_promotion_type();
+    let mut store = env.server.store();
+    let mut p = store.get(&rt, "", "app").unwrap();
+    let typed: ClusterPromotion = serde_json::from_value(p.clone()).unwrap();
+    let (ps, st) = if upstream {
+        (
+            "733VG+o3aBR450lx7xW7VEDjNQr4syJT5pukWmJo3c4=".to_string(),
+            promoter::hash::upstream_stages_hash(&typed.spec.stages),
+        )
+    } else {
+        (
+            promoter::hash::profile_spec_hash(typed.spec.profile_spec.as_ref()),
+            promoter::hash::stages_hash(&typed.spec.stages),
+        )
+    };
+    assert_ne!(ps, promoter::hash::revision_hash(&typed));
+    p["status"]["profileSpecHash"] = json!(ps);
+    p["status"]["stagesHash"] = json!(st);
+    store.update(&rt, "", "app", p.clone(), true).unwrap();
+    let mut p = store.get(&rt, "", "app").unwrap();
+    p["metadata"].as_object_mut().unwrap().remove("annotations");
+    store.update(&rt, "", "app", p, false).unwrap();
+    if upstream {
+        let prt = cluster_profile_type();
+        for name in ["app-dev", "app-prod"] {
+            let mut cp = store.get(&prt, "", name).unwrap();
+            let spec = cp["spec"].as_object().unwrap().clone();
+            cp["spec"] = Value::Object(promoter::sveltos::normal_form::normalize(&spec));
+            cp["metadata"]["annotations"] =
+                json!({"config.projectsveltos.io/stagename": name.trim_start_matches("app-")});
+            store.update(&prt, "", name, cp, false).unwrap();
+        }
+    }
+    drop(store);
+    env
+}
+
+/// Issue 14 (upgrade): statuses another writer recorded hold another profile hash. Comparing
+/// hashes alone restarted every such rollout at stage 1 once, re-opening completed ones.
+#[tokio::test]
+async fn a_completed_rollout_is_taken_over_not_restarted() {
+    for upstream in [false, true] {
+        let env = completed_before_upgrade(upstream).await;
+        let before = env.promotion("app").unwrap().status.unwrap();
+        for _ in 0..3 {
+            let r = env.tick().await;
+            let app = r.promotions.iter().find(|p| p.name == "app").unwrap();
+            assert_eq!(app.phase, Phase::Complete, "upstream={upstream}: {app:?}");
+        }
+        let p = env.promotion("app").unwrap();
+        let after = p.status.clone().unwrap();
+        assert_eq!(
+            after.stages, before.stages,
+            "upstream={upstream}: no stage restarted"
+        );
+        assert_eq!(after.last_promotion_time, before.last_promotion_time);
+        assert_eq!(
+            after.profile_spec_hash,
+            Some(promoter::hash::revision_hash(&p)),
+            "promoter's own hash from then on"
+        );
+        let rv = p.metadata.resource_version.clone();
+        env.tick().await;
+        assert_eq!(
+            env.promotion("app").unwrap().metadata.resource_version,
+            rv,
+            "upstream={upstream}: quiet once taken over"
+        );
+    }
+}

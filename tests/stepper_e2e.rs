@@ -189,6 +189,45 @@ async fn manual_approval_stops_at_staging_until_approved() {
     assert!(env.profile("kyverno-prog-rollout-man-production").is_some());
 }
 
+/// A stage name too long for `promoter.dev/grant.<stage>` as an annotation key (a name part of at
+/// most 63 characters) used to make every record patch a 422, read as a lost race forever: the
+/// approval was never consumed and the rollout never moved (issue 14 review). Upstream accepts the
+/// name, so promoter must too.
+#[tokio::test]
+async fn a_manual_stage_with_a_long_name_is_approved_and_passed() {
+    let env = Env::new(BLOG_FLEET).await;
+    let long = format!("staging-{}", "x".repeat(51));
+    assert_eq!(long.len(), 59);
+    let p: promoter::api::ClusterPromotion = serde_json::from_value(json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+        "metadata": {"name": "app"},
+        "spec": {"profileSpec": {"helmCharts": [{"repositoryURL": "https://charts.example/",
+                    "repositoryName": "ex", "chartName": "ex/app", "chartVersion": "1.0.0",
+                    "releaseName": "app", "releaseNamespace": "app"}]},
+                 "stages": [
+                    {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+                    {"name": long, "clusterSelector": {"matchLabels": {"env": "staging"}},
+                     "trigger": {"manual": {"approved": true}}},
+                    {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}}]}
+    }))
+    .unwrap();
+    env.apply_promotion(&p);
+    run_until_complete(&env, "app", 15).await;
+    let p = env.promotion("app").unwrap();
+    assert_eq!(p.spec.stages[1].manual_approval(), None, "consumed once");
+    let keys: Vec<String> = p
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .into_keys()
+        .collect();
+    assert!(
+        keys.iter()
+            .any(|k| k.starts_with("promoter.dev/grant.staging-x")),
+        "{keys:?}"
+    );
+}
+
 #[tokio::test]
 async fn failure_halts_at_dev_and_says_why() {
     let mut env = Env::new(BLOG_FLEET).await;

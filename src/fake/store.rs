@@ -676,7 +676,15 @@ impl Store {
             }
             PatchType::Json => json_patch(&current, patch).map_err(|e| match e {
                 PatchError::Malformed(m) => ApiError::bad_request(m),
-                PatchError::Failed(m) => ApiError::new(422, "Invalid", m),
+                // kube-apiserver answers a patch that does not apply (a failed `test`, a missing
+                // path) with a generic 422 that drops the patch library's text
+                // (`NewGenericServerResponse(422, ...)` in `endpoints/handlers/patch.go`,
+                // apimachinery `api/errors/errors.go`): only this message tells it apart from a
+                // validation failure, whose message names the object ("... is invalid: ...").
+                PatchError::Failed(m) => {
+                    tracing::debug!("JSON patch not applied: {m}");
+                    ApiError::new(422, "Invalid", crate::guard::PATCH_NOT_APPLIED)
+                }
             })?,
         };
         if meta(&patched, "resourceVersion") != meta(&current, "resourceVersion") {

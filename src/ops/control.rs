@@ -8,6 +8,10 @@ use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
@@ -136,7 +140,9 @@ async fn guarded_patch(
         .await
     {
         Ok(updated) => Ok(Ok(updated)),
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => Ok(Err(Changed)),
+        // Only a JSON patch that did not apply (a failed `test`) or a conflict is a lost race; an
+        // invalid result (any other 422) is an error that retrying would only repeat.
+        Err(e) if is_status(&e, 409) || crate::guard::patch_not_applied(&e) => Ok(Err(Changed)),
         Err(e) => Err(e).with_context(|| format!("patching ClusterPromotion {name}")),
     }
 }

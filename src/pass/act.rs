@@ -17,7 +17,7 @@ use crate::api::ClusterProfile;
 use crate::api::ClusterPromotion;
 use crate::api::promotion::FINALIZER;
 use chrono::{DateTime, Utc};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -179,6 +179,14 @@ pub(crate) fn describe(action: &Action) -> String {
                     format!("dropping the revoked approval record of stage {stage}")
                 }
                 RecordOp::Complete(_) => "recording completion".into(),
+                RecordOp::ReviseApprovalRecord { stage, .. } => {
+                    format!("carrying the approval of stage {stage} over to the taken-over run")
+                }
+                RecordOp::WithdrawApproval { stage, .. } => {
+                    format!(
+                        "withdrawing the approval of stage {stage} given to an earlier revision"
+                    )
+                }
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -238,11 +246,26 @@ async fn apply_action(
             }
             Ok(Some(describe(action)))
         }
-        Action::Delete { name } => match profiles.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(Some(describe(action))),
-            Err(e) if is_status(&e, 404) => Ok(None),
-            Err(e) => Err(e),
-        },
+        Action::Delete { name } => {
+            // Only the object the pass judged: if it was deleted and created again since (by
+            // someone else, or for another promotion), the UID precondition makes this a 409.
+            let params = DeleteParams {
+                preconditions: world
+                    .profiles
+                    .get(name)
+                    .and_then(|cp| cp.metadata.uid.clone())
+                    .map(|uid| Preconditions {
+                        uid: Some(uid),
+                        resource_version: None,
+                    }),
+                ..DeleteParams::default()
+            };
+            match profiles.delete(name, &params).await {
+                Ok(_) => Ok(Some(describe(action))),
+                Err(e) if is_status(&e, 404) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
         Action::Disown { name: profile } => {
             let Some(observed) = world.profiles.get(profile) else {
                 return Ok(None);
@@ -279,8 +302,9 @@ async fn apply_action(
                     Ok(Some(describe(action)))
                 }
                 // A `test` failed: the promotion changed since it was observed. Reported as a
-                // conflict: the next pass decides again from what it finds.
-                Err(e) if is_status(&e, 422) => Err(conflict(e)),
+                // conflict: the next pass decides again from what it finds. Any other 422 (an
+                // invalid result) is an error, since deciding again would only repeat it.
+                Err(e) if crate::guard::patch_not_applied(&e) => Err(conflict(e)),
                 Err(e) => Err(e),
             }
         }
@@ -346,6 +370,16 @@ fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> {
             }
             RecordOp::ForgetApprovalRecord { stage } => remove(&mut out, &approval_key(stage)),
             RecordOp::Complete(run) => out.push(set(COMPLETED, to_json(run))),
+            RecordOp::ReviseApprovalRecord { stage, record } => {
+                out.push(set(&approval_key(stage), to_json(record)));
+            }
+            RecordOp::WithdrawApproval { index, stage } => {
+                let approved = format!("/spec/stages/{index}/trigger/manual/approved");
+                out.push(json!({"op": "test", "path": format!("/spec/stages/{index}/name"), "value": stage}));
+                out.push(json!({"op": "test", "path": approved, "value": true}));
+                out.push(json!({"op": "remove", "path": approved}));
+                remove(&mut out, &approval_key(stage));
+            }
         }
     }
     out

@@ -39,6 +39,7 @@ use super::profiles::{
     preverification_profile, profile_name,
 };
 use super::stage_status::{description_text, entry, set_description, set_failure};
+use super::takeover;
 use super::world::World;
 use crate::annotations::{Grant, Record, Run};
 use crate::api::promotion::FINALIZER;
@@ -127,6 +128,11 @@ pub enum RecordOp {
     ForgetApprovalRecord { stage: String },
     /// Records that the run is complete.
     Complete(Run),
+    /// Rewrites a `promoter approve` record for the hash promoter records for the same revision
+    /// (a status taken over from another writer).
+    ReviseApprovalRecord { stage: String, record: Record },
+    /// Removes an approval (and its record) that `promoter approve` gave an earlier revision.
+    WithdrawApproval { index: usize, stage: String },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -251,6 +257,8 @@ pub fn decide(
         health,
         ctx,
         d: &mut d,
+        run: None,
+        adopted_from: None,
     }
     .plan(&mut status);
     if status != old {
@@ -441,6 +449,11 @@ struct Planner<'a> {
     health: &'a HealthResults,
     ctx: &'a Context,
     d: &'a mut Decision,
+    /// The run this pass continues (the observed one, with promoter's hashes once taken over).
+    run: Option<Run>,
+    /// The `profileSpecHash` of a status taken over in this pass (see [`takeover`]): approval
+    /// records written for it are records of the run being continued.
+    adopted_from: Option<String>,
 }
 
 /// A generated profile, as observed against what it should be.
@@ -492,12 +505,49 @@ impl<'a> Planner<'a> {
         let current = status.current_stage_name.clone().unwrap_or_default();
         let cur_idx = stages.iter().position(|s| s.name == current);
         let has_entry = status.stages.iter().flatten().any(|s| s.name == current);
-        let changed = status.profile_spec_hash.as_deref() != Some(&ps_hash)
+        let mut changed = status.profile_spec_hash.as_deref() != Some(&ps_hash)
             || status.stages_hash.as_deref() != Some(&st_hash);
+        if changed && let Some(writer) = takeover::adoptable(self.p, status, self.world) {
+            self.adopt(status, writer, &ps_hash, &st_hash);
+            changed = false;
+        }
+        self.run = Run::of(status);
         match cur_idx {
             Some(i) if !changed && has_entry => self.progress(status, i),
             _ => self.restart(status, ps_hash, st_hash),
         }
+    }
+
+    /// Continues the rollout another writer recorded (see [`takeover`]): the status gets
+    /// promoter's hashes in this pass's guarded status write, and `promoter approve` records of
+    /// that run are rewritten for the new hash (in the guarded record patch before it).
+    fn adopt(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        writer: takeover::Writer,
+        ps_hash: &str,
+        st_hash: &str,
+    ) {
+        let old = status.profile_spec_hash.replace(ps_hash.to_string());
+        status.stages_hash = Some(st_hash.to_string());
+        for stage in &self.p.spec.stages {
+            if let Some(mut r) = crate::annotations::approval(self.p, &stage.name)
+                && r.revision.is_some()
+                && r.revision == old
+            {
+                r.revision = Some(ps_hash.to_string());
+                self.d.record(RecordOp::ReviseApprovalRecord {
+                    stage: stage.name.clone(),
+                    record: r,
+                });
+            }
+        }
+        self.adopted_from = old;
+        self.d.event(Reason::TookOver, format!(
+            "Took over the rollout recorded by {} at stage {}: every reached stage already runs the current revision",
+            writer.describe(),
+            status.current_stage_name.clone().unwrap_or_default()
+        ));
     }
 
     fn blocked(&mut self, status: &mut ClusterPromotionStatus, problems: Vec<String>) {
@@ -549,8 +599,9 @@ impl<'a> Planner<'a> {
             .filter_map(|cp| cp.metadata.name.clone())
             .filter(|n| !expected.contains(n))
             .collect();
+        // Removing a profile changes what clusters run: only once the status write succeeded.
         for name in stale {
-            self.d.actions.push(Action::Delete { name });
+            self.d.after_status.push(Action::Delete { name });
         }
     }
 
@@ -571,7 +622,7 @@ impl<'a> Planner<'a> {
             return;
         }
         let first_time = status.profile_spec_hash.is_none();
-        self.restore_unused_grants();
+        self.restore_unused_grants(&ps_hash);
         // Stage 1 gets the new revision only once the status records the restart (invariant 1).
         self.delete_after(preverification_name(self.name, &first.name));
         self.ensure_after(main_profile(self.p, &first));
@@ -823,7 +874,7 @@ impl<'a> Planner<'a> {
             }
         }
         if let Some(manual) = &trigger.manual {
-            let run = self.p.status.as_ref().and_then(Run::of);
+            let run = self.run.clone();
             if run.is_some() && crate::annotations::grant(self.p, &stage.name).map(|g| g.run) == run
             {
                 // Consumed for this run by an earlier pass that died before recording the promotion.
@@ -831,13 +882,23 @@ impl<'a> Planner<'a> {
             }
             // An approval recorded by `promoter approve` is for one revision; a spec change voids it.
             let revision = status.profile_spec_hash.clone();
-            let stale = crate::annotations::approval(self.p, &stage.name)
-                .filter(|r| manual.is_approved() && r.revision.is_some() && r.revision != revision);
+            let stale = crate::annotations::approval(self.p, &stage.name).filter(|r| {
+                manual.is_approved()
+                    && r.revision.is_some()
+                    && r.revision != revision
+                    && r.revision != self.adopted_from
+            });
             if let Some(r) = stale {
+                // Withdrawn with its record, in the guarded patch: the stage then plainly awaits
+                // approval, so that a hand approval (`approved: true`) works again.
+                self.d.record(RecordOp::WithdrawApproval {
+                    index: idx,
+                    stage: stage.name.clone(),
+                });
                 let e = entry(status, &stage.name);
                 set_description(e, "Paused: Awaiting Manual Approval", now);
                 let why = format!(
-                    "the approval by {} at {} was for an earlier revision of the profileSpec; approve again",
+                    "the approval by {} at {} was for an earlier revision of the profileSpec and was withdrawn; approve again",
                     r.by, r.at
                 );
                 let summary = format!("stage {}: awaiting manual approval ({why})", stage.name);
@@ -888,7 +949,7 @@ impl<'a> Planner<'a> {
         set_description(e, "Successfully provisioned", now);
         self.delete_after(preverification_name(self.name, &stage.name));
         let Some(next) = stages.get(idx + 1).cloned() else {
-            if let Some(run) = self.p.status.as_ref().and_then(Run::of) {
+            if let Some(run) = self.run.clone() {
                 self.d.record(RecordOp::Complete(run));
             }
             self.d.event(
@@ -975,7 +1036,7 @@ impl<'a> Planner<'a> {
                             .map(description_text)
                             == Some("Successfully provisioned")
                 });
-        match Run::of(&observed) {
+        match self.run.clone() {
             Some(run) if legacy => {
                 self.d.record(RecordOp::Complete(run));
                 true
@@ -985,8 +1046,10 @@ impl<'a> Planner<'a> {
     }
 
     /// A restart supersedes the observed run: an approval consumed for it whose promotion was never
-    /// recorded (the stage is still the current one) is given back, so that it is not lost.
-    fn restore_unused_grants(&mut self) {
+    /// recorded (the stage is still the current one) is given back, so that it is not lost, but
+    /// only when the new run is of the same revision (a stages change): an approval approves one
+    /// revision, and the new one must be approved on its own (invariant 2).
+    fn restore_unused_grants(&mut self, revision: &str) {
         let Some(observed) = self.p.status.as_ref() else {
             return;
         };
@@ -1007,7 +1070,10 @@ impl<'a> Planner<'a> {
             .trigger
             .as_ref()
             .and_then(|t| t.manual.as_ref());
-        if grant.run == old_run && manual.is_some_and(|m| !m.is_approved()) {
+        if grant.run == old_run
+            && grant.run.revision == revision
+            && manual.is_some_and(|m| !m.is_approved())
+        {
             self.d.record(RecordOp::RestoreApproval {
                 index,
                 stage: current,

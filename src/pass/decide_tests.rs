@@ -127,6 +127,13 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
             RecordOp::Complete(run) => {
                 a.insert(COMPLETED.into(), serde_json::to_string(run).unwrap());
             }
+            RecordOp::ReviseApprovalRecord { stage, record } => {
+                a.insert(approval_key(stage), serde_json::to_string(record).unwrap());
+            }
+            RecordOp::WithdrawApproval { index, stage } => {
+                a.remove(&approval_key(stage));
+                set_approved(p, *index, None);
+            }
         }
     }
 }
@@ -817,8 +824,12 @@ fn stale_profiles_of_removed_stages_are_deleted() {
     foreign.metadata.annotations = None;
     w.profiles.insert("kyverno-mine".into(), foreign);
     let d = run(&mut p, &mut w, 1);
+    assert!(
+        d.actions.is_empty(),
+        "nothing removed before the status write"
+    );
     assert_eq!(
-        d.actions,
+        d.after_status,
         vec![Action::Delete {
             name: "kyverno-old".into()
         }]
@@ -982,8 +993,19 @@ fn an_approval_for_another_revision_is_ignored() {
     assert_eq!(
         stage_status(&p, "staging").failure_message.as_deref(),
         Some(
-            "the approval by bob at 2026-02-16T06:04:00Z was for an earlier revision of the profileSpec; approve again"
+            "the approval by bob at 2026-02-16T06:04:00Z was for an earlier revision of the profileSpec and was withdrawn; approve again"
         )
+    );
+    // Withdrawn together with its record, so that a hand approval works again (issue 14 review).
+    assert!(matches!(&d.actions[..], [Action::Record(ops)]
+        if matches!(ops[..], [RecordOp::WithdrawApproval { index: 1, .. }])));
+    assert_eq!(p.spec.stages[1].manual_approval(), None);
+    assert_eq!(crate::annotations::approval(&p, "staging"), None);
+    set_approved(&mut p, 1, Some(true));
+    assert_eq!(
+        decide(&p, &w, &HealthResults::new(), &ctx(5)).summary,
+        "promoted staging -> production",
+        "approved by hand after the withdrawal"
     );
     // Recorded for the current revision: it counts. Set by hand (no record): it counts too.
     let current = p
@@ -1308,9 +1330,30 @@ fn issue14_p7_reorder_is_a_new_revision_from_stage_one() {
     assert_eq!(w.profiles["kyverno-production"].metadata.labels, before);
 }
 
-/// A grant whose run is superseded before its promotion was recorded is given back.
+/// A grant whose run is superseded before its promotion was recorded is given back when the new
+/// run is of the same revision (here: a stage's selector changed, the profileSpec did not).
 #[test]
-fn issue14_unused_grant_is_given_back_on_restart() {
+fn issue14_unused_grant_is_given_back_to_a_run_of_the_same_revision() {
+    let (mut p, mut w) = staging_approved();
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    let Some(Action::Record(ops)) = d.actions.first() else {
+        panic!()
+    };
+    apply_records(&mut p, ops); // killed before the status write
+    p.spec.stages[2].cluster_selector = serde_json::from_value(json!({"matchLabels": {"env": "prod"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]})).unwrap();
+    let d = run(&mut p, &mut w, 5);
+    assert!(d.summary.starts_with("restarted"));
+    assert!(
+        matches!(&d.actions[..], [Action::Record(ops)] if matches!(ops[..], [RecordOp::RestoreApproval { index: 1, .. }]))
+    );
+    assert_eq!(p.spec.stages[1].manual_approval(), Some(true));
+    assert_eq!(crate::annotations::grant(&p, "staging"), None);
+}
+
+/// ... but never to a new revision: an approval consumed for revision H1 does not approve H2
+/// (issue 14 review: the restore handed it back as `approved: true`).
+#[test]
+fn issue14_unused_grant_is_not_given_to_a_new_revision() {
     let (mut p, mut w) = staging_approved();
     let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
     let Some(Action::Record(ops)) = d.actions.first() else {
@@ -1321,10 +1364,175 @@ fn issue14_unused_grant_is_given_back_on_restart() {
     let d = run(&mut p, &mut w, 5);
     assert!(d.summary.starts_with("restarted"));
     assert!(
-        matches!(&d.actions[..], [Action::Record(ops)] if matches!(ops[..], [RecordOp::RestoreApproval { index: 1, .. }]))
+        !d.actions.iter().any(|a| matches!(a, Action::Record(_))),
+        "{:?}",
+        d.actions
     );
-    assert_eq!(p.spec.stages[1].manual_approval(), Some(true));
-    assert_eq!(crate::annotations::grant(&p, "staging"), None);
+    assert_eq!(p.spec.stages[1].manual_approval(), None);
+    let (_, d) = run_to(&mut p, &mut w, 6, "staging");
+    assert_eq!(d.phase, Phase::AwaitingApproval, "{}", d.summary);
+}
+
+// ---- Taking over statuses another writer recorded (upgrade from an earlier promoter, or from
+// Sveltos' own controller). Each failed before: the hash differed, so the rollout restarted. ----
+
+/// Two charts out of upstream's sort order: the earlier promoter's (sorted) hash differs from the
+/// revision hash.
+fn out_of_sort_order() -> ClusterPromotion {
+    let mut p = promotion(three_stages());
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"] = json!([
+        {"repositoryURL": "https://b", "releaseName": "b", "releaseNamespace": "b"},
+        {"repositoryURL": "https://a", "releaseName": "a", "releaseNamespace": "a"}
+    ]);
+    p
+}
+
+/// A completed rollout as the given writer left it: status hashes of that writer, no promoter
+/// records.
+fn completed_by(ps: &str, st: &str) -> (ClusterPromotion, World) {
+    completed_as(promotion(three_stages()), ps, st)
+}
+
+fn completed_as(mut p: ClusterPromotion, ps: &str, st: &str) -> (ClusterPromotion, World) {
+    set_approved(&mut p, 1, Some(true));
+    let mut w = fleet();
+    let (_, d) = run_to(&mut p, &mut w, 0, "production");
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    let status = p.status.as_mut().unwrap();
+    status.profile_spec_hash = Some(ps.into());
+    status.stages_hash = Some(st.into());
+    p.metadata.annotations = None;
+    (p, w)
+}
+
+#[test]
+fn a_rollout_completed_by_an_earlier_promoter_stays_complete() {
+    let p0 = out_of_sort_order();
+    let legacy = crate::hash::profile_spec_hash(p0.spec.profile_spec.as_ref());
+    assert_ne!(legacy, revision_hash(&p0));
+    let st = stages_hash(&p0.spec.stages);
+    let (mut p, mut w) = completed_as(p0, &legacy, &st);
+    let d = run(&mut p, &mut w, 200);
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert!(
+        d.after_status.is_empty(),
+        "nothing re-applied: {:?}",
+        d.after_status
+    );
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e.message.contains("earlier promoter")),
+        "{:?}",
+        d.events
+    );
+    let status = p.status.clone().unwrap();
+    assert_eq!(status.profile_spec_hash, Some(revision_hash(&p)));
+    assert_eq!(crate::annotations::completed(&p), Run::of(&status));
+    assert!(!run(&mut p, &mut w, 201).writes(), "quiet from then on");
+}
+
+#[test]
+fn a_rollout_completed_by_upstream_stays_complete() {
+    let p0 = promotion(three_stages());
+    // The profile hash upstream wrote is not promoter's; only its stages hash can be recomputed.
+    let (mut p, mut w) = completed_by(
+        "733VG+o3aBR450lx7xW7VEDjNQr4syJT5pukWmJo3c4=",
+        &crate::hash::upstream_stages_hash(&p0.spec.stages),
+    );
+    // Upstream wrote the profiles through Go types and without promoter's annotations.
+    for cp in w.profiles.values_mut() {
+        cp.spec.fields = crate::sveltos::normal_form::normalize(&cp.spec.fields);
+        cp.metadata.annotations = Some(
+            [(
+                crate::api::sveltos::STAGE_NAME_ANNOTATION.to_string(),
+                "x".to_string(),
+            )]
+            .into(),
+        );
+    }
+    let d = run(&mut p, &mut w, 200);
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert!(d.events.iter().any(|e| e.message.contains("Sveltos")));
+    assert_eq!(
+        p.status.as_ref().unwrap().profile_spec_hash,
+        Some(revision_hash(&p))
+    );
+    assert!(!run(&mut p, &mut w, 201).writes(), "quiet from then on");
+}
+
+#[test]
+fn a_takeover_needs_every_reached_stage_to_run_the_current_spec() {
+    let p0 = promotion(three_stages());
+    let upstream = crate::hash::upstream_stages_hash(&p0.spec.stages);
+    // Production still runs an older chart: the spec changed after upstream's last pass.
+    let (mut p, mut w) = completed_by("x", &upstream);
+    w.profiles
+        .get_mut("kyverno-production")
+        .unwrap()
+        .spec
+        .fields["helmCharts"][0]["chartVersion"] = json!("3.4.0");
+    assert!(run(&mut p, &mut w, 200).summary.starts_with("restarted"));
+    // A reorder the legacy hash cannot see is a new revision too.
+    let mut two = promotion(three_stages());
+    two.spec.profile_spec.as_mut().unwrap().0["helmCharts"] = json!([
+        {"repositoryURL": "https://a", "releaseName": "a", "releaseNamespace": "a"},
+        {"repositoryURL": "https://b", "releaseName": "b", "releaseNamespace": "b"}
+    ]);
+    set_approved(&mut two, 1, Some(true));
+    let mut w = fleet();
+    run_to(&mut two, &mut w, 0, "production");
+    two.spec.profile_spec.as_mut().unwrap().0["helmCharts"]
+        .as_array_mut()
+        .unwrap()
+        .reverse();
+    let status = two.status.as_mut().unwrap();
+    status.profile_spec_hash = Some(crate::hash::profile_spec_hash(
+        two.spec.profile_spec.as_ref(),
+    ));
+    two.metadata.annotations = None;
+    assert!(run(&mut two, &mut w, 200).summary.starts_with("restarted"));
+    // A stage added at the end of a rollout promoter recorded is a new stages hash: a restart.
+    let (mut p, mut w) = completed_by("x", "y");
+    p.status.as_mut().unwrap().profile_spec_hash = Some(revision_hash(&p));
+    p.status.as_mut().unwrap().stages_hash = Some(stages_hash(&p.spec.stages));
+    p.spec.stages.push(
+        serde_json::from_value(
+            json!({"name": "dr", "clusterSelector": {"matchLabels": {"env": "dr"}}}),
+        )
+        .unwrap(),
+    );
+    assert!(run(&mut p, &mut w, 200).summary.starts_with("restarted"));
+}
+
+/// An approval `promoter approve` recorded for the earlier promoter's hash still approves the run
+/// taken over, and its record follows the new hash.
+#[test]
+fn a_takeover_keeps_the_approval_given_for_that_run() {
+    let mut p = out_of_sort_order();
+    let mut w = fleet();
+    let (_, d) = run_to(&mut p, &mut w, 0, "staging");
+    assert_eq!(d.phase, Phase::AwaitingApproval);
+    let legacy = crate::hash::profile_spec_hash(p.spec.profile_spec.as_ref());
+    let status = p.status.as_mut().unwrap();
+    status.profile_spec_hash = Some(legacy.clone());
+    p.metadata.annotations = Some(
+        [(
+            crate::annotations::approval_key("staging"),
+            format!(r#"{{"by":"bob","at":"2026-02-16T06:04:00Z","revision":"{legacy}"}}"#),
+        )]
+        .into(),
+    );
+    set_approved(&mut p, 1, Some(true));
+    let d = run(&mut p, &mut w, 100);
+    assert_ne!(legacy, revision_hash(&p));
+    assert_eq!(d.summary, "promoted staging -> production");
+    assert!(d.actions.iter().any(|a| matches!(a, Action::Record(ops)
+        if ops.iter().any(|op| matches!(op, RecordOp::ReviseApprovalRecord { .. })))));
+    assert_eq!(
+        p.status.as_ref().unwrap().profile_spec_hash,
+        Some(revision_hash(&p))
+    );
 }
 
 #[path = "events_tests.rs"]

@@ -46,6 +46,10 @@ pub enum Reason {
     DeploymentFailed,
     /// The ClusterPromotion cannot be processed as written (Warning).
     Blocked,
+    /// promoter continued a rollout another writer recorded (see `pass::takeover`).
+    TookOver,
+    /// The served ClusterProfile CRD dropped fields of a generated profile (Warning).
+    FieldsPruned,
     /// `promoter approve`.
     Approved,
     /// `promoter pause`.
@@ -66,6 +70,8 @@ impl Reason {
             Reason::RolloutComplete => "RolloutComplete",
             Reason::DeploymentFailed => "DeploymentFailed",
             Reason::Blocked => "Blocked",
+            Reason::TookOver => "TookOver",
+            Reason::FieldsPruned => "FieldsPruned",
             Reason::Approved => "Approved",
             Reason::Paused => "Paused",
             Reason::Resumed => "Resumed",
@@ -76,7 +82,10 @@ impl Reason {
     pub fn warning(self) -> bool {
         matches!(
             self,
-            Reason::ChecksFailing | Reason::DeploymentFailed | Reason::Blocked
+            Reason::ChecksFailing
+                | Reason::DeploymentFailed
+                | Reason::Blocked
+                | Reason::FieldsPruned
         )
     }
 

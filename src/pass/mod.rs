@@ -10,6 +10,7 @@ pub mod profiles;
 pub mod shard;
 pub mod stage_status;
 pub mod summaries;
+pub mod takeover;
 pub mod undecodable;
 pub mod world;
 
