@@ -117,9 +117,11 @@ enum Expect {
     /// The CRD rejects it (type, enum, required field, CEL rule, list-map key): `promoter lint`
     /// reports an error, and stored anyway (written before a CRD upgrade), the pass isolates it.
     CrdRejects(&'static str),
-    /// The status carries something the API server stored but promoter cannot read; lint does not
-    /// look at status.
-    StatusError(&'static str),
+    /// The status carries a time the API server stored (before its CRD validated it) but that is
+    /// not RFC 3339; lint does not look at status. The first pass reports it in the status and
+    /// removes the time in the same write (a real API server refuses a status write that keeps it
+    /// in the atomic `status.stages`); from then on the promotion rolls out like the good one.
+    Repaired(&'static str),
     /// Valid, even if unusual: it completes like the good one, and lint reports no error.
     Completes,
 }
@@ -702,7 +704,7 @@ fn corpus() -> Vec<Case> {
                 Set("/status/currentStageName", json!("dev")),
                 Set("/status/lastPromotionTime", json!(t)),
             ],
-            StatusError("status.lastPromotionTime: invalid time"),
+            Repaired("status.lastPromotionTime: invalid time"),
         ));
         for field in ["lastUpdateReconciledTime", "lastSuccessfulAppliedTime"] {
             out.push(case(
@@ -711,7 +713,7 @@ fn corpus() -> Vec<Case> {
                     Set("/status/currentStageName", json!("dev")),
                     Set("/status/stages", json!([{"name": "dev", field: t}])),
                 ],
-                StatusError("invalid time"),
+                Repaired("invalid time"),
             ));
         }
     }
@@ -744,14 +746,6 @@ fn lint_errors(label: &str, obj: &Value) -> Vec<String> {
 
 /// Runs one case; `Err` describes how it failed.
 async fn run_case(c: Case) -> Result<(), String> {
-    // Issue 15 (owner: input): a real API server refuses every status write that keeps a stage's
-    // non-RFC 3339 time (`format: date-time`; status.stages is an atomic list, so validation
-    // ratcheting does not spare the unchanged item), so promoter cannot record the error until it
-    // drops such times itself. Skipped here, named in the output, until that is fixed.
-    if matches!(c.expect, Expect::StatusError(_)) && c.label.starts_with("status.stages[") {
-        eprintln!("skipped (issue 15, owner input): {}", c.label);
-        return Ok(());
-    }
     let mut obj = candidate();
     for m in &c.mutations {
         match m {
@@ -773,7 +767,7 @@ async fn run_case(c: Case) -> Result<(), String> {
     // What the CRD rejects can only be stored from before a CRD upgrade (never validated since);
     // everything else must pass the served CRD as a real API server checks it. A status time
     // that is not RFC 3339 is refused too (`format: date-time`), so it also comes from before.
-    let stored = if matches!(c.expect, Expect::CrdRejects(_) | Expect::StatusError(_)) {
+    let stored = if matches!(c.expect, Expect::CrdRejects(_) | Expect::Repaired(_)) {
         env.server
             .store()
             .seed_unvalidated(&cluster_promotion_type(), obj.clone())
@@ -796,7 +790,25 @@ async fn run_case(c: Case) -> Result<(), String> {
             .find(|p| p.name == name)
             .ok_or("the bad promotion is missing from the report")?;
         match &c.expect {
-            Expect::Error(why) | Expect::CrdRejects(why) | Expect::StatusError(why) => {
+            Expect::Repaired(why) if tick == 0 => {
+                if b.phase != Phase::Error || !b.summary.contains(why) {
+                    return Err(format!("tick 0: phase {:?}: {}", b.phase, b.summary));
+                }
+                let messages = failure_messages(&raw(&env, &name));
+                if !messages
+                    .iter()
+                    .any(|m| m.contains(why) && m.contains("promoter removed the unreadable"))
+                {
+                    return Err(format!("status failureMessages {messages:?} lack {why:?}"));
+                }
+            }
+            Expect::Repaired(_) => {
+                if b.phase == Phase::Error {
+                    return Err(format!("tick {tick}: still in error: {}", b.summary));
+                }
+                bad_done |= b.phase == Phase::Complete;
+            }
+            Expect::Error(why) | Expect::CrdRejects(why) => {
                 if b.phase != Phase::Error {
                     return Err(format!("tick {tick}: phase {:?}: {}", b.phase, b.summary));
                 }
@@ -819,7 +831,7 @@ async fn run_case(c: Case) -> Result<(), String> {
             .promotions
             .iter()
             .any(|p| p.name == "good" && p.phase == Phase::Complete);
-        let want_bad = matches!(c.expect, Expect::Completes);
+        let want_bad = matches!(c.expect, Expect::Completes | Expect::Repaired(_));
         if good_done && (bad_done || !want_bad) && tick > 0 {
             return Ok(());
         }

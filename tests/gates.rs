@@ -93,6 +93,11 @@ impl Oracle {
                 continue;
             };
             let name = p.metadata.name.clone().unwrap_or_default();
+            let recorded = p
+                .status
+                .as_ref()
+                .and_then(|s| s.current_stage_name.as_ref())
+                .and_then(|c| p.spec.stages.iter().position(|s| s.name == *c));
             for (j, stage) in p.spec.stages.iter().enumerate() {
                 let pname = format!("{name}-{}", stage.name);
                 let now_content = profiles.get(&pname).map(content);
@@ -131,6 +136,14 @@ impl Oracle {
                     && let Some(c) = &now_content
                     && before.as_ref() != Some(c)
                 {
+                    // Order of writes: a stage's profile changes only once the status records
+                    // the promotion to it (issue 14 review: no rule covered this).
+                    if recorded.is_none_or(|r| r < j) {
+                        self.violations.push(format!(
+                            "write {} by {user}: {pname} changed before the status recorded stage {} as reached",
+                            self.writes, stage.name
+                        ));
+                    }
                     let prev = &p.spec.stages[j - 1];
                     let delay = prev
                         .trigger
@@ -217,6 +230,16 @@ impl Oracle {
                         "write {} by {user}: {name} stage {} passed {} times on {} approvals (reused)",
                         self.writes, stage.name, acct.used, acct.given
                     ));
+                    acct.given = acct.used;
+                }
+                // An approval consumed for a run that a new revision superseded before the stage
+                // passed is void, not lost: an approval approves one revision (issue 14 review).
+                let superseded = annotations::grant(&p, &stage.name).is_some_and(|g| {
+                    snap.run
+                        .as_ref()
+                        .is_some_and(|r| r.revision != g.run.revision)
+                });
+                if acct.given > acct.used && !approved && !pending && superseded {
                     acct.given = acct.used;
                 }
                 if acct.given > acct.used && !approved && !pending {

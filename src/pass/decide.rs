@@ -568,11 +568,7 @@ impl<'a> Planner<'a> {
                 );
             }
             set_failure(e, Some(&message), now);
-            set_description(
-                e,
-                "Blocked: the ClusterPromotion cannot be processed (see failureMessage)",
-                now,
-            );
+            set_description(e, super::undecodable::BLOCKED, now);
         }
         self.d.stage = stage;
         self.d.outcome(Phase::Error, format!("blocked: {message}"));

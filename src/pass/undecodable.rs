@@ -4,6 +4,13 @@
 //! `failureMessage` and a `Blocked:` description, upstream's status schema only. The write is a
 //! merge patch of `/status` guarded by the resourceVersion, and it is skipped when the status
 //! already says so.
+//!
+//! Times in the status that are not RFC 3339 (written before the CRD validated them, or by another
+//! tool) are removed in that same write: the API server refuses any status write that keeps one
+//! inside `status.stages` (`format: date-time`, and the list is atomic, so validation ratcheting
+//! does not spare the unchanged item), so the error could not be recorded otherwise, and the
+//! promotion could never be read again. A stage without its times is re-checked from its current
+//! state: at worst a soak starts again; nothing is promoted early.
 
 use super::observe::Undecodable;
 use super::stage_status::{description_text, with_timestamp};
@@ -17,6 +24,37 @@ pub const BLOCKED: &str = "Blocked: the ClusterPromotion cannot be processed (se
 /// The failureMessage written for a decode error.
 pub fn failure_message(error: &str) -> String {
     format!("cannot read this ClusterPromotion: {error}")
+}
+
+/// The time fields of upstream's status schema, per stage.
+const STAGE_TIMES: [&str; 3] = [
+    "lastUpdateReconciledTime",
+    "lastSuccessfulAppliedTime",
+    "lastStatusCheckTime",
+];
+
+fn is_time(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| Timestamp::parse(s).is_ok())
+}
+
+/// Removes the stage times that are not RFC 3339; the paths removed.
+fn drop_bad_times(stages: &mut [Value]) -> Vec<String> {
+    let mut dropped = Vec::new();
+    for (i, stage) in stages.iter_mut().enumerate() {
+        let Some(entry) = stage.as_object_mut() else {
+            continue;
+        };
+        for field in STAGE_TIMES {
+            if entry
+                .get(field)
+                .is_some_and(|v| !v.is_null() && !is_time(v))
+            {
+                entry.remove(field);
+                dropped.push(format!("status.stages[{i}].{field}"));
+            }
+        }
+    }
+    dropped
 }
 
 /// The stage the error is reported on: the current one, else the first stage of the spec.
@@ -36,13 +74,29 @@ fn stage_name(raw: &Value) -> Option<String> {
 /// there is no stage to report it on).
 pub fn status_patch(bad: &Undecodable, now: DateTime<Utc>) -> Option<Value> {
     let stage = stage_name(&bad.raw)?;
-    let message = failure_message(&bad.error);
     let mut stages: Vec<Value> = bad
         .raw
         .pointer("/status/stages")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    let mut dropped = drop_bad_times(&mut stages);
+    let bad_promotion_time = bad
+        .raw
+        .pointer("/status/lastPromotionTime")
+        .is_some_and(|v| !v.is_null() && !is_time(v));
+    if bad_promotion_time {
+        dropped.push("status.lastPromotionTime".into());
+    }
+    let message = if dropped.is_empty() {
+        failure_message(&bad.error)
+    } else {
+        format!(
+            "{}; promoter removed the unreadable {} from the status",
+            failure_message(&bad.error),
+            dropped.join(", ")
+        )
+    };
     let idx = match stages
         .iter()
         .position(|s| s.get("name").and_then(Value::as_str) == Some(stage.as_str()))
@@ -64,7 +118,7 @@ pub fn status_patch(bad: &Undecodable, now: DateTime<Utc>) -> Option<Value> {
         .raw
         .pointer("/status/currentStageName")
         .and_then(Value::as_str);
-    if same_message && same_description && current == Some(stage.as_str()) {
+    if same_message && same_description && current == Some(stage.as_str()) && dropped.is_empty() {
         return None;
     }
     entry.insert("failureMessage".into(), json!(message));
@@ -81,6 +135,9 @@ pub fn status_patch(bad: &Undecodable, now: DateTime<Utc>) -> Option<Value> {
     let mut status = Map::new();
     status.insert("stages".into(), Value::Array(stages));
     status.insert("currentStageName".into(), json!(stage));
+    if bad_promotion_time {
+        status.insert("lastPromotionTime".into(), Value::Null);
+    }
     Some(json!({
         "metadata": {"resourceVersion": bad.raw.pointer("/metadata/resourceVersion")},
         "status": status,
@@ -145,13 +202,31 @@ mod tests {
         let b = bad(json!({"metadata": {"name": "p"},
                            "spec": {"stages": [{"name": "dev"}, {"name": "prod"}]},
                            "status": {"currentStageName": "prod",
-                                      "stages": [{"name": "dev", "lastStatusCheckTime": "x"}]}}));
+                                      "stages": [{"name": "dev", "lastStatusCheckTime": "2026-02-16T05:00:00Z"}]}}));
         let patch = status_patch(&b, now).unwrap();
         assert_eq!(
             patch["status"]["stages"][0],
-            json!({"name": "dev", "lastStatusCheckTime": "x"})
+            json!({"name": "dev", "lastStatusCheckTime": "2026-02-16T05:00:00Z"})
         );
         assert_eq!(patch["status"]["stages"][1]["name"], "prod");
+        // Unreadable times are removed in the same write (a real API server refuses the write
+        // otherwise), and the message says so.
+        let b = bad(json!({"metadata": {"name": "p"},
+                           "spec": {"stages": [{"name": "dev"}]},
+                           "status": {"currentStageName": "dev", "lastPromotionTime": "yesterday",
+                                      "stages": [{"name": "dev", "lastUpdateReconciledTime": "2026-02-16T06:00:00Z",
+                                                  "lastSuccessfulAppliedTime": "2026-02-30T00:00:00Z"}]}}));
+        let patch = status_patch(&b, now).unwrap();
+        let e = &patch["status"]["stages"][0];
+        assert_eq!(e["lastUpdateReconciledTime"], "2026-02-16T06:00:00Z");
+        assert!(e.get("lastSuccessfulAppliedTime").is_none());
+        assert_eq!(patch["status"]["lastPromotionTime"], Value::Null);
+        assert!(
+            e["failureMessage"].as_str().unwrap().ends_with(
+                "; promoter removed the unreadable status.stages[0].lastSuccessfulAppliedTime, status.lastPromotionTime from the status"
+            ),
+            "{e}"
+        );
         // No stage at all: nothing to write on.
         assert_eq!(
             status_patch(&bad(json!({"metadata": {"name": "p"}, "spec": {}})), now),
