@@ -260,6 +260,25 @@ async fn a_field_pruned_by_an_older_crd_is_not_rewritten_forever() {
         .filter(|r| r.resource == "clusterprofiles" && r.verb != "list" && r.verb != "get")
         .collect();
     assert!(writes.is_empty(), "rewritten: {writes:?}");
+    // Reported once, in the status of every stage whose profile lost the field, and then quiet.
+    for stage in ["dev", "prod"] {
+        let m = failure(&env, stage).unwrap_or_default();
+        assert!(
+            m.contains("older than promoter's schema") && m.contains("spec.extraNewField"),
+            "{stage}: {m:?}"
+        );
+        assert!(!m.contains("tier"), "only what was dropped: {m}");
+    }
+    let status_writes = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "clusterpromotions" && r.is_write())
+        .count();
+    assert_eq!(
+        status_writes, 0,
+        "said in the first pass after the change, not again"
+    );
 }
 
 /// One ClusterSummary that does not decode does not fail the list; its cluster is not in sync.

@@ -664,20 +664,27 @@ impl<'a> Planner<'a> {
         // revision is the one they were promoted with, since equal hashes mean equal content.
         // Their preverification profiles are gone once passed (a pass may have died before).
         for earlier in &stages[..idx] {
-            let _ = self.ensure(main_profile(self.p, earlier));
+            let desired = main_profile(self.p, earlier);
+            let note = self.pruned_note(&desired);
+            let _ = self.ensure(desired);
             self.delete_if_present(preverification_name(self.name, &earlier.name));
+            self.note_pruned(status, earlier, note, false);
         }
         if self.complete_recorded(idx) {
-            let _ = self.ensure(main_profile(self.p, &stage));
+            let desired = main_profile(self.p, &stage);
+            let note = self.pruned_note(&desired);
+            let _ = self.ensure(desired);
             self.delete_if_present(preverification_name(self.name, &stage.name));
+            self.note_pruned(status, &stage, note, true);
             let e = entry(status, &stage.name);
-            set_failure(e, None, now);
             set_description(e, "Successfully provisioned", now);
             self.d.outcome(Phase::Complete, "complete".into());
             return;
         }
         let selector = stage.cluster_selector.clone().unwrap_or_default();
-        let check = match self.ensure(main_profile(self.p, &stage)) {
+        let desired = main_profile(self.p, &stage);
+        let pruned = self.pruned_note(&desired);
+        let check = match self.ensure(desired) {
             Observed::Applied(cp) => deployment::check(cp, &selector, self.world),
             Observed::Applying => pending(format!(
                 "ClusterProfile {} was applied in this pass.",
@@ -723,7 +730,12 @@ impl<'a> Planner<'a> {
             e.last_successful_applied_time = Some(Timestamp::new(now));
             e.last_status_check_time = Some(Timestamp::new(now));
             e.failure_message = None;
-            set_description(e, &provisioned_text(&check), now);
+            let mut text = provisioned_text(&check);
+            if let Some(note) = pruned {
+                text = format!("{text} {note}");
+            }
+            let e = entry(status, &stage.name);
+            set_description(e, &text, now);
             self.d.event(
                 Reason::StageProvisioned,
                 format!("Stage {} provisioned", stage.name),
@@ -986,6 +998,51 @@ impl<'a> Planner<'a> {
         );
     }
 
+    /// What the served ClusterProfile CRD dropped from a stage's profile (an older Sveltos than
+    /// promoter's schema), said once in the status: Sveltos deploys without those fields.
+    fn pruned_note(&self, desired: &DesiredProfile) -> Option<String> {
+        let observed = self.world.profiles.get(&desired.name)?;
+        let paths = desired.dropped_by_server(observed);
+        (!paths.is_empty()).then(|| {
+            format!(
+                "{PRUNED_NOTE} and dropped {} from ClusterProfile {}; Sveltos deploys without {}.",
+                paths
+                    .iter()
+                    .map(|p| format!("spec.{p}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                desired.name,
+                if paths.len() == 1 { "it" } else { "them" }
+            )
+        })
+    }
+
+    /// A passed stage's failureMessage carries the pruned-fields note (upstream also keeps
+    /// informational text there); a Warning Event announces it once, when it appears. Other text
+    /// is replaced only when `replace_other` (the completed stage, whose message is cleared).
+    fn note_pruned(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        stage: &Stage,
+        note: Option<String>,
+        replace_other: bool,
+    ) {
+        let now = self.now();
+        let e = entry(status, &stage.name);
+        let ours = e
+            .failure_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with(PRUNED_NOTE));
+        if e.failure_message == note || (note.is_none() && !ours && !replace_other) {
+            return;
+        }
+        if let Some(n) = &note {
+            self.d
+                .event(Reason::FieldsPruned, format!("Stage {}: {n}", stage.name));
+        }
+        set_failure(e, note.as_deref(), now);
+    }
+
     fn is_deleting(&self, name: &str) -> bool {
         self.world
             .profiles
@@ -1102,6 +1159,9 @@ fn is_complete(p: &ClusterPromotion) -> bool {
     let run = p.status.as_ref().and_then(Run::of);
     run.is_some() && crate::annotations::completed(p) == run
 }
+
+/// How the note on fields the served CRD dropped begins.
+const PRUNED_NOTE: &str = "The served ClusterProfile CRD is older than promoter's schema";
 
 /// Why a provisioned stage is not promoted in this pass.
 struct Wait {

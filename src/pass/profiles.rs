@@ -237,6 +237,18 @@ impl DesiredProfile {
         )
     }
 
+    /// The paths of this spec that the served CRD dropped from `observed` (see [`Self::pruned_fields`]);
+    /// empty when nothing was dropped. Cheap when the observed spec holds everything written.
+    pub fn dropped_by_server(&self, observed: &ClusterProfile) -> Vec<String> {
+        if contained(
+            &Value::Object(self.spec.clone()),
+            &Value::Object(observed.spec.fields.clone()),
+        ) {
+            return Vec::new();
+        }
+        self.pruned_fields(observed).unwrap_or_default()
+    }
+
     /// The object to create.
     pub fn to_object(&self) -> ClusterProfile {
         let mut profile = ClusterProfile::new(
