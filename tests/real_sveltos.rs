@@ -233,16 +233,19 @@ async fn owner_reference_returns_when_preserve_is_turned_off() {
 async fn a_field_pruned_by_an_older_crd_is_not_rewritten_forever() {
     let env = Env::new(FLEET).await;
     env.apply_promotion(&promotion(
-        json!({"helmCharts": [chart("1.0.0")], "extraNewField": {"a": 1}, "tier": 90}),
+        json!({"helmCharts": [chart("1.0.0")], "extraNewField": {"a": 1}, "tier": 90,
+               "driftExclusions": [{"paths": ["/spec/replicas"]}]}),
         json!({}),
     ));
     assert!(until_complete(&env, 15).await.is_some());
-    // An older served CRD: the field is gone from what the server stores.
+    // An older served CRD: fields are gone from what the server stores (one promoter's schema
+    // knows, `driftExclusions`, and one it does not know either).
     for name in ["app-dev", "app-prod"] {
         let mut store = env.server.store();
         let mut p = store.get(&cluster_profile_type(), "", name).unwrap();
         if let Some(spec) = p["spec"].as_object_mut() {
             spec.remove("extraNewField");
+            spec.remove("driftExclusions");
         }
         store
             .update(&cluster_profile_type(), "", name, p, false)
@@ -264,7 +267,7 @@ async fn a_field_pruned_by_an_older_crd_is_not_rewritten_forever() {
     for stage in ["dev", "prod"] {
         let m = failure(&env, stage).unwrap_or_default();
         assert!(
-            m.contains("older than promoter's schema") && m.contains("spec.extraNewField"),
+            m.contains("older than promoter's schema") && m.contains("spec.driftExclusions"),
             "{stage}: {m:?}"
         );
         assert!(!m.contains("tier"), "only what was dropped: {m}");
