@@ -104,7 +104,12 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        if req.method() != Method::GET {
+        // A watch streams for as long as it runs: never buffered, never retried here.
+        let watch = req
+            .uri()
+            .query()
+            .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+        if req.method() != Method::GET || watch {
             // Writes (and anything else) go out exactly once, as they are.
             let fut = self.inner.call(req);
             return Box::pin(async move { Ok(fut.await.map_err(Into::into)?.map(Either::Left)) });
