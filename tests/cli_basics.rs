@@ -146,7 +146,91 @@ async fn kubectl_conventions_on_status() {
         "-o",
         "json",
     ]);
-    assert_eq!((code, out.trim()), (0, "[]"));
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v, serde_json::json!({"kind": "List", "items": []}));
+    // kubectl's jsonpath templates, on lists and on one object.
+    let (code, out, err) = run(&[
+        "status",
+        "--kubeconfig",
+        kc,
+        "-o",
+        "jsonpath={.items[*].name}",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "kyverno-prog-rollout-man kyverno-rollout-auto");
+    let (_, out, _) = run(&[
+        "status",
+        "--kubeconfig",
+        kc,
+        "-o",
+        r#"jsonpath={range .items[*]}{.name}={.phase}{"\n"}{end}"#,
+    ]);
+    assert_eq!(
+        out,
+        "kyverno-prog-rollout-man=Pending\nkyverno-rollout-auto=Pending\n"
+    );
+    let (_, out, _) = run(&[
+        "status",
+        "kyverno-rollout-auto",
+        "--kubeconfig",
+        kc,
+        "-o",
+        "jsonpath={.prediction.phase}",
+    ]);
+    assert_eq!(out, "Progressing");
+    let (code, _, err) = run(&["status", "--kubeconfig", kc, "-o", "jsonpath={.items[*"]);
+    assert_eq!(code, 1, "a bad template is a usage error");
+    assert!(err.contains("unclosed"), "{err}");
+    // step NAME decides one promotion; its JSON is camelCase; every read command takes jsonpath.
+    let (code, out, err) = run(&[
+        "step",
+        "kyverno-rollout-auto",
+        "--dry-run",
+        "--kubeconfig",
+        kc,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["dryRun"], true, "{out}");
+    assert!(v.get("dry_run").is_none() && v["promotions"][0].get("next_check").is_none());
+    assert_eq!(v["promotions"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(v["promotions"][0]["name"], "kyverno-rollout-auto");
+    let (code, _, err) = run(&["step", "nope", "--dry-run", "--kubeconfig", kc]);
+    assert_eq!(code, 1);
+    assert!(err.contains("\"nope\" not found"), "{err}");
+    let (code, out, err) = run(&[
+        "explain",
+        "kyverno-rollout-auto",
+        "--kubeconfig",
+        kc,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["phase"], "Pending", "{out}");
+    assert_eq!(v["stages"][0]["name"], "dev");
+    assert_eq!(v["stages"][0]["profileState"], "notCreated");
+    assert_eq!(v["prediction"]["phase"], "Progressing");
+    let (_, out, _) = run(&[
+        "explain",
+        "kyverno-rollout-auto",
+        "--kubeconfig",
+        kc,
+        "-o",
+        "jsonpath={.stages[*].trigger}",
+    ]);
+    assert_eq!(out, "auto auto auto");
+    let (code, out, _) = run(&[
+        "lint",
+        "examples/blog-kyverno-auto.yaml",
+        "-o",
+        "jsonpath={.errors}",
+    ]);
+    assert_eq!((code, out.as_str()), (0, "0"));
     // One NAME, one object.
     let (code, out, _) = run(&[
         "--kubeconfig",

@@ -136,7 +136,7 @@ async fn invocations_run_passes_with_a_native_eks_token() {
     assert_eq!(summary["changed"], 1, "{}", posted.body);
     assert_eq!(summary["inError"], 0, "{}", posted.body);
     let pass = &posted.body["pass"];
-    assert_eq!(pass["dry_run"], false);
+    assert_eq!(pass["dryRun"], false);
     let actions = pass["promotions"][0]["actions"].to_string();
     assert!(
         actions.contains("applying ClusterProfile kyverno-rollout-auto-dev"),
@@ -175,7 +175,7 @@ async fn invocations_run_passes_with_a_native_eks_token() {
     let id = runtime.invoke(json!({"dryRun": true}));
     let posted = outcome(&runtime, &id, &mut child).await;
     assert_eq!(posted.outcome, Outcome::Response, "{}", posted.body);
-    assert_eq!(posted.body["pass"]["dry_run"], true);
+    assert_eq!(posted.body["pass"]["dryRun"], true);
     assert_eq!(server.writes(), writes, "a dry run writes nothing");
 
     // A payload it does not understand goes through the error path, and the function lives on.

@@ -23,7 +23,7 @@ pub struct DoctorArgs {
     /// Where Sveltos' addon-controller runs.
     #[arg(long, default_value = "projectsveltos")]
     sveltos_namespace: String,
-    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
 }
 

@@ -38,7 +38,7 @@ pub struct StatusArgs {
     #[arg(long, short = 'l')]
     selector: Option<String>,
     #[arg(long, short = 'o', default_value = "table",
-          value_parser = formats(&["table", "wide", "json", "yaml", "name"]))]
+          value_parser = formats(&["table", "wide", "json", "yaml", "name", "jsonpath"]))]
     output: Format,
     /// Table output without the header line.
     #[arg(long)]
@@ -95,16 +95,26 @@ impl DeploymentArgs {
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
     name: String,
+    #[arg(long, short = 'o', default_value = "text",
+          value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
+    output: Format,
     #[command(flatten)]
     deployment: DeploymentArgs,
 }
 
-/// One object for one NAME, a list otherwise (as kubectl does).
+/// One object for one NAME, a `List` with `items` otherwise (as kubectl does, so that
+/// `-o jsonpath='{.items[*].name}'` works).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Rows {
     One(Box<StatusRow>),
-    Many(Vec<StatusRow>),
+    Many(List),
+}
+
+#[derive(Serialize)]
+struct List {
+    kind: &'static str,
+    items: Vec<StatusRow>,
 }
 
 struct StatusView {
@@ -122,7 +132,7 @@ impl StatusView {
     fn rows(&self) -> &[StatusRow] {
         match &self.rows {
             Rows::One(r) => std::slice::from_ref(r),
-            Rows::Many(rows) => rows,
+            Rows::Many(list) => &list.items,
         }
     }
 }
@@ -199,7 +209,10 @@ async fn read_rows(
         Some(n) => Rows::One(Box::new(
             rows.pop().ok_or_else(|| anyhow::anyhow!(not_found(n)))?,
         )),
-        None => Rows::Many(rows),
+        None => Rows::Many(List {
+            kind: "List",
+            items: rows,
+        }),
     };
     Ok((rows, now))
 }
@@ -265,7 +278,11 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
 }
 
 pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
-    let ExplainArgs { name, deployment } = args;
+    let ExplainArgs {
+        name,
+        output,
+        deployment,
+    } = args;
     let tz = timezone(&deployment.timezone)?;
     let client = promoter::client::client(client).await?;
     let last_pass = deployment.last_pass(&client).await?;
@@ -283,9 +300,25 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
         observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
     }
     promoter::ops::explain::load_summaries(&client, &p, &mut observation.world).await?;
-    print!(
-        "{}",
-        promoter::ops::explain::render(&p, &observation.world, Utc::now(), tz, last_pass.as_ref())
-    );
+    let explanation =
+        promoter::ops::explain::explain(&p, &observation.world, Utc::now(), tz, last_pass.as_ref());
+    Printer::new(output).print(&Explained(explanation))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Serialize)]
+#[serde(transparent)]
+struct Explained(promoter::ops::explain::Explanation);
+
+impl Render for Explained {
+    fn human(&self, _wide: bool) -> Human {
+        Human::Text(self.0.text())
+    }
+
+    fn names(&self) -> Vec<String> {
+        vec![format!(
+            "clusterpromotion.config.projectsveltos.io/{}",
+            self.0.status.name
+        )]
+    }
 }

@@ -29,22 +29,17 @@ pub struct LintArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
-    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
 }
 
 #[derive(serde::Serialize)]
-#[serde(transparent)]
+#[serde(rename_all = "camelCase")]
 struct Report {
-    diagnostics: Vec<Diagnostic>,
-    #[serde(skip)]
     files: usize,
-}
-
-impl Report {
-    fn count(&self, s: Severity) -> usize {
-        self.diagnostics.iter().filter(|d| d.severity == s).count()
-    }
+    errors: usize,
+    warnings: usize,
+    diagnostics: Vec<Diagnostic>,
 }
 
 impl Render for Report {
@@ -55,9 +50,7 @@ impl Render for Report {
         }
         out.push_str(&format!(
             "{} errors, {} warnings in {} files\n",
-            self.count(Severity::Error),
-            self.count(Severity::Warning),
-            self.files
+            self.errors, self.warnings, self.files
         ));
         Human::Text(out)
     }
@@ -73,12 +66,16 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
+    let diagnostics = lint(&args.files, fleet.as_ref(), tz, Utc::now());
+    let count = |s: Severity| diagnostics.iter().filter(|d| d.severity == s).count();
     let report = Report {
-        diagnostics: lint(&args.files, fleet.as_ref(), tz, Utc::now()),
         files: args.files.len(),
+        errors: count(Severity::Error),
+        warnings: count(Severity::Warning),
+        diagnostics,
     };
     Printer::new(args.output).print(&report)?;
-    Ok(if report.count(Severity::Error) > 0 {
+    Ok(if report.errors > 0 {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS

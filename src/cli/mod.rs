@@ -8,6 +8,7 @@
 mod control;
 mod doctor;
 mod inspect;
+mod jsonpath;
 mod lint;
 pub mod output;
 mod sim;

@@ -1,12 +1,13 @@
-//! The one printer of every command: `-o` formats (text, table, wide, json, yaml, name) and aligned
-//! tables. A command turns its result into a serialisable value and says how it reads to a human;
+//! The one printer of every command: `-o` formats (text, table, wide, json, yaml, name,
+//! jsonpath=TEMPLATE) and aligned tables. A command turns its result into a serialisable value and says how it reads to a human;
 //! this module does the rest, the same way for all of them.
 
+use super::jsonpath::Template;
 use clap::builder::{PossibleValue, TypedValueParser};
 use serde::Serialize;
 
 /// An `-o` value. Each command accepts the subset it names in [`formats`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Format {
     Text,
     Table,
@@ -15,10 +16,15 @@ pub enum Format {
     Yaml,
     /// `kind.group/NAME`, one per line (as `kubectl get -o name`).
     Name,
+    /// `jsonpath=TEMPLATE`, kubectl's template syntax over the JSON output.
+    JsonPath(Template),
 }
 
 impl Format {
     fn parse(s: &str) -> Option<Format> {
+        if let Some(t) = s.strip_prefix("jsonpath=") {
+            return Template::parse(t).ok().map(Format::JsonPath);
+        }
         Some(match s {
             "text" => Format::Text,
             "table" => Format::Table,
@@ -38,6 +44,7 @@ impl Format {
             Format::Json => "json",
             Format::Yaml => "yaml",
             Format::Name => "name",
+            Format::JsonPath(_) => "jsonpath",
         }
     }
 }
@@ -60,6 +67,17 @@ impl TypedValueParser for FormatParser {
         value: &std::ffi::OsStr,
     ) -> Result<Format, clap::Error> {
         let text = value.to_string_lossy();
+        if let Some(t) = text.strip_prefix("jsonpath=")
+            && self.0.contains(&"jsonpath")
+            && let Err(e) = Template::parse(t)
+        {
+            let mut err = clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{text}' for '--output': {e}\n"),
+            );
+            err = err.with_cmd(cmd);
+            return Err(err);
+        }
         match Format::parse(&text) {
             Some(f) if self.0.contains(&f.key()) => Ok(f),
             _ => {
@@ -77,7 +95,7 @@ impl TypedValueParser for FormatParser {
                 );
                 err.insert(
                     ContextKind::ValidValue,
-                    ContextValue::Strings(self.0.iter().map(|s| s.to_string()).collect()),
+                    ContextValue::Strings(self.0.iter().map(|s| shown(s).to_string()).collect()),
                 );
                 Err(err)
             }
@@ -85,7 +103,17 @@ impl TypedValueParser for FormatParser {
     }
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(self.0.iter().map(PossibleValue::new)))
+        Some(Box::new(
+            self.0.iter().map(|s| PossibleValue::new(shown(s))),
+        ))
+    }
+}
+
+fn shown(format: &'static str) -> &'static str {
+    if format == "jsonpath" {
+        "jsonpath=TEMPLATE"
+    } else {
+        format
     }
 }
 
@@ -186,6 +214,10 @@ impl Printer {
             Format::Json => format!("{}\n", serde_json::to_string_pretty(value)?),
             Format::Yaml => serde_saphyr::to_string(value)?,
             Format::Name => value.names().iter().map(|n| format!("{n}\n")).collect(),
+            // As kubectl: no newline added after the template's own text.
+            Format::JsonPath(t) => t
+                .render(&serde_json::to_value(value)?)
+                .map_err(|e| anyhow::anyhow!("-o jsonpath={}: {e}", t.source()))?,
             Format::Text | Format::Table | Format::Wide => {
                 match value.human(self.format == Format::Wide) {
                     Human::Text(t) => t,

@@ -27,7 +27,7 @@ pub struct SimArgs {
     #[arg(long, default_value = "UTC")]
     timezone: String,
     /// Output format.
-    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
 }
 

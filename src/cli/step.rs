@@ -1,11 +1,11 @@
 //! `promoter step`: one reconciliation pass.
 
 use super::output::{Format, Human, Printer, Render, formats};
-use super::{check_selector, timezone};
+use super::{check_selector, not_found, timezone};
 use chrono::Utc;
 use promoter::client::ClientArgs;
 use promoter::pass::shard::Shard;
-use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_with};
+use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_for};
 use std::process::ExitCode;
 
 /// Perform exactly one reconciliation pass over all ClusterPromotions, print what it did, and exit.
@@ -16,11 +16,14 @@ use std::process::ExitCode;
 ///
 /// Examples:
 ///   promoter step
+///   promoter step kyverno-rollout-auto --dry-run
 ///   promoter step --dry-run --selector team=payments
 ///   promoter step --timezone Europe/Berlin -o json
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct StepArgs {
+    /// Only this ClusterPromotion (default: all).
+    name: Option<String>,
     /// Decide and print the actions, write nothing.
     #[arg(long)]
     dry_run: bool,
@@ -32,7 +35,7 @@ pub struct StepArgs {
     #[arg(long, env = "PROMOTER_TIMEZONE")]
     timezone: Option<String>,
     /// Output format of the summary.
-    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json"]))]
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
     /// End the pass cleanly after this long (`40s`, `1m`, or seconds): reads are not retried past
     /// it, and no promotion's writes start after it; promotions not reached are reported as
@@ -90,7 +93,7 @@ pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode
         deadline: Some(deadline),
         shard: args.shard,
     };
-    let result = run_pass_with(&client, &health, &opts, &limits).await;
+    let result = run_pass_for(&client, &health, &opts, &limits, args.name.as_deref()).await;
     if let Some(url) = &args.push.pushgateway_url {
         let metrics = promoter::metrics::PassMetrics::new(
             result.as_ref().ok(),
@@ -105,6 +108,11 @@ pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode
         }
     }
     let report = result?;
+    if let Some(name) = &args.name
+        && report.promotions.is_empty()
+    {
+        anyhow::bail!(not_found(name));
+    }
     Printer::new(args.output).print(&Report(&report))?;
     Ok(if report.errors() > 0 {
         ExitCode::from(2)

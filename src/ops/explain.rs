@@ -1,8 +1,9 @@
 //! `promoter explain NAME`: per stage, its profile and matching clusters; per cluster, its
 //! ClusterSummary and feature statuses; the checks and their last result; why the promotion waits
-//! and until when; and what the next pass will do.
+//! and until when; when a pass last ran; and, as a prediction, what the next pass will do.
+//! One [`Explanation`] is built; `-o json|yaml` print it, the text is rendered from it.
 
-use super::inspect::{LastPass, age, decision, relative, status_row};
+use super::inspect::{LastPass, StatusRow, age, relative, status_row};
 use crate::api::ClusterPromotion;
 use crate::pass::World;
 use crate::pass::deployment::matching_clusters;
@@ -11,6 +12,7 @@ use crate::pass::summaries::Provisioned;
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use serde::Serialize;
 use std::fmt::Write;
 
 /// Adds the ClusterSummaries of every profile of the promotion (a pass reads only the current one's).
@@ -32,6 +34,462 @@ fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// The observed state, the prediction and the last pass, as `status` shows them.
+    #[serde(flatten)]
+    pub status: StatusRow,
+    /// The status' profileSpecHash.
+    pub revision: Option<String>,
+    pub paused_by: Option<String>,
+    pub stages: Vec<StageExplanation>,
+    #[serde(skip)]
+    now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageExplanation {
+    pub name: String,
+    pub number: usize,
+    /// `auto`, `manual` or `none`.
+    pub trigger: &'static str,
+    pub profile: String,
+    /// `notCreated`, `beingDeleted`, `current` (this revision), `earlierRevision`.
+    pub profile_state: &'static str,
+    pub preverification_profile: Option<String>,
+    pub description: Option<String>,
+    pub failure_message: Option<String>,
+    pub provisioned_at: Option<DateTime<Utc>>,
+    pub clusters: Vec<ClusterExplanation>,
+    pub excluded: Vec<ExcludedExplanation>,
+    pub delay: Option<String>,
+    pub health_checks: Vec<HealthCheckExplanation>,
+    pub window: Option<WindowExplanation>,
+    pub approval: Option<ApprovalExplanation>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterExplanation {
+    /// `namespace/name`.
+    pub cluster: String,
+    pub ready: bool,
+    pub paused: bool,
+    pub cluster_summary: Option<String>,
+    pub features: Vec<FeatureExplanation>,
+    /// `Yes`, `No`, `Stale` (every feature Provisioned, but before the summary's current spec).
+    pub provisioned: Option<&'static str>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeatureExplanation {
+    pub id: String,
+    pub status: Option<String>,
+    pub failure_message: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExcludedExplanation {
+    pub cluster: String,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckExplanation {
+    pub name: String,
+    /// `group/version/kind`, or `metrics`.
+    pub target: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowExplanation {
+    pub from: String,
+    pub to: String,
+    /// `open`, `closed` or `invalid`.
+    pub state: &'static str,
+    /// When it closes (open) or opens (closed); none: never.
+    pub changes_at: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalExplanation {
+    pub approved: bool,
+    pub by: Option<String>,
+    pub at: Option<String>,
+}
+
+pub fn explain(
+    p: &ClusterPromotion,
+    world: &World,
+    now: DateTime<Utc>,
+    tz: Tz,
+    last_pass: Option<&LastPass>,
+) -> Explanation {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let mut row = status_row(p, world, now, tz);
+    row.last_pass = last_pass.cloned();
+    let status = p.status.clone().unwrap_or_default();
+    let stages = p
+        .spec
+        .stages
+        .iter()
+        .enumerate()
+        .map(|(i, stage)| {
+            let trigger = match stage.trigger.as_ref() {
+                Some(t) if t.auto.is_some() => "auto",
+                Some(t) if t.manual.is_some() => "manual",
+                _ => "none",
+            };
+            let profile = profile_name(&name, &stage.name);
+            let profile_state = match world.profiles.get(&profile) {
+                None => "notCreated",
+                Some(cp) if cp.metadata.deletion_timestamp.is_some() => "beingDeleted",
+                Some(cp) if main_profile(p, stage).is_applied(cp) => "current",
+                Some(_) => "earlierRevision",
+            };
+            let pv = preverification_name(&name, &stage.name);
+            let stored = status
+                .stages
+                .iter()
+                .flatten()
+                .find(|s| s.name == stage.name);
+            let selector = stage.cluster_selector.clone().unwrap_or_default();
+            let summaries = world.summaries.get(&profile);
+            let clusters = matching_clusters(&selector, world)
+                .into_iter()
+                .map(|c| {
+                    let cs = summaries.and_then(|s| s.find(c.kind, &c.namespace, &c.name));
+                    ClusterExplanation {
+                        cluster: c.to_string(),
+                        ready: c.ready,
+                        paused: c.paused,
+                        cluster_summary: cs.map(|cs| cs.name.to_string()),
+                        features: cs
+                            .map(|cs| {
+                                cs.features
+                                    .iter()
+                                    .map(|f| FeatureExplanation {
+                                        id: f.id.to_string(),
+                                        status: f.status.as_deref().map(String::from),
+                                        failure_message: f
+                                            .failure_message
+                                            .as_deref()
+                                            .map(String::from),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                        provisioned: cs.map(|cs| {
+                            match summaries.map(|s| cs.provisioned(s.content(cs), Some(now))) {
+                                Some(Provisioned::Yes) => "Yes",
+                                Some(Provisioned::Stale) => "Stale",
+                                _ => "No",
+                            }
+                        }),
+                    }
+                })
+                .collect();
+            let excluded = world
+                .excluded
+                .iter()
+                .filter(|x| selector.selects(&x.cluster.labels).unwrap_or(false))
+                .map(|x| ExcludedExplanation {
+                    cluster: x.cluster.to_string(),
+                    why: x.why.clone(),
+                })
+                .collect();
+            let gates = stage.trigger.as_ref().and_then(|t| t.gates());
+            let delay = gates.as_ref().and_then(|g| g.delay).map(|d| d.to_string());
+            let health_checks = gates
+                .iter()
+                .flat_map(|g| g.post_delay_health_checks.iter())
+                .map(|check| {
+                    let what = [
+                        check.group.as_deref(),
+                        check.version.as_deref(),
+                        check.kind.as_deref(),
+                    ]
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("/");
+                    HealthCheckExplanation {
+                        name: check.name.clone(),
+                        target: if what.is_empty() {
+                            "metrics".into()
+                        } else {
+                            what
+                        },
+                    }
+                })
+                .collect();
+            let window = stage
+                .trigger
+                .as_ref()
+                .and_then(|t| t.auto.as_ref())
+                .and_then(|a| a.promotion_window.as_ref())
+                .map(|w| {
+                    let (state, changes_at, error) =
+                        match PromotionWindow::parse(&w.from, &w.to, tz) {
+                            Ok(pw) => match pw.state(now) {
+                                WindowState::Open { closes_at } => ("open", closes_at, None),
+                                WindowState::Closed { opens_at } => ("closed", opens_at, None),
+                            },
+                            Err(e) => ("invalid", None, Some(e.to_string())),
+                        };
+                    WindowExplanation {
+                        from: w.from.clone(),
+                        to: w.to.clone(),
+                        state,
+                        changes_at,
+                        error,
+                    }
+                });
+            let approval = stage
+                .trigger
+                .as_ref()
+                .and_then(|t| t.manual.as_ref())
+                .map(|m| {
+                    let record = crate::annotations::approval(p, &stage.name);
+                    ApprovalExplanation {
+                        approved: m.is_approved(),
+                        by: record.as_ref().map(|r| r.by.clone()),
+                        at: record.map(|r| r.at),
+                    }
+                });
+            StageExplanation {
+                name: stage.name.clone(),
+                number: i + 1,
+                trigger,
+                profile,
+                profile_state,
+                preverification_profile: world.profiles.contains_key(&pv).then_some(pv),
+                description: stored.and_then(|s| s.current_status_description.clone()),
+                failure_message: stored.and_then(|s| s.failure_message.clone()),
+                provisioned_at: stored
+                    .and_then(|s| s.last_successful_applied_time)
+                    .map(|t| t.as_datetime()),
+                clusters,
+                excluded,
+                delay,
+                health_checks,
+                window,
+                approval,
+            }
+        })
+        .collect();
+    Explanation {
+        status: row,
+        revision: status.profile_spec_hash.clone(),
+        paused_by: crate::annotations::paused(p).map(|r| format!("{} {}", r.by, r.at)),
+        stages,
+        now,
+    }
+}
+
+impl Explanation {
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let row = &self.status;
+        let now = self.now;
+        let name = &row.name;
+        let _ = writeln!(
+            out,
+            "ClusterPromotion {name}: {:?} (stage {} {})",
+            row.phase,
+            row.stage,
+            row.position()
+        );
+        if !row.message.is_empty() {
+            let _ = writeln!(out, "  {}", row.message);
+        }
+        if let Some(t) = row.until {
+            let _ = writeln!(out, "  waits until {} ({})", ts(t), relative(Some(t), now));
+        }
+        match &row.last_pass {
+            Some(lp) => {
+                let _ = writeln!(
+                    out,
+                    "  last pass: {} ({})",
+                    lp.last_successful_time
+                        .map(|t| format!("succeeded {} ago", age(Some(t), now)))
+                        .unwrap_or_else(|| "never succeeded".into()),
+                    lp.source
+                );
+                if let Some(w) = lp.stale(now) {
+                    let _ = writeln!(out, "  warning: {w}");
+                }
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  last pass: unknown (no readable CronJob; see --cronjob)"
+                );
+            }
+        }
+        if let Some(by) = &self.paused_by {
+            let _ = writeln!(
+                out,
+                "  paused by {by}; `promoter resume {name}` lets passes act again"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  revision (profileSpecHash): {}",
+            self.revision.as_deref().unwrap_or("none yet")
+        );
+        for s in &self.stages {
+            let _ = writeln!(
+                out,
+                "\nStage {}/{} {} (trigger: {})",
+                s.number,
+                self.stages.len(),
+                s.name,
+                s.trigger
+            );
+            let state = match s.profile_state {
+                "notCreated" => "not created",
+                "beingDeleted" => "being deleted",
+                "current" => "applied, current revision",
+                _ => "applied, an earlier revision",
+            };
+            let _ = writeln!(out, "  ClusterProfile {}: {state}", s.profile);
+            if let Some(pv) = &s.preverification_profile {
+                let _ = writeln!(
+                    out,
+                    "  ClusterProfile {pv}: applied (preHealthCheckDeployment)"
+                );
+            }
+            if let Some(t) = &s.description {
+                let _ = writeln!(out, "  status: {t}");
+            }
+            if let Some(f) = &s.failure_message {
+                let _ = writeln!(out, "  failure: {f}");
+            }
+            if let Some(t) = s.provisioned_at {
+                let _ = writeln!(out, "  provisioned: {}", ts(t));
+            }
+            let _ = writeln!(out, "  clusters ({}):", s.clusters.len());
+            for c in &s.clusters {
+                let flags = format!(
+                    "{}{}",
+                    if c.ready { "ready" } else { "NOT READY" },
+                    if c.paused { ", paused (skipped)" } else { "" }
+                );
+                let detail = match &c.cluster_summary {
+                    None => "no ClusterSummary".to_string(),
+                    Some(cs) => {
+                        let features: Vec<String> = c
+                            .features
+                            .iter()
+                            .map(|f| {
+                                let mut t =
+                                    format!("{} {}", f.id, f.status.as_deref().unwrap_or("?"));
+                                if let Some(m) = &f.failure_message {
+                                    let _ = write!(t, " ({m})");
+                                }
+                                t
+                            })
+                            .collect();
+                        format!(
+                            "{cs}: {}{}",
+                            if features.is_empty() {
+                                "no features yet".into()
+                            } else {
+                                features.join(", ")
+                            },
+                            match c.provisioned {
+                                Some("Yes") => "",
+                                Some("Stale") => " [Provisioned predates its spec]",
+                                _ => " [not provisioned]",
+                            }
+                        )
+                    }
+                };
+                let _ = writeln!(out, "    {} ({flags}): {detail}", c.cluster);
+            }
+            for x in &s.excluded {
+                let _ = writeln!(out, "    {} (left out: {})", x.cluster, x.why);
+            }
+            if let Some(delay) = &s.delay {
+                let _ = writeln!(out, "  delay: {delay}");
+            }
+            for check in &s.health_checks {
+                let _ = writeln!(out, "  health check {} ({})", check.name, check.target);
+            }
+            if let Some(w) = &s.window {
+                let state = match (w.state, w.changes_at) {
+                    ("open", at) => format!(
+                        "open, closes at {}",
+                        at.map(ts).unwrap_or_else(|| "never".into())
+                    ),
+                    ("closed", at) => format!(
+                        "closed, opens at {}",
+                        at.map(ts).unwrap_or_else(|| "never".into())
+                    ),
+                    _ => format!("invalid: {}", w.error.as_deref().unwrap_or_default()),
+                };
+                let _ = writeln!(
+                    out,
+                    "  promotion window {:?} to {:?}: {state}",
+                    w.from, w.to
+                );
+            }
+            if let Some(a) = &s.approval {
+                let approval = match (a.approved, &a.by) {
+                    (true, Some(by)) => {
+                        format!(
+                            "approved by {by} at {}",
+                            a.at.as_deref().unwrap_or_default()
+                        )
+                    }
+                    (true, None) => "approved".into(),
+                    (false, _) => format!(
+                        "not approved (`promoter approve {name} --stage {}`)",
+                        s.name
+                    ),
+                };
+                let _ = writeln!(out, "  manual approval: {approval}");
+            }
+        }
+        let p = &row.prediction;
+        let _ = writeln!(
+            out,
+            "\nPrediction (if nothing changes before the next pass): {:?}, {}",
+            p.phase, p.summary
+        );
+        if let Some(t) = p.next_check {
+            let _ = writeln!(
+                out,
+                "  next check at {} ({})",
+                ts(t),
+                relative(Some(t), now)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "Next pass will: {}",
+            if p.actions.is_empty() {
+                "change nothing".into()
+            } else {
+                p.actions.join("; ")
+            }
+        );
+        out
+    }
+}
+
+/// The text of `promoter explain`.
 pub fn render(
     p: &ClusterPromotion,
     world: &World,
@@ -39,243 +497,5 @@ pub fn render(
     tz: Tz,
     last_pass: Option<&LastPass>,
 ) -> String {
-    let mut out = String::new();
-    let name = p.metadata.name.clone().unwrap_or_default();
-    let row = status_row(p, world, now, tz);
-    let d = decision(p, world, now, tz);
-    let status = p.status.clone().unwrap_or_default();
-    let _ = writeln!(
-        out,
-        "ClusterPromotion {name}: {:?} (stage {} {})",
-        row.phase,
-        row.stage,
-        row.position()
-    );
-    if !row.message.is_empty() {
-        let _ = writeln!(out, "  {}", row.message);
-    }
-    if let Some(t) = row.until {
-        let _ = writeln!(out, "  waits until {} ({})", ts(t), relative(Some(t), now));
-    }
-    match last_pass {
-        Some(lp) => {
-            let _ = writeln!(
-                out,
-                "  last pass: {} ({})",
-                lp.last_successful_time
-                    .map(|t| format!("succeeded {} ago", age(Some(t), now)))
-                    .unwrap_or_else(|| "never succeeded".into()),
-                lp.source
-            );
-            if let Some(w) = lp.stale(now) {
-                let _ = writeln!(out, "  warning: {w}");
-            }
-        }
-        None => {
-            let _ = writeln!(
-                out,
-                "  last pass: unknown (no readable CronJob; see --cronjob)"
-            );
-        }
-    }
-    if let Some(r) = crate::annotations::paused(p) {
-        let _ = writeln!(
-            out,
-            "  paused by {} {}; `promoter resume {name}` lets passes act again",
-            r.by, r.at
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  revision (profileSpecHash): {}",
-        status.profile_spec_hash.as_deref().unwrap_or("none yet")
-    );
-    for (i, stage) in p.spec.stages.iter().enumerate() {
-        let trigger = match stage.trigger.as_ref() {
-            Some(t) if t.auto.is_some() => "auto",
-            Some(t) if t.manual.is_some() => "manual",
-            _ => "none",
-        };
-        let _ = writeln!(
-            out,
-            "\nStage {}/{} {} (trigger: {trigger})",
-            i + 1,
-            p.spec.stages.len(),
-            stage.name
-        );
-        let profile = profile_name(&name, &stage.name);
-        let state = match world.profiles.get(&profile) {
-            None => "not created".to_string(),
-            Some(cp) if cp.metadata.deletion_timestamp.is_some() => "being deleted".into(),
-            Some(cp) if main_profile(p, stage).is_applied(cp) => "applied, current revision".into(),
-            Some(_) => "applied, an earlier revision".into(),
-        };
-        let _ = writeln!(out, "  ClusterProfile {profile}: {state}");
-        if world
-            .profiles
-            .contains_key(&preverification_name(&name, &stage.name))
-        {
-            let _ = writeln!(
-                out,
-                "  ClusterProfile {}: applied (preHealthCheckDeployment)",
-                preverification_name(&name, &stage.name)
-            );
-        }
-        if let Some(s) = status
-            .stages
-            .iter()
-            .flatten()
-            .find(|s| s.name == stage.name)
-        {
-            if let Some(t) = &s.current_status_description {
-                let _ = writeln!(out, "  status: {t}");
-            }
-            if let Some(f) = &s.failure_message {
-                let _ = writeln!(out, "  failure: {f}");
-            }
-            if let Some(t) = s.last_successful_applied_time {
-                let _ = writeln!(out, "  provisioned: {t}");
-            }
-        }
-        let selector = stage.cluster_selector.clone().unwrap_or_default();
-        let clusters = matching_clusters(&selector, world);
-        let _ = writeln!(out, "  clusters ({}):", clusters.len());
-        let summaries = world.summaries.get(&profile);
-        for c in clusters {
-            let flags = format!(
-                "{}{}",
-                if c.ready { "ready" } else { "NOT READY" },
-                if c.paused { ", paused (skipped)" } else { "" }
-            );
-            let cs = summaries.and_then(|s| s.find(c.kind, &c.namespace, &c.name));
-            let detail = match cs {
-                None => "no ClusterSummary".to_string(),
-                Some(cs) => {
-                    let features: Vec<String> = cs
-                        .features
-                        .iter()
-                        .map(|f| {
-                            let mut t = format!("{} {}", f.id, f.status.as_deref().unwrap_or("?"));
-                            if let Some(m) = &f.failure_message {
-                                let _ = write!(t, " ({m})");
-                            }
-                            t
-                        })
-                        .collect();
-                    format!(
-                        "{}: {}{}",
-                        cs.name,
-                        if features.is_empty() {
-                            "no features yet".into()
-                        } else {
-                            features.join(", ")
-                        },
-                        match summaries.map(|s| cs.provisioned(s.content(cs), Some(now))) {
-                            Some(Provisioned::Yes) => "",
-                            Some(Provisioned::Stale) => " [Provisioned predates its spec]",
-                            _ => " [not provisioned]",
-                        }
-                    )
-                }
-            };
-            let _ = writeln!(out, "    {c} ({flags}): {detail}");
-        }
-        for x in world
-            .excluded
-            .iter()
-            .filter(|x| selector.selects(&x.cluster.labels).unwrap_or(false))
-        {
-            let _ = writeln!(out, "    {} (left out: {})", x.cluster, x.why);
-        }
-        if let Some(gates) = stage.trigger.as_ref().and_then(|t| t.gates()) {
-            if let Some(delay) = gates.delay {
-                let _ = writeln!(out, "  delay: {delay}");
-            }
-            for check in gates.post_delay_health_checks {
-                let what = [
-                    check.group.as_deref(),
-                    check.version.as_deref(),
-                    check.kind.as_deref(),
-                ]
-                .iter()
-                .flatten()
-                .copied()
-                .collect::<Vec<_>>()
-                .join("/");
-                let _ = writeln!(
-                    out,
-                    "  health check {} ({})",
-                    check.name,
-                    if what.is_empty() {
-                        "metrics".into()
-                    } else {
-                        what
-                    }
-                );
-            }
-        }
-        if let Some(w) = stage
-            .trigger
-            .as_ref()
-            .and_then(|t| t.auto.as_ref())
-            .and_then(|a| a.promotion_window.as_ref())
-        {
-            let state = match PromotionWindow::parse(&w.from, &w.to, tz) {
-                Ok(pw) => match pw.state(now) {
-                    WindowState::Open { closes_at } => format!(
-                        "open, closes at {}",
-                        closes_at.map(ts).unwrap_or_else(|| "never".into())
-                    ),
-                    WindowState::Closed { opens_at } => format!(
-                        "closed, opens at {}",
-                        opens_at.map(ts).unwrap_or_else(|| "never".into())
-                    ),
-                },
-                Err(e) => format!("invalid: {e}"),
-            };
-            let _ = writeln!(
-                out,
-                "  promotion window {:?} to {:?}: {state}",
-                w.from, w.to
-            );
-        }
-        if let Some(m) = stage.trigger.as_ref().and_then(|t| t.manual.as_ref()) {
-            let approval = match (
-                m.is_approved(),
-                crate::annotations::approval(p, &stage.name),
-            ) {
-                (true, Some(r)) => format!("approved by {} at {}", r.by, r.at),
-                (true, None) => "approved".into(),
-                (false, _) => format!(
-                    "not approved (`promoter approve {name} --stage {}`)",
-                    stage.name
-                ),
-            };
-            let _ = writeln!(out, "  manual approval: {approval}");
-        }
-    }
-    let actions = crate::pass::planned(&d);
-    let _ = writeln!(
-        out,
-        "\nPrediction (if nothing changes before the next pass): {:?}, {}",
-        row.prediction.phase, row.prediction.summary
-    );
-    if let Some(t) = row.prediction.next_check {
-        let _ = writeln!(
-            out,
-            "  next check at {} ({})",
-            ts(t),
-            relative(Some(t), now)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "Next pass will: {}",
-        if actions.is_empty() {
-            "change nothing".into()
-        } else {
-            actions.join("; ")
-        }
-    );
-    out
+    explain(p, world, now, tz, last_pass).text()
 }

@@ -84,6 +84,7 @@ pub struct PassOptions {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PromotionReport {
     pub name: String,
     pub phase: Phase,
@@ -116,6 +117,7 @@ impl PromotionReport {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PassReport {
     pub time: DateTime<Utc>,
     pub dry_run: bool,
@@ -329,7 +331,19 @@ pub async fn run_pass_with(
     opts: &PassOptions,
     limits: &PassLimits,
 ) -> anyhow::Result<PassReport> {
-    let pass = pass_body(client, health, opts, limits);
+    run_pass_for(client, health, opts, limits, None).await
+}
+
+/// [`run_pass_with`] deciding only the promotion `only` (`promoter step NAME`); the others are
+/// still observed, since who owns a generated profile name is decided among all of them.
+pub async fn run_pass_for(
+    client: &kube::Client,
+    health: &dyn HealthEvaluator,
+    opts: &PassOptions,
+    limits: &PassLimits,
+    only: Option<&str>,
+) -> anyhow::Result<PassReport> {
+    let pass = pass_body(client, health, opts, limits, only);
     match limits.deadline {
         Some(d) => crate::client::retry::within_deadline(d, pass).await,
         None => pass.await,
@@ -353,10 +367,17 @@ async fn pass_body(
     health: &dyn HealthEvaluator,
     opts: &PassOptions,
     limits: &PassLimits,
+    only: Option<&str>,
 ) -> anyhow::Result<PassReport> {
     let (mut observation, unread) =
         observe::observe_pass(client, opts.selector.as_deref(), limits.shard).await?;
     observation.world.claims = ownership::claims(&observation.promotions);
+    if let Some(name) = only {
+        observation
+            .promotions
+            .retain(|p| p.metadata.name.as_deref() == Some(name));
+        observation.undecodable.retain(|b| b.name == name);
+    }
     observation.world.now = Some(opts.now);
     let ctx = Context {
         now: opts.now,
