@@ -298,3 +298,65 @@ async fn health_checks_run_against_the_objects_each_fleet_cluster_holds() {
         stop.reason
     );
 }
+
+/// `promoter plan` through the binary: live summaries reloaded are not redeployed (no invented
+/// "health checks failing" for a promotion without checks), `--deploy-time` takes the flags' one
+/// duration grammar (`1d`), and an `--approve` naming no stage is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_through_the_binary_reports_only_what_happens() {
+    let env = common::Env::new(&[
+        ("dev", "dev01", "dev"),
+        ("staging", "stg", "staging"),
+        ("prod", "prod", "prod"),
+    ])
+    .await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    for _ in 0..12 {
+        env.tick().await;
+    }
+    assert_eq!(
+        env.current_stage("kyverno-prog-rollout-man").as_deref(),
+        Some("staging")
+    );
+    let (code, _, err) = common::promoter(
+        &env,
+        &["plan", "kyverno-prog-rollout-man", "--approve", "stagin@2h"],
+    );
+    assert_eq!(code, 1, "a typo is refused: {err}");
+    assert!(err.contains(r#"no stage "stagin""#), "{err}");
+    let (code, out, err) = common::promoter(
+        &env,
+        &[
+            "plan",
+            "kyverno-prog-rollout-man",
+            "--approve",
+            "staging@1h",
+            "--deploy-time",
+            "1d",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let events = report["promotions"][0]["events"].as_array().unwrap();
+    let texts: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert!(
+        !texts.iter().any(|e| e.contains("health checks")),
+        "no health checks here: {texts:?}"
+    );
+    assert!(!texts.iter().any(|e| e.contains("window")), "{texts:?}");
+    assert_eq!(report["promotions"][0]["complete"], true, "{out}");
+    // Past a day the timeline still tells minutes apart.
+    let (code, text, err) = common::promoter(
+        &env,
+        &[
+            "plan",
+            "kyverno-prog-rollout-man",
+            "--approve",
+            "staging@1d",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("+1d0h0"), "{text}");
+}

@@ -212,8 +212,11 @@ pub async fn plan(args: PlanArgs, client: &ClientArgs) -> anyhow::Result<ExitCod
     let opts = sim_options(&sim, minute_now(), Vec::new(), Vec::new())?;
     let client = promoter::client::client(client).await?;
     let mut world = promoter::sim::plan::load_live(&client, &name).await?;
+    // The flags' one duration grammar (`1d` too), carried as the Go duration the fleet holds.
+    let deploy_time =
+        parse_offset(&deploy_time).map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?;
     world.fleet.default_deploy_time = Some(
-        promoter::api::GoDuration::parse(&deploy_time)
+        promoter::api::GoDuration::parse(&format!("{}s", deploy_time.num_seconds()))
             .map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?,
     );
     let report = promoter::sim::simulate(

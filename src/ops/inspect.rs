@@ -318,13 +318,18 @@ pub fn settled(phase: ObservedPhase) -> bool {
     )
 }
 
-/// `1h2m`, `3d4h`, `45s`.
+/// `1h02m`, `3d4h`, `45s` (two units, as kubectl's AGE).
 pub fn age(since: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
-    match since {
-        None => "-".into(),
-        Some(t) => crate::sim::timeline::offset(now - t)
-            .trim_start_matches('+')
-            .to_string(),
+    let Some(t) = since else {
+        return "-".into();
+    };
+    let s = (now - t).num_seconds().max(0);
+    let (days, hours, mins, secs) = (s / 86_400, (s % 86_400) / 3_600, (s % 3_600) / 60, s % 60);
+    match (days, hours, mins) {
+        (0, 0, 0) => format!("{secs}s"),
+        (0, 0, m) => format!("{m}m"),
+        (0, h, m) => format!("{h}h{m:02}m"),
+        (d, h, _) => format!("{d}d{h}h"),
     }
 }
 

@@ -48,6 +48,47 @@ impl ScriptedApproval {
     }
 }
 
+/// An `--approve` that names no stage of the promotions (a typo) is an error, as an unknown
+/// `--fail` cluster is: silently ignored, it would make the rollout wait forever.
+fn check_approvals(
+    approvals: &[ScriptedApproval],
+    promotions: &[ClusterPromotion],
+) -> anyhow::Result<()> {
+    for a in approvals {
+        let candidates: Vec<&ClusterPromotion> = promotions
+            .iter()
+            .filter(|p| a.promotion.is_none() || p.metadata.name == a.promotion)
+            .collect();
+        let what = match &a.promotion {
+            Some(p) => format!("{p}/{}", a.stage),
+            None => a.stage.clone(),
+        };
+        if candidates.is_empty() {
+            anyhow::bail!(
+                "--approve {what}: no ClusterPromotion {:?} (have: {})",
+                a.promotion.as_deref().unwrap_or_default(),
+                promotions
+                    .iter()
+                    .filter_map(|p| p.metadata.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let stages: Vec<&str> = candidates
+            .iter()
+            .flat_map(|p| p.spec.stages.iter().map(|s| s.name.as_str()))
+            .collect();
+        if !stages.contains(&a.stage.as_str()) {
+            anyhow::bail!(
+                "--approve {what}: no stage {:?} (stages: {})",
+                a.stage,
+                stages.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// `--fail CLUSTER[@OFFSET]`: the cluster's deployments fail from start + offset on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScriptedFailure {
@@ -85,9 +126,25 @@ pub struct SimWorld {
 
 /// Offsets and durations in humantime syntax (`90s`, `2h 30m`, `1d`).
 pub fn parse_offset(s: &str) -> Result<Duration, String> {
-    let d =
-        humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration {s:?}: {e}"))?;
-    Duration::from_std(d).map_err(|e| format!("duration {s:?} out of range: {e}"))
+    parse_duration(s)
+}
+
+/// The one duration grammar of every command-line flag: humantime's units (`90s`, `2m`, `1h30m`,
+/// `1d`, `2w`, `1h 30m`) and Go's (`1.5h`, `300ms`, as in manifests), `0` for none.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let text = s.trim();
+    let std = match humantime::parse_duration(text) {
+        Ok(d) => d,
+        Err(_) => match crate::api::GoDuration::parse(text) {
+            Ok(g) if !g.as_str().starts_with('-') => g.to_std(),
+            _ => {
+                return Err(format!(
+                    "invalid duration {s:?} (examples: 90s, 2m, 1h30m, 1.5h, 1d)"
+                ));
+            }
+        },
+    };
+    Duration::from_std(std).map_err(|e| format!("duration {s:?} out of range: {e}"))
 }
 
 #[derive(Clone, Debug)]
@@ -200,6 +257,7 @@ pub async fn simulate(
             .ok_or_else(|| anyhow::anyhow!("--fail: no cluster {:?} in the fleet", f.cluster))?;
         addon.failing.insert(key, opts.start + f.at);
     }
+    check_approvals(&opts.approvals, &promotions)?;
     let mut timelines = Vec::new();
     for p in &promotions {
         load(&server, &cluster_promotion_type(), serde_json::to_value(p)?)?;

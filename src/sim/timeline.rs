@@ -18,6 +18,9 @@ pub struct StageTimeline {
     pub window_opened_at: Option<DateTime<Utc>>,
     pub approved_at: Option<DateTime<Utc>>,
     pub promoted_at: Option<DateTime<Utc>>,
+    /// The stage has postDelayHealthChecks: "Awaiting Health Checks to Pass" can mean them.
+    #[serde(skip)]
+    pub has_checks: bool,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -65,6 +68,11 @@ impl PromotionTimeline {
                 .map(|s| StageTimeline {
                     name: s.name.clone(),
                     clusters: clusters_of(&s.name),
+                    has_checks: s
+                        .trigger
+                        .as_ref()
+                        .and_then(|t| t.gates())
+                        .is_some_and(|g| !g.post_delay_health_checks.is_empty()),
                     ..Default::default()
                 })
                 .collect(),
@@ -140,7 +148,14 @@ impl PromotionTimeline {
             if text.starts_with("Window Closed") && !previous.starts_with("Window Closed") {
                 events.push((now, "waiting for the promotion window".to_string()));
             }
-            if previous.starts_with("Window Closed") && !text.starts_with("Window Closed") {
+            // The pass writes "Awaiting Health Checks to Pass" also when a provisioned stage's
+            // deployment regressed (a cluster redeploying): that is neither failing checks (a stage
+            // may have none) nor the window opening.
+            let regressed = text == "Awaiting Health Checks to Pass" && !st.has_checks;
+            if previous.starts_with("Window Closed")
+                && !text.starts_with("Window Closed")
+                && !regressed
+            {
                 st.window_opened_at = Some(now);
                 events.push((now, "promotion window open".to_string()));
             }
@@ -150,12 +165,14 @@ impl PromotionTimeline {
                 events.push((now, "awaiting manual approval".to_string()));
             }
             if text == "Awaiting Health Checks to Pass" && previous != text {
+                let what = if regressed {
+                    "redeploying"
+                } else {
+                    "health checks failing"
+                };
                 events.push((
                     now,
-                    format!(
-                        "health checks failing: {}",
-                        s.failure_message.clone().unwrap_or_default()
-                    ),
+                    format!("{what}: {}", s.failure_message.clone().unwrap_or_default()),
                 ));
             }
             if st.promoted_at.is_none() && text == "Successfully provisioned" {
@@ -187,6 +204,7 @@ impl PromotionTimeline {
             *st = StageTimeline {
                 name: st.name.clone(),
                 clusters: st.clusters.clone(),
+                has_checks: st.has_checks,
                 ..Default::default()
             };
         }
@@ -227,7 +245,8 @@ fn cluster_list(clusters: &[String]) -> String {
     }
 }
 
-/// `+1h02m`, `+3d4h`, `+45s`, `-5m`.
+/// `+1h02m`, `+3d4h00m`, `+45s`, `-5m`: to the minute past a day too, so that a day's events do not
+/// all read `+1d0h`.
 pub fn offset(d: Duration) -> String {
     if d < Duration::zero() {
         return offset(-d).replacen('+', "-", 1);
@@ -238,7 +257,7 @@ pub fn offset(d: Duration) -> String {
         (0, 0, 0) => format!("+{secs}s"),
         (0, 0, m) => format!("+{m}m"),
         (0, h, m) => format!("+{h}h{m:02}m"),
-        (d, h, _) => format!("+{d}d{h}h"),
+        (d, h, m) => format!("+{d}d{h}h{m:02}m"),
     }
 }
 
@@ -247,11 +266,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_regression_is_neither_failing_checks_nor_an_open_window() {
+        let p: ClusterPromotion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p"},
+            "spec": {"profileSpec": {}, "stages": [{"name": "dev", "trigger": {"auto": {
+                "promotionWindow": {"from": "0 3 * * *", "to": "0 4 * * *"}}}}]}
+        }))
+        .unwrap();
+        let with = |text: &str| {
+            let mut p = p.clone();
+            p.status = serde_json::from_value(serde_json::json!({"stages": [{"name": "dev",
+                "currentStatusDescription": text, "failureMessage": "ClusterSummary x is not yet provisioned."}]}))
+            .unwrap();
+            p
+        };
+        let t0 = DateTime::<Utc>::from_timestamp(0, 0).unwrap();
+        let mut t = PromotionTimeline::new(&p, |_| Vec::new());
+        t.observe(
+            t0,
+            t0,
+            &with("Window Closed: Waiting for Next Schedule (1970-01-01T03:00:00Z)."),
+        );
+        t.observe(t0, t0, &with("Awaiting Health Checks to Pass"));
+        let events: Vec<&str> = t.events.iter().map(|e| e.event.as_str()).collect();
+        assert!(
+            !events.iter().any(|e| e.contains("window open")),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&"redeploying: ClusterSummary x is not yet provisioned."),
+            "{events:?}"
+        );
+    }
+
+    #[test]
     fn offsets() {
         assert_eq!(offset(Duration::seconds(45)), "+45s");
         assert_eq!(offset(Duration::minutes(13)), "+13m");
         assert_eq!(offset(Duration::minutes(62)), "+1h02m");
-        assert_eq!(offset(Duration::hours(76)), "+3d4h");
+        assert_eq!(offset(Duration::hours(76)), "+3d4h00m");
+        assert_eq!(offset(Duration::minutes(24 * 60 + 17)), "+1d0h17m");
         assert_eq!(offset(Duration::minutes(-5)), "-5m");
     }
 }
