@@ -112,3 +112,44 @@ fn crd_and_help() {
         assert!(help.contains(needle), "step --help lacks {needle}");
     }
 }
+
+/// The CronJob's pod log is one format: with `--log-format json`, `step` prints one JSON line per
+/// promotion and one for the pass, and nothing else; stderr's log lines are JSON too.
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logging_makes_the_report_json_lines() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    env.apply_example("blog-kyverno-manual.yaml");
+    let (code, out, err) = promoter(
+        &env,
+        &["--log-format", "json", "step", "--log-level", "info"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    let first = &lines[0];
+    assert_eq!(first["message"], "promotion");
+    assert_eq!(first["level"], "INFO");
+    assert!(
+        first["promotion"].is_string() && first["stage"] == "dev",
+        "{first}"
+    );
+    assert_eq!(first["phase"], "Progressing");
+    assert!(first["actions"].as_array().is_some_and(|a| !a.is_empty()));
+    assert!(first.get("nextCheck").is_some() && first.get("timestamp").is_some());
+    let pass = &lines[2];
+    assert_eq!(
+        (&pass["message"], &pass["promotions"], &pass["inError"]),
+        (
+            &serde_json::json!("pass"),
+            &serde_json::json!(2),
+            &serde_json::json!(0)
+        )
+    );
+    for l in err.lines() {
+        assert!(serde_json::from_str::<serde_json::Value>(l).is_ok(), "{l}");
+    }
+}

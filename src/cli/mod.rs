@@ -116,7 +116,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(dispatch(cli.command, &cli.client)) {
+    match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{}", promoter::cli_error::render(&e));
@@ -125,9 +125,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-async fn dispatch(command: Command, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+async fn dispatch(
+    command: Command,
+    client: &ClientArgs,
+    log_format: LogFormat,
+) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Step(args) => step::run(args, client).await,
+        Command::Step(args) => step::run(args, client, log_format).await,
         Command::Simulate(args) => sim::simulate(args).await,
         Command::Plan(args) => sim::plan(args, client).await,
         Command::Status(args) => inspect::status(args, client).await,

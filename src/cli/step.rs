@@ -4,8 +4,10 @@ use super::output::{Format, Human, Printer, Render, formats};
 use super::{check_selector, not_found, timezone};
 use chrono::Utc;
 use promoter::client::ClientArgs;
+use promoter::logging::LogFormat;
 use promoter::pass::shard::Shard;
 use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_for};
+use serde_json::{Map, Value, json};
 use std::process::ExitCode;
 
 /// Perform exactly one reconciliation pass over all ClusterPromotions, print what it did, and exit.
@@ -68,7 +70,11 @@ struct PushArgs {
     pushgateway_instance: String,
 }
 
-pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    args: StepArgs,
+    client: &ClientArgs,
+    log_format: LogFormat,
+) -> anyhow::Result<ExitCode> {
     // The deadline counts from the start of the process's work, connecting included.
     let deadline = tokio::time::Instant::now() + args.deadline;
     let default_tz = match &args.timezone {
@@ -113,7 +119,12 @@ pub async fn run(args: StepArgs, client: &ClientArgs) -> anyhow::Result<ExitCode
     {
         anyhow::bail!(not_found(name));
     }
-    Printer::new(args.output).print(&Report(&report))?;
+    if log_format == LogFormat::Json && args.output == Format::Text {
+        // The CronJob's pod log is one format: the report as log lines, like the logs on stderr.
+        print!("{}", json_lines(&report, started.elapsed()));
+    } else {
+        Printer::new(args.output).print(&Report(&report))?;
+    }
     Ok(if report.errors() > 0 {
         ExitCode::from(2)
     } else {
@@ -150,4 +161,50 @@ impl Render for Report<'_> {
         }
         Human::Text(out)
     }
+}
+
+/// `--log-format json` with the text report: one JSON line per promotion (stage, phase, actions,
+/// next check, error) and one for the pass, shaped as the `tracing` JSON lines on stderr
+/// (`timestamp`, `level`, `message`, the fields, `target`).
+fn json_lines(report: &PassReport, took: std::time::Duration) -> String {
+    let line = |level: &str, message: &str, fields: Map<String, Value>| {
+        let mut m = Map::new();
+        m.insert(
+            "timestamp".into(),
+            json!(Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+        );
+        m.insert("level".into(), json!(level));
+        m.insert("message".into(), json!(message));
+        m.extend(fields);
+        m.insert("target".into(), json!("promoter::step"));
+        format!("{}\n", Value::Object(m))
+    };
+    let mut out = String::new();
+    for p in &report.promotions {
+        let fields = match serde_json::to_value(p) {
+            Ok(Value::Object(mut m)) => {
+                // `promotion`, not `name`: the key other log lines use for it.
+                if let Some(name) = m.remove("name") {
+                    m.insert("promotion".into(), name);
+                }
+                m
+            }
+            _ => Map::new(),
+        };
+        let level = if p.in_error() { "ERROR" } else { "INFO" };
+        out.push_str(&line(level, "promotion", fields));
+    }
+    let count = |f: &dyn Fn(&promoter::pass::PromotionReport) -> bool| {
+        report.promotions.iter().filter(|p| f(p)).count()
+    };
+    let mut summary = Map::new();
+    summary.insert("dryRun".into(), json!(report.dry_run));
+    summary.insert("promotions".into(), json!(report.promotions.len()));
+    summary.insert("changed".into(), json!(count(&|p| !p.actions.is_empty())));
+    summary.insert("inError".into(), json!(report.errors()));
+    summary.insert("deferred".into(), json!(count(&|p| p.deferred.is_some())));
+    summary.insert("durationMs".into(), json!(took.as_millis() as u64));
+    let level = if report.errors() > 0 { "ERROR" } else { "INFO" };
+    out.push_str(&line(level, "pass", summary));
+    out
 }
