@@ -153,15 +153,20 @@ pub fn preverification_profile(p: &ClusterPromotion, stage: &Stage) -> Option<De
 /// so fields the API server defaulted (or another controller added) do not count as drift.
 fn contained(desired: &Value, observed: &Value) -> bool {
     match (desired, observed) {
-        (Value::Object(d), Value::Object(o)) => d
-            .iter()
-            .all(|(k, v)| o.get(k).is_some_and(|ov| contained(v, ov))),
+        (Value::Object(d), Value::Object(o)) => contained_map(d, o),
         (Value::Array(d), Value::Array(o)) => {
             d.len() == o.len() && d.iter().zip(o).all(|(a, b)| contained(a, b))
         }
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         _ => desired == observed,
     }
+}
+
+/// [`contained`] for two objects, without wrapping (cloning) them into values.
+fn contained_map(desired: &Map<String, Value>, observed: &Map<String, Value>) -> bool {
+    desired
+        .iter()
+        .all(|(k, v)| observed.get(k).is_some_and(|ov| contained(v, ov)))
 }
 
 /// The value at a path as [`pruned_paths`] spells it (`a.b[0].c`).
@@ -183,8 +188,9 @@ fn value_at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
 impl DesiredProfile {
     /// Whether `observed` already carries this spec, labels, annotations and owner reference.
     pub fn is_applied(&self, observed: &ClusterProfile) -> bool {
-        let labels = observed.metadata.labels.clone().unwrap_or_default();
-        let annotations = observed.metadata.annotations.clone().unwrap_or_default();
+        // Borrowed, not cloned: this runs for every reached stage of every promotion, every pass.
+        let labels = observed.metadata.labels.as_ref();
+        let annotations = observed.metadata.annotations.as_ref();
         let refs: Vec<_> = observed
             .metadata
             .owner_references
@@ -198,15 +204,16 @@ impl DesiredProfile {
             refs.is_empty()
         };
         owner_right
-            && self.labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
             && self
                 .annotations
                 .iter()
-                .all(|(k, v)| annotations.get(k) == Some(v))
-            && (contained(
-                &Value::Object(self.spec.clone()),
-                &Value::Object(observed.spec.fields.clone()),
-            ) || self.pruned_fields(observed).is_some())
+                .all(|(k, v)| annotations.and_then(|a| a.get(k)) == Some(v))
+            && (contained_map(&self.spec, &observed.spec.fields)
+                || self.pruned_fields(observed).is_some())
     }
 
     /// Fields of this spec that the served ClusterProfile CRD pruned (an older Sveltos than the

@@ -320,12 +320,24 @@ impl ProfileSummaries {
     /// Each distinct normal form compared with the profile's spec (normalised here, once per
     /// check); then [`Comparison::differs`] is a lookup.
     pub fn comparison(&self, profile_spec: &Map<String, Value>) -> Comparison {
-        let theirs = normalize(profile_spec);
+        // `normalize` is idempotent: a profile spec equal to one of the summaries' normal forms is
+        // its own normal form, so it need not be normalised again (a map comparison is far cheaper
+        // than the schema walk). Without summaries there is nothing to compare it with.
+        let known = self.specs.iter().find(|s| s.normal == *profile_spec);
+        let owned;
+        let theirs = match known {
+            Some(s) => &s.normal,
+            None if self.specs.is_empty() => profile_spec,
+            None => {
+                owned = normalize(profile_spec);
+                &owned
+            }
+        };
         let differs = self
             .specs
             .iter()
             .map(|s| {
-                differing_fields(&s.normal, &theirs)
+                differing_fields(&s.normal, theirs)
                     .first()
                     .map(|f| f.to_string())
             })

@@ -234,13 +234,29 @@ fn go_struct(path: &str, schema: &Value, v: Option<&Value>) -> Value {
     let mut out = Map::new();
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
+            let x = input.get(k).filter(|x| !x.is_null());
+            // An absent field yields something only when a table names it (a value struct or a
+            // field without omitempty); most of the schema is absent from a spec, so skip those
+            // without building their paths.
+            if x.is_none() && !emitted_when_absent(k) {
+                continue;
+            }
             let p = child(path, k);
-            if let Some(x) = go_field(&p, sub, input.get(k).filter(|x| !x.is_null())) {
+            if let Some(x) = go_field(&p, sub, x) {
                 out.insert(k.clone(), x);
             }
         }
     }
     Value::Object(out)
+}
+
+/// Whether a field named `key` can be emitted although absent: the last segment of some entry of
+/// [`VALUE_STRUCTS`] or [`NOT_OMITEMPTY`] (the only ways [`go_field`] yields a value for `None`).
+fn emitted_when_absent(key: &str) -> bool {
+    VALUE_STRUCTS
+        .iter()
+        .chain(NOT_OMITEMPTY)
+        .any(|path| path.rsplit(['.', ']']).next() == Some(key))
 }
 
 /// One field of a Go struct after a round trip: `None` when Go omits it.
