@@ -121,59 +121,64 @@ pub fn stages_hash(stages: &[Stage]) -> String {
 /// [`stages_hash`] differs (sorted keys); this one only recognises a status upstream wrote, so that
 /// promoter can take its rollout over without starting again.
 pub fn upstream_stages_hash(stages: &[Stage]) -> String {
-    let mut out = String::from("[");
-    for (i, s) in stages.iter().enumerate() {
+    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(upstream_stages_json(stages)))
+}
+
+/// Go's `json.Marshal` of upstream's stages-hash input (see [`upstream_stages_hash`]).
+fn upstream_stages_json(stages: &[Stage]) -> String {
+    let mut out = String::new();
+    go_list(&mut out, '[', ']', stages, |out, s| {
+        out.push_str("{\"name\":");
+        go_string(out, &s.name);
+        out.push_str(",\"clusterSelector\":{");
+        let sel = s.cluster_selector.clone().unwrap_or_default();
+        let labels = sel.match_labels.filter(|m| !m.is_empty());
+        if let Some(labels) = &labels {
+            out.push_str("\"matchLabels\":");
+            go_list(out, '{', '}', labels, |out, (k, v)| {
+                go_string(out, k);
+                out.push(':');
+                go_string(out, v);
+            });
+        }
+        if let Some(exprs) = sel.match_expressions.filter(|e| !e.is_empty()) {
+            if labels.is_some() {
+                out.push(',');
+            }
+            out.push_str("\"matchExpressions\":");
+            go_list(out, '[', ']', &exprs, |out, e| {
+                out.push_str("{\"key\":");
+                go_string(out, &e.key);
+                out.push_str(",\"operator\":");
+                go_string(out, &e.operator);
+                if let Some(values) = e.values.as_ref().filter(|v| !v.is_empty()) {
+                    out.push_str(",\"values\":");
+                    go_list(out, '[', ']', values, |out, v| go_string(out, v));
+                }
+                out.push('}');
+            });
+        }
+        out.push_str("}}");
+    });
+    out
+}
+
+/// `open item,item,... close`, each item written by `item`.
+fn go_list<T>(
+    out: &mut String,
+    open: char,
+    close: char,
+    items: impl IntoIterator<Item = T>,
+    mut item: impl FnMut(&mut String, T),
+) {
+    out.push(open);
+    for (i, x) in items.into_iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        out.push_str("{\"name\":");
-        go_string(&mut out, &s.name);
-        out.push_str(",\"clusterSelector\":{");
-        let sel = s.cluster_selector.clone().unwrap_or_default();
-        let mut fields = Vec::new();
-        if let Some(labels) = sel.match_labels.filter(|m| !m.is_empty()) {
-            let mut f = String::from("\"matchLabels\":{");
-            for (j, (k, v)) in labels.iter().enumerate() {
-                if j > 0 {
-                    f.push(',');
-                }
-                go_string(&mut f, k);
-                f.push(':');
-                go_string(&mut f, v);
-            }
-            f.push('}');
-            fields.push(f);
-        }
-        if let Some(exprs) = sel.match_expressions.filter(|e| !e.is_empty()) {
-            let mut f = String::from("\"matchExpressions\":[");
-            for (j, e) in exprs.iter().enumerate() {
-                if j > 0 {
-                    f.push(',');
-                }
-                f.push_str("{\"key\":");
-                go_string(&mut f, &e.key);
-                f.push_str(",\"operator\":");
-                go_string(&mut f, &e.operator);
-                if let Some(values) = e.values.as_ref().filter(|v| !v.is_empty()) {
-                    f.push_str(",\"values\":[");
-                    for (k, v) in values.iter().enumerate() {
-                        if k > 0 {
-                            f.push(',');
-                        }
-                        go_string(&mut f, v);
-                    }
-                    f.push(']');
-                }
-                f.push('}');
-            }
-            f.push(']');
-            fields.push(f);
-        }
-        out.push_str(&fields.join(","));
-        out.push_str("}}");
+        item(out, x);
     }
-    out.push(']');
-    base64::engine::general_purpose::STANDARD.encode(Sha256::digest(out.as_bytes()))
+    out.push(close);
 }
 
 /// A string as Go's `encoding/json` writes it: HTML-safe (`<`, `>`, `&` escaped), U+2028/U+2029
@@ -319,6 +324,22 @@ mod tests {
         assert_ne!(
             upstream_stages_hash(&three("prod")),
             stages_hash(&three("prod"))
+        );
+    }
+
+    #[test]
+    fn upstream_stages_json_follows_the_go_field_order_and_omitempty() {
+        let s = stages(json!([
+            {"name": "a", "clusterSelector": {"matchExpressions": [
+                {"key": "t", "operator": "In", "values": ["x", "y"]},
+                {"key": "e", "operator": "Exists", "values": []}],
+                "matchLabels": {"z": "1", "b": "2"}}},
+            {"name": "b"},
+            {"name": "c", "clusterSelector": {"matchLabels": {}}}
+        ]));
+        assert_eq!(
+            upstream_stages_json(&s),
+            r#"[{"name":"a","clusterSelector":{"matchLabels":{"b":"2","z":"1"},"matchExpressions":[{"key":"t","operator":"In","values":["x","y"]},{"key":"e","operator":"Exists"}]}},{"name":"b","clusterSelector":{}},{"name":"c","clusterSelector":{}}]"#
         );
     }
 
