@@ -281,11 +281,13 @@ struct Lab {
 async fn client(env: &Env, user: &str, timeout_ms: u64) -> kube::Client {
     let kubeconfig =
         kube::config::Kubeconfig::from_yaml(&env.server.kubeconfig_yaml(user)).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .unwrap();
-    config.read_timeout = Some(std::time::Duration::from_millis(timeout_ms));
-    kube::Client::try_from(config).unwrap()
+    // promoter's own connection policy (writes never replayed, reads retried): kube's default
+    // client replays any verb on 429/503/504, which promoter never does.
+    promoter::client::from_config_with_timeout(config, std::time::Duration::from_millis(timeout_ms))
+        .unwrap()
 }
 
 impl Lab {
