@@ -10,7 +10,7 @@
 
 use base64::Engine;
 use promoter::api::ClusterPromotion;
-use promoter::fake::{FakeApiServer, ResourceType, sveltos_cluster_type};
+use promoter::fake::{FakeApiServer, sveltos_cluster_type};
 use promoter::health::HealthEngine;
 use promoter::pass::{HealthEvaluator, HealthRequest, HealthVerdict, World};
 use promoter::sim::sveltos_cluster;
@@ -90,7 +90,7 @@ fn kubeconfig(url: &str) -> String {
 }
 
 fn add_clusters(server: &FakeApiServer, env: &str, count: usize, url: &str) {
-    let secrets = ResourceType::builtin("", "v1", "Secret", "secrets", true);
+    let secrets = promoter::fake::secret_type();
     let config = base64::engine::general_purpose::STANDARD.encode(kubeconfig(url));
     let mut store = server.store();
     for i in 0..count {

@@ -11,6 +11,7 @@ use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use promoter::fake::rbac::Rbac;
+use promoter::fake::secret_type;
 use promoter::fake::{FakeApiServer, ResourceType};
 use promoter::health::HealthEngine;
 use promoter::pass::{PassOptions, run_pass};
@@ -103,10 +104,6 @@ fn manifests_are_valid_objects() {
     assert!(resources.requests.is_some() && resources.limits.is_some());
     let env: Vec<String> = c.env.clone().unwrap().into_iter().map(|e| e.name).collect();
     assert_eq!(env, ["TZ", "PROMOTER_LOG_FORMAT", "PROMOTER_LOG_LEVEL"]);
-}
-
-fn secret_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "Secret", "secrets", true)
 }
 
 /// A rollout that uses every permission: health checks (kubeconfig Secret, a jobCheck ConfigMap),

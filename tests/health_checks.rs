@@ -6,15 +6,12 @@ mod common;
 use base64::Engine;
 use common::Env;
 use promoter::api::ClusterPromotion;
+use promoter::fake::secret_type;
 use promoter::fake::{FakeApiServer, ResourceType};
 use promoter::health::HealthEngine;
 use promoter::pass::{HealthEvaluator, HealthVerdict, Phase, World};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-fn secret_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "Secret", "secrets", true)
-}
 
 /// A managed cluster serving Deployments, Jobs, Secrets and cert-manager ClusterIssuers.
 async fn managed_cluster(

@@ -10,15 +10,12 @@ mod common;
 use base64::Engine;
 use common::{Env, promoter};
 use promoter::api::ClusterPromotion;
+use promoter::fake::secret_type;
 use promoter::fake::{FakeApiServer, ResourceType};
 use promoter::health::HealthEngine;
 use promoter::pass::{HealthEvaluator, HealthVerdict, World};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-fn secret_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "Secret", "secrets", true)
-}
 
 fn deployment_type() -> ResourceType {
     ResourceType::builtin("apps", "v1", "Deployment", "deployments", true)

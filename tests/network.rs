@@ -7,6 +7,7 @@ mod common;
 use base64::Engine;
 use common::Env;
 use promoter::api::ClusterPromotion;
+use promoter::fake::secret_type;
 use promoter::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher, ResourceType};
 use promoter::pass::shard::Shard;
 use promoter::pass::{
@@ -328,10 +329,6 @@ async fn late_commits_land_after_their_answer() {
 }
 
 // Health checks: the managed cluster's reads are retried like the management cluster's.
-
-fn secret_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "Secret", "secrets", true)
-}
 
 fn issuer_type() -> ResourceType {
     ResourceType::custom(

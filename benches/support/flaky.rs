@@ -12,6 +12,7 @@
 use base64::Engine;
 use chrono::{DateTime, Duration as Minutes, TimeZone, Utc};
 use promoter::api::ClusterPromotion;
+use promoter::fake::secret_type;
 use promoter::fake::{
     FakeApiServer, FaultAction, FaultRule, RequestMatcher, ResourceType, sveltos_cluster_type,
 };
@@ -60,10 +61,6 @@ pub fn faults(p: f64, seed: u64, matcher: RequestMatcher) -> Vec<FaultRule> {
             FaultRule::random(matcher.clone(), each, seed.wrapping_mul(7919) + i as u64, a)
         })
         .collect()
-}
-
-fn secret_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "Secret", "secrets", true)
 }
 
 fn issuer_type() -> ResourceType {

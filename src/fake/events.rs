@@ -240,12 +240,6 @@ mod tests {
         assert_eq!(ok(&core(), "note"), None);
         let err = field_label(&core(), "message").unwrap().unwrap_err();
         assert_eq!(err.message, "field label not supported: message");
-        assert!(
-            field_label(
-                &ResourceType::builtin("", "v1", "Secret", "secrets", true),
-                "x"
-            )
-            .is_none()
-        );
+        assert!(field_label(&crate::fake::secret_type(), "x").is_none());
     }
 }

@@ -285,6 +285,11 @@ pub fn cluster_promotion_type() -> ResourceType {
         false,
     )
 }
+/// core/v1 Secrets (kubeconfigs of managed clusters).
+pub fn secret_type() -> ResourceType {
+    ResourceType::builtin("", "v1", "Secret", "secrets", true)
+}
+
 pub fn cluster_profile_type() -> ResourceType {
     ResourceType::custom(
         "config.projectsveltos.io",
@@ -324,7 +329,7 @@ pub fn sveltos_types() -> Vec<ResourceType> {
         cluster_summary_type(),
         sveltos_cluster_type(),
         ResourceType::builtin("", "v1", "Namespace", "namespaces", false),
-        ResourceType::builtin("", "v1", "Secret", "secrets", true),
+        secret_type(),
         ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true),
         ResourceType::builtin("", "v1", "Event", "events", true),
         ResourceType::builtin("events.k8s.io", "v1", "Event", "events", true),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 /// Kinds every simulated cluster serves, whatever its objects.
 fn common_types() -> Vec<ResourceType> {
     vec![
-        ResourceType::builtin("", "v1", "Secret", "secrets", true),
+        crate::fake::secret_type(),
         ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true),
         ResourceType::builtin("", "v1", "Pod", "pods", true),
         ResourceType::builtin("apps", "v1", "Deployment", "deployments", true),
@@ -75,10 +75,7 @@ pub async fn start(fleet: &Fleet, mgmt: &FakeApiServer) -> anyhow::Result<Vec<Fa
             "metadata": {"name": format!("{}-sveltos-kubeconfig", c.name), "namespace": c.namespace},
             "data": {"kubeconfig": kubeconfig}});
         mgmt.store()
-            .seed(
-                &ResourceType::builtin("", "v1", "Secret", "secrets", true),
-                secret,
-            )
+            .seed(&crate::fake::secret_type(), secret)
             .map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
         servers.push(server);
     }
