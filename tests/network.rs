@@ -464,3 +464,144 @@ async fn step_takes_a_shard_and_a_deadline() {
         assert!(err.contains(why), "{flag} {value}: {err}");
     }
 }
+
+// Expired list continue tokens: kube-apiserver answers a continuation whose revision etcd compacted
+// away (every 5 minutes, or after a storage restart) with 410 Expired.
+
+/// The fake answers as kube-apiserver does: 410, reason Expired, its text, and an inconsistent
+/// continuation in the Status; a token that is not one is a 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_fake_expires_continue_tokens_when_storage_is_compacted() {
+    let env = Env::new(FLEET).await;
+    let api: kube::Api<promoter::api::SveltosCluster> = kube::Api::all(env.client.clone());
+    let page = |token: Option<&str>| {
+        let mut params = kube::api::ListParams::default().limit(2);
+        if let Some(t) = token {
+            params = params.continue_token(t);
+        }
+        params
+    };
+    let first = api.list(&page(None)).await.unwrap();
+    let token = first.metadata.continue_.clone().expect("a continue token");
+    let second = api.list(&page(Some(&token))).await.unwrap();
+    assert_eq!(second.items.len(), 2, "continued before any compaction");
+    env.server.compact();
+    match api.list(&page(Some(&token))).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"), "{s:?}");
+            assert!(
+                s.message
+                    .starts_with("The provided continue parameter is too old"),
+                "{s:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A new list works, and its token is fresh.
+    let again = api.list(&page(None)).await.unwrap();
+    let fresh = again.metadata.continue_.clone().unwrap();
+    assert_eq!(api.list(&page(Some(&fresh))).await.unwrap().items.len(), 2);
+    // The Status carries the inconsistent continuation: the rest of the list as it is now.
+    let opts = |token: &str| promoter::fake::store::ListOptions {
+        limit: Some(2),
+        continue_token: Some(token.into()),
+        ..Default::default()
+    };
+    let rt = promoter::fake::sveltos_cluster_type();
+    let expired = env
+        .server
+        .store()
+        .list(&rt, None, &opts(&token))
+        .unwrap_err();
+    let rest = expired
+        .continue_token
+        .clone()
+        .expect("an inconsistent continuation");
+    let rest = env.server.store().list(&rt, None, &opts(&rest)).unwrap();
+    assert_eq!(rest["items"].as_array().unwrap().len(), 2, "{rest}");
+    match api.list(&page(Some("not-a-token"))).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 400, "{s:?}");
+            assert!(s.message.contains("invalid continue token"), "{s:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// More SveltosClusters than one page of promoter's lists, selected by no stage.
+fn seed_clusters_beyond_a_page(env: &Env) {
+    let mut store = env.server.store();
+    for i in 0..2_100 {
+        store
+            .seed(
+                &promoter::fake::sveltos_cluster_type(),
+                promoter::sim::sveltos_cluster("bulk", &format!("c{i:04}"), &[("env", "bulk")]),
+            )
+            .unwrap();
+    }
+}
+
+/// Before: a list whose continue token expired between its pages failed after its first page, and
+/// every promotion that needed it waited for the next pass. Now it is listed again from the
+/// beginning, once, as client-go's pager does; if that expires too, only the promotions that need
+/// the list wait.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_list_whose_continue_token_expired_is_listed_again_once() {
+    let env = Env::new(FLEET).await;
+    env.apply_promotion(&promotion("done"));
+    for _ in 0..30 {
+        env.tick().await;
+    }
+    env.apply_promotion(&promotion("busy"));
+    env.tick().await;
+    seed_clusters_beyond_a_page(&env);
+
+    // Compacted just before the second page: the list restarts, and the pass goes on.
+    env.server.inject(FaultRule::nth(
+        lists("sveltosclusters"),
+        2,
+        FaultAction::Compact,
+    ));
+    env.server.clear_requests();
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0, "{r:?}");
+    let s = &env.server;
+    assert_eq!(
+        s.count(|r| r.verb == "list" && r.resource == "sveltosclusters" && r.code == 410),
+        1
+    );
+    assert_eq!(
+        s.count(|r| r.verb == "list" && r.resource == "sveltosclusters"),
+        4,
+        "two pages, the second expired, then two pages again"
+    );
+    s.clear_faults();
+
+    // Compacted before every page after the first: the restarted list expires too.
+    s.inject(FaultRule::after(
+        lists("sveltosclusters"),
+        1,
+        FaultAction::Compact,
+    ));
+    s.clear_requests();
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    let busy = report(&r, "busy");
+    let error = busy.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("not decided in this pass")
+            && error.contains("inventory")
+            && error.contains("continue"),
+        "{busy:?}"
+    );
+    let d = report(&r, "done");
+    assert!(d.error.is_none() && d.conflict.is_none(), "{d:?}");
+    assert_eq!(s.writes(), 0);
+    assert_eq!(
+        s.count(|r| r.verb == "list" && r.resource == "sveltosclusters" && r.code == 410),
+        2,
+        "listed again once, not more"
+    );
+    s.clear_faults();
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0, "{r:?}");
+}

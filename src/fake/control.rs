@@ -153,6 +153,9 @@ pub enum FaultAction {
     /// Send the status and headers at once, then the body in a few pieces, this long apart: with
     /// a client read timeout shorter than this, the answer breaks off midway.
     SlowBody(Duration),
+    /// Compact the storage just before serving the request ([`crate::fake::Store::compact`]): a
+    /// list continued with a token issued before is answered 410 Expired.
+    Compact,
 }
 
 /// Lets `skip` matching requests through, then applies `action` to the next `times` (all, if None).

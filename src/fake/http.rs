@@ -116,9 +116,15 @@ where
             });
             status_body(&injected(504))
         }
-        ref hang => {
-            if let Some(FaultAction::Hang(d)) = hang {
-                tokio::time::sleep(*d).await;
+        ref other => {
+            match other {
+                Some(FaultAction::Hang(d)) => tokio::time::sleep(*d).await,
+                Some(FaultAction::Compact) => shared
+                    .store
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .compact(),
+                _ => {}
             }
             dispatch(
                 &shared,
@@ -248,6 +254,9 @@ pub(crate) fn status_body(e: &ApiError) -> Reply {
     });
     if let Some(name) = &e.name {
         status["details"] = json!({"name": name});
+    }
+    if let Some(token) = &e.continue_token {
+        status["metadata"]["continue"] = json!(token);
     }
     if let Some(inv) = &e.invalid {
         let causes: Vec<Value> = inv

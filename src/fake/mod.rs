@@ -2,7 +2,8 @@
 //! simulator) go through kube's real client.
 //!
 //! It implements what promoter relies on as the real API server does: resources by
-//! group/version/plural, discovery, get/list (label and field selectors, `limit`/`continue`), create,
+//! group/version/plural, discovery, get/list (label and field selectors, `limit`/`continue`, continue
+//! tokens that expire when the storage is compacted), create,
 //! update with optimistic concurrency, merge and JSON patch (the `json-patch` crate), delete with
 //! finalizers and owner-reference garbage collection, the status subresource, and the same status
 //! codes and `Status` bodies. Requests are logged and counted; faults can be injected; an
@@ -176,6 +177,12 @@ impl FakeApiServer {
     /// Direct access to the objects, bypassing HTTP (fixtures and assertions).
     pub fn store(&self) -> MutexGuard<'_, Store> {
         self.shared.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The storage is compacted now (kube-apiserver does it every 5 minutes): list continue tokens
+    /// issued before are expired, answered 410 Expired ([`Store::compact`]).
+    pub fn compact(&self) {
+        self.store().compact();
     }
 
     pub fn set_clock(&self, clock: Clock) {

@@ -82,6 +82,8 @@ pub struct ApiError {
     pub name: Option<String>,
     /// `details.group`/`details.kind`/`details.causes` of an `Invalid` Status.
     pub invalid: Option<Box<InvalidDetails>>,
+    /// `metadata.continue` of the Status: an expired list's inconsistent continuation.
+    pub continue_token: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,6 +109,7 @@ impl ApiError {
             message: message.into(),
             name: None,
             invalid: None,
+            continue_token: None,
         }
     }
     fn not_found(rt: &ResourceType, name: &str) -> Self {
@@ -217,6 +220,8 @@ pub struct Store {
     /// Set only while [`Store::seed_unvalidated`] stores an object.
     unvalidated: bool,
     objects: BTreeMap<Key, Value>,
+    /// Continue tokens issued at a revision below this one are expired ([`Store::compact`]).
+    compacted: u64,
     /// Propagation asked for by a delete that had to wait for finalizers.
     pending_propagation: HashMap<String, Propagation>,
     revision: u64,
@@ -271,6 +276,67 @@ fn spec_part(obj: &Value, rt: &ResourceType) -> Map<String, Value> {
     m
 }
 
+/// A continue token as kube-apiserver makes one: unpadded base64url of
+/// `{"v":"meta.k8s.io/v1","rv":<revision of the list>,"start":"<key after the last item>"}`, the key
+/// here `<namespace>/<name>` and a NUL (kubernetes/apiserver pkg/storage/continue.go
+/// `EncodeContinue`, commit 24a394e5). Clients treat it as opaque.
+fn encode_continue(last: &str, rv: i64) -> String {
+    use base64::Engine;
+    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": format!("{last}\u{0}")});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+/// The key a continuation starts after, and the revision it reads at; a token that is not one of
+/// ours is a 400, with the real text (`DecodeContinue`; pkg/storage/interfaces.go).
+fn decode_continue(token: &str) -> Result<(String, i64), ApiError> {
+    use base64::Engine;
+    let invalid = |why: &str| ApiError::bad_request(format!("invalid continue token: {why}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|e| invalid(&format!("continue key is not valid: {e}")))?;
+    let v: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| invalid(&format!("continue key is not valid: {e}")))?;
+    if v["v"] != "meta.k8s.io/v1" {
+        return Err(invalid(
+            "continue key is not valid: server does not recognize this encoded version",
+        ));
+    }
+    let rv = v["rv"].as_i64().unwrap_or(0);
+    if rv == 0 {
+        return Err(invalid(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let start = v["start"].as_str().unwrap_or_default();
+    let Some(after) = start.strip_suffix('\u{0}').filter(|a| !a.is_empty()) else {
+        return Err(invalid(
+            "continue key is not valid: encoded start key empty",
+        ));
+    };
+    Ok((after.to_string(), rv))
+}
+
+/// A continuation whose revision was compacted away: 410 Expired with kube-apiserver's text, and an
+/// inconsistent continuation (rv -1: the rest of the list as it is now) in `metadata.continue`
+/// (kubernetes/apiserver pkg/storage/etcd3/errors.go `handleCompactedErrorForPaging`, and
+/// kubernetes/apimachinery pkg/api/errors/errors.go `NewResourceExpired`, commits 24a394e5 and
+/// eed236ce).
+fn expired_continue(after: &str) -> ApiError {
+    ApiError {
+        continue_token: Some(encode_continue(after, -1)),
+        ..ApiError::new(
+            410,
+            "Expired",
+            "The provided continue parameter is too old to display a consistent list result. \
+             You can start a new list without the continue parameter, or use the continue token \
+             in this response to retrieve the remainder of the results. Continuing with the \
+             provided token results in an inconsistent list - objects that were created, \
+             modified, or deleted between the time the first chunk was returned and now may show \
+             up in the list.",
+        )
+    }
+}
+
 impl Store {
     pub fn new(clock: Clock) -> Self {
         Store {
@@ -280,6 +346,7 @@ impl Store {
             objects: BTreeMap::new(),
             pending_propagation: HashMap::new(),
             revision: 1,
+            compacted: 0,
             uids: 0,
             clock,
         }
@@ -393,6 +460,16 @@ impl Store {
         self.revision
     }
 
+    /// What kube-apiserver's compactor does every 5 minutes (or a storage restart): it records the
+    /// compaction with a write (a new revision), then etcd drops the history below it, and every
+    /// continue token issued before is expired ([`Store::list`]). Real compaction keeps the last
+    /// 5 minutes; this drops everything older than now, the worst case for a list in progress.
+    /// kubernetes/apiserver pkg/storage/etcd3/compact.go `Compact` (commit 24a394e5).
+    pub fn compact(&mut self) {
+        self.revision += 1;
+        self.compacted = self.revision;
+    }
+
     fn next_revision(&mut self) -> String {
         self.revision += 1;
         self.revision.to_string()
@@ -464,7 +541,18 @@ impl Store {
         opts: &ListOptions,
     ) -> Result<Value, ApiError> {
         let fields = Self::field_labels(rt, opts)?;
-        let after = opts.continue_token.clone().unwrap_or_default();
+        // A continuation reads at its token's revision (here: the latest, see the module's known
+        // differences), or at the latest for an inconsistent continuation (-1).
+        let (after, snapshot) = match &opts.continue_token {
+            None => (String::new(), self.revision as i64),
+            Some(token) => {
+                let (after, rv) = decode_continue(token)?;
+                if rv > 0 && (rv as u64) < self.compacted {
+                    return Err(expired_continue(&after));
+                }
+                (after, if rv > 0 { rv } else { self.revision as i64 })
+            }
+        };
         let mut matching = self
             .objects
             .iter()
@@ -493,7 +581,7 @@ impl Store {
         let remaining = matching.count();
         let mut list_meta = json!({"resourceVersion": self.revision.to_string()});
         if opts.limit.is_some_and(|l| l > 0) && remaining > 0 {
-            list_meta["continue"] = json!(last.unwrap_or_default());
+            list_meta["continue"] = json!(encode_continue(&last.unwrap_or_default(), snapshot));
             list_meta["remainingItemCount"] = json!(remaining);
         }
         Ok(json!({

@@ -13,8 +13,8 @@ use crate::api::{
 };
 use anyhow::Context as _;
 use kube::Resource;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::core::{ListMeta, ObjectList};
+use kube::api::{DynamicObject, ListParams};
+use kube::core::ListMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -79,37 +79,34 @@ fn object_name(raw: &Value) -> String {
 async fn list_decoded<K>(
     client: &kube::Client,
     params: ListParams,
-) -> kube::Result<(Vec<K>, Vec<Undecodable>)>
+) -> anyhow::Result<(Vec<K>, Vec<Undecodable>)>
 where
     K: kube::Resource<DynamicType = ()> + DeserializeOwned,
 {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::erase::<K>(&()));
-    let (mut good, mut bad) = (Vec::new(), Vec::new());
-    list_pages(&api, params, |page| {
-        for obj in page {
-            let raw = match serde_json::to_value(&obj) {
-                Ok(v) => v,
-                Err(e) => {
-                    bad.push(Undecodable {
-                        name: obj.metadata.name.clone().unwrap_or_default(),
-                        raw: Value::Null,
-                        error: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            match decode::<K>(&raw) {
-                Ok(k) => good.push(k),
-                Err(error) => bad.push(Undecodable {
-                    name: object_name(&raw),
-                    raw,
-                    error,
+    list_tolerant(
+        client,
+        &K::url_path(&(), None),
+        params,
+        |(good, bad): &mut (Vec<K>, Vec<Undecodable>), item: Result<Value, Unreadable>| {
+            match item {
+                Ok(raw) => match decode::<K>(&raw) {
+                    Ok(k) => good.push(k),
+                    Err(error) => bad.push(Undecodable {
+                        name: object_name(&raw),
+                        raw,
+                        error,
+                    }),
+                },
+                // Not even JSON: named, with nothing to repair from.
+                Err(u) => bad.push(Undecodable {
+                    name: u.name.rsplit('/').next().unwrap_or_default().to_string(),
+                    raw: Value::Null,
+                    error: u.error,
                 }),
             }
-        }
-    })
-    .await?;
-    Ok((good, bad))
+        },
+    )
+    .await
 }
 
 /// A generated profile that does not decode is still seen (by name, labels and owners), so that
@@ -123,26 +120,6 @@ fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
     let mut cp = ClusterProfile::new("", crate::api::ClusterProfileSpec { fields });
     cp.metadata = metadata;
     Some(cp)
-}
-
-/// Lists page by page, handing each page to `each` so that a caller can reduce it before the next.
-async fn list_pages<K>(
-    api: &Api<K>,
-    params: ListParams,
-    mut each: impl FnMut(Vec<K>),
-) -> kube::Result<()>
-where
-    K: Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let mut params = params.limit(PAGE);
-    loop {
-        let page: ObjectList<K> = api.list(&params).await?;
-        each(page.items);
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(()),
-        }
-    }
 }
 
 /// Reads of a pass that still failed after their retries. Each promotion that needed one is not
@@ -257,8 +234,9 @@ pub async fn observe_pass(
                 .collect();
         }
         Err(e) => {
+            let e = format!("{e:#}");
             tracing::error!(error = %e, "listing generated ClusterProfiles failed; no promotion is decided in this pass");
-            unread.profiles = Some(e.to_string());
+            unread.profiles = Some(e);
             return done(promotions, undecodable, world, unread);
         }
     }
@@ -314,12 +292,12 @@ async fn summaries_tolerant(
     let url = ClusterSummary::url_path(&(), None);
     for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
-        let mut part: BTreeMap<String, ProfileSummaries> = BTreeMap::new();
         let listed = list_tolerant(
             client,
             &url,
             ListParams::default().labels(&sel),
-            |item: Result<ClusterSummary, Unreadable>| match item {
+            |part: &mut BTreeMap<String, ProfileSummaries>,
+             item: Result<ClusterSummary, Unreadable>| match item {
                 Ok(cs) => {
                     if let Some(profile) = cs
                         .metadata
@@ -344,7 +322,7 @@ async fn summaries_tolerant(
         )
         .await;
         match listed {
-            Ok(()) => out.extend(part),
+            Ok(part) => out.extend(part),
             Err(e) => {
                 let e = format!("{e:#}");
                 tracing::error!(profiles = chunk.len(), error = %e, "listing ClusterSummaries failed; the promotions of these profiles are not decided in this pass");
@@ -397,21 +375,42 @@ struct MetaNames {
 
 /// Lists page by page and decodes each object on its own: one object that does not decode (a
 /// field of the wrong type written by another tool) is named in the log and handed over as
-/// [`Unreadable`], and never fails the list.
-async fn list_tolerant<K: DeserializeOwned>(
+/// [`Unreadable`], and never fails the list. `each` folds the objects into a state that starts
+/// from its default, and starts again from it if the list is read again ([`expired`]).
+async fn list_tolerant<K: DeserializeOwned, S: Default>(
     client: &kube::Client,
     url: &str,
     params: ListParams,
-    mut each: impl FnMut(Result<K, Unreadable>),
-) -> anyhow::Result<()> {
-    let mut params = params.limit(PAGE);
+    mut each: impl FnMut(&mut S, Result<K, Unreadable>),
+) -> anyhow::Result<S> {
+    let first = params.limit(PAGE);
+    let mut params = first.clone();
+    let mut state = S::default();
+    let mut restarted = false;
     let request = kube::core::Request::new(url);
     loop {
         let req = request.list(&params).context("building a list request")?;
-        let page: RawList = client.request(req).await?;
+        let page: RawList = match client.request(req).await {
+            Ok(page) => page,
+            Err(e) if expired(&e) && params.continue_token.is_some() => {
+                if restarted || past_deadline() {
+                    return Err(anyhow::Error::new(e).context(if restarted {
+                        "the list was read again from the beginning after its continue token expired, and expired again"
+                    } else {
+                        "its continue token expired, and the pass deadline leaves no time to read it again"
+                    }));
+                }
+                tracing::warn!(url, error = %e, "the list's continue token expired (the API server's storage was compacted); listing again from the beginning");
+                restarted = true;
+                state = S::default();
+                params = first.clone();
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         for raw in page.items {
             match serde_json::from_str::<K>(raw.get()) {
-                Ok(obj) => each(Ok(obj)),
+                Ok(obj) => each(&mut state, Ok(obj)),
                 Err(e) => {
                     let meta = serde_json::from_str::<MetaOnly>(raw.get()).unwrap_or_default();
                     let name = format!(
@@ -420,19 +419,37 @@ async fn list_tolerant<K: DeserializeOwned>(
                         meta.metadata.name.unwrap_or_default()
                     );
                     tracing::warn!(object = %name, url, error = %e, "skipping an object that cannot be decoded");
-                    each(Err(Unreadable {
-                        name,
-                        error: e.to_string(),
-                        labels: meta.metadata.labels.unwrap_or_default(),
-                    }));
+                    each(
+                        &mut state,
+                        Err(Unreadable {
+                            name,
+                            error: e.to_string(),
+                            labels: meta.metadata.labels.unwrap_or_default(),
+                        }),
+                    );
                 }
             }
         }
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(()),
+            _ => return Ok(state),
         }
     }
+}
+
+/// A paginated list whose continue token the API server no longer serves: etcd compacted the
+/// revision the list reads at (every 5 minutes, or after a storage restart), answered 410 with
+/// reason `Expired` (kubernetes/apiserver pkg/storage/etcd3/errors.go `interpretListError`, commit
+/// 24a394e5). client-go's `ListPager` then lists again from the beginning, once
+/// (kubernetes/client-go tools/pager/pager.go, commit 32ce75a7; it does so unpaginated, promoter
+/// keeps its pages so that each is reduced before the next is read). The Status' inconsistent
+/// continuation is not used: it could mix two states of the fleet in one decision.
+fn expired(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.reason == "Expired")
+}
+
+fn past_deadline() -> bool {
+    crate::client::retry::deadline().is_some_and(|d| tokio::time::Instant::now() >= d)
 }
 
 /// The addon-controller's `--capi-onboard-annotation`, when it is configured with one: CAPI
@@ -455,28 +472,14 @@ pub async fn inventory(client: &kube::Client) -> anyhow::Result<Vec<InventoryClu
 pub async fn inventory_with_exclusions(
     client: &kube::Client,
 ) -> anyhow::Result<(Vec<InventoryCluster>, Vec<ExcludedCluster>)> {
-    let mut clusters: Vec<InventoryCluster> = Vec::new();
-    let mut excluded: Vec<ExcludedCluster> = Vec::new();
-    let mut place = |c: InventoryCluster, deleting: bool, why_not: Option<String>| {
-        if deleting {
-            excluded.push(ExcludedCluster {
-                cluster: c,
-                why: "being deleted (Sveltos removes its ClusterSummaries)".into(),
-            });
-        } else if let Some(why) = why_not {
-            excluded.push(ExcludedCluster { cluster: c, why });
-        } else {
-            clusters.push(c);
-        }
-    };
-    list_tolerant(
+    let mut inventory: Inventory = list_tolerant(
         client,
         &SveltosCluster::url_path(&(), None),
         ListParams::default(),
-        |item: Result<SveltosCluster, Unreadable>| match item {
+        |inv: &mut Inventory, item: Result<SveltosCluster, Unreadable>| match item {
             Ok(c) => {
                 let deleting = c.metadata.deletion_timestamp.is_some();
-                place(
+                inv.place(
                     InventoryCluster {
                         kind: ClusterKind::Sveltos,
                         namespace: c.metadata.namespace.clone().unwrap_or_default(),
@@ -496,7 +499,7 @@ pub async fn inventory_with_exclusions(
             // rather than silently dropping out of them.
             Err(u) => {
                 let (namespace, name) = u.name.split_once('/').unwrap_or(("", &u.name));
-                place(
+                inv.place(
                     InventoryCluster {
                         kind: ClusterKind::Sveltos,
                         namespace: namespace.to_string(),
@@ -520,34 +523,56 @@ pub async fn inventory_with_exclusions(
         Ok(g) => g,
         // No Cluster API in this management cluster: no CAPI clusters.
         Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
-            return Ok((clusters, excluded));
+            return Ok((inventory.clusters, inventory.excluded));
         }
-        Err(kube::Error::Api(s)) if s.code == 404 => return Ok((clusters, excluded)),
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return Ok((inventory.clusters, inventory.excluded));
+        }
         Err(e) => return Err(e).context("discovering the Cluster API group"),
     };
     let onboard = capi_onboard_annotation();
     if let Some((resource, _)) = group.recommended_kind("Cluster") {
         let url = DynamicObject::url_path(&resource, None);
-        list_tolerant(
+        let capi: Inventory = list_tolerant(
             client,
             &url,
             ListParams::default(),
-            |item: Result<DynamicObject, Unreadable>| {
+            |inv: &mut Inventory, item: Result<DynamicObject, Unreadable>| {
                 let Ok(c) = item else { return };
-                capi_cluster(&c, onboard.as_deref(), &mut place);
+                capi_cluster(&c, onboard.as_deref(), inv);
             },
         )
         .await
         .context("listing Cluster API Clusters")?;
+        inventory.clusters.extend(capi.clusters);
+        inventory.excluded.extend(capi.excluded);
     }
-    Ok((clusters, excluded))
+    Ok((inventory.clusters, inventory.excluded))
 }
 
-fn capi_cluster(
-    c: &DynamicObject,
-    onboard: Option<&str>,
-    place: &mut impl FnMut(InventoryCluster, bool, Option<String>),
-) {
+/// The clusters Sveltos serves and those it leaves out, as a list is read.
+#[derive(Default)]
+struct Inventory {
+    clusters: Vec<InventoryCluster>,
+    excluded: Vec<ExcludedCluster>,
+}
+
+impl Inventory {
+    fn place(&mut self, c: InventoryCluster, deleting: bool, why_not: Option<String>) {
+        if deleting {
+            self.excluded.push(ExcludedCluster {
+                cluster: c,
+                why: "being deleted (Sveltos removes its ClusterSummaries)".into(),
+            });
+        } else if let Some(why) = why_not {
+            self.excluded.push(ExcludedCluster { cluster: c, why });
+        } else {
+            self.clusters.push(c);
+        }
+    }
+}
+
+fn capi_cluster(c: &DynamicObject, onboard: Option<&str>, inv: &mut Inventory) {
     let facts = CapiClusterFacts::from_object(&c.data);
     let why_not = onboard
         .filter(|a| {
@@ -557,7 +582,7 @@ fn capi_cluster(
                 .is_some_and(|m| m.contains_key(*a))
         })
         .map(|a| format!("not onboarded: no annotation {a} (the addon-controller's --capi-onboard-annotation)"));
-    place(
+    inv.place(
         InventoryCluster {
             kind: ClusterKind::Capi,
             namespace: c.metadata.namespace.clone().unwrap_or_default(),
