@@ -605,3 +605,116 @@ async fn a_list_whose_continue_token_expired_is_listed_again_once() {
     let r = pass(&env, &env.client, PassLimits::default()).await;
     assert_eq!(r.errors(), 0, "{r:?}");
 }
+
+// A 422 on a record patch: only kube-apiserver's generic "patch does not apply" text is a lost race.
+
+const MANUAL: &str = "kyverno-prog-rollout-man";
+
+/// The blog's manual rollout, waiting for the staging approval, then approved by hand.
+async fn approved_manual_rollout() -> Env {
+    let env = Env::new(FLEET).await;
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-manual.yaml");
+    let p = promoter::manifest::load_file(&path).unwrap()[0]
+        .promotion()
+        .unwrap()
+        .clone();
+    env.apply_promotion(&p);
+    for _ in 0..20 {
+        env.tick().await;
+    }
+    assert_eq!(env.current_stage(MANUAL).as_deref(), Some("staging"));
+    env.store_json_patch(
+        MANUAL,
+        json!([{"op": "replace", "path": "/spec/stages/1/trigger/manual/approved", "value": true}]),
+    );
+    env
+}
+
+fn approval_consumed(env: &Env) -> bool {
+    env.promotion(MANUAL).unwrap().spec.stages[1]
+        .manual_approval()
+        .is_none()
+}
+
+/// The record patch that consumes an approval is refused as Invalid by the API server's own
+/// validation (the annotations would pass their 256 KiB total): an error of this promotion, named,
+/// never a lost race that the next pass would repeat forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_record_patch_is_an_error_not_a_lost_race() {
+    let env = approved_manual_rollout().await;
+    let annotations = env
+        .promotion(MANUAL)
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    let used: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let key = "example.com/notes";
+    // 8 bytes below the limit: any record promoter adds goes over it.
+    let filler = "x".repeat(262_144 - 8 - used - key.len());
+    let mut all = annotations.clone();
+    all.insert(key.to_string(), filler);
+    env.store_json_patch(
+        MANUAL,
+        json!([{"op": "add", "path": "/metadata/annotations", "value": all}]),
+    );
+    env.server.clear_requests();
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    let m = report(&r, MANUAL);
+    let error = m.error.clone().unwrap_or_default();
+    assert!(
+        m.conflict.is_none()
+            && error.contains(&format!("ClusterPromotion {MANUAL}"))
+            && error.contains("is invalid")
+            && error.contains("metadata.annotations: Too long"),
+        "{m:?}"
+    );
+    assert!(m.in_error(), "exit code 2: {m:?}");
+    assert_eq!(
+        env.server
+            .count(|r| r.verb == "patch" && r.resource == "clusterpromotions" && r.code == 422),
+        1
+    );
+    assert!(!approval_consumed(&env));
+    // Once the annotation is gone, the approval is consumed.
+    env.store_json_patch(
+        MANUAL,
+        json!([{"op": "remove", "path": "/metadata/annotations/example.com~1notes"}]),
+    );
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0, "{r:?}");
+    assert!(approval_consumed(&env));
+}
+
+/// The same patch answered with kube-apiserver's generic 422 for a JSON patch that does not apply
+/// (a `test` failed: someone wrote first) is a lost race: not an error, decided again next pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_record_patch_that_does_not_apply_is_a_lost_race() {
+    let env = approved_manual_rollout().await;
+    env.server.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["patch"])
+            .resource("clusterpromotions")
+            .name(MANUAL),
+        1,
+        FaultAction::Answer(promoter::fake::ApiError::new(
+            422,
+            "Invalid",
+            promoter::guard::PATCH_NOT_APPLIED,
+        )),
+    ));
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    let m = report(&r, MANUAL);
+    assert!(m.error.is_none() && !m.in_error(), "{m:?}");
+    assert!(
+        m.conflict
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&format!("ClusterPromotion {MANUAL}")),
+        "{m:?}"
+    );
+    assert!(!approval_consumed(&env));
+    let r = pass(&env, &env.client, PassLimits::default()).await;
+    assert_eq!(r.errors(), 0, "{r:?}");
+    assert!(approval_consumed(&env));
+}

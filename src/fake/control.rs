@@ -156,6 +156,9 @@ pub enum FaultAction {
     /// Compact the storage just before serving the request ([`crate::fake::Store::compact`]): a
     /// list continued with a token issued before is answered 410 Expired.
     Compact,
+    /// Answer with this error instead of serving the request, as the real server would answer
+    /// it (a 422 `Invalid` with its exact text, a 410 `Expired`, …).
+    Answer(super::store::ApiError),
 }
 
 /// Lets `skip` matching requests through, then applies `action` to the next `times` (all, if None).

@@ -91,6 +91,7 @@ where
     }
     let (code, value) = match fault {
         Some(FaultAction::Status(code)) => status_body(&injected(code)),
+        Some(FaultAction::Answer(ref e)) => status_body(e),
         Some(FaultAction::LateCommit(d)) => {
             let (shared, method, attrs) =
                 (shared.clone(), parts.method.clone(), record.attributes());
