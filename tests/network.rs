@@ -422,6 +422,75 @@ async fn health_check_reads_are_retried() {
     }
 }
 
+/// Before: the health-check tasks the engine spawns did not carry the pass deadline (a task-local
+/// a spawned task does not inherit), so a managed cluster answering 503 was retried past it, and
+/// its failure read as a failing check. Now its reads stop at the deadline, and a stage whose
+/// checks the deadline cut short is "not evaluated", never failing.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_check_reads_stop_at_the_pass_deadline() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    let cluster = FakeApiServer::start().await.unwrap();
+    cluster.register(secret_type());
+    let kubeconfig =
+        base64::engine::general_purpose::STANDARD.encode(cluster.kubeconfig_yaml("promoter"));
+    env.server
+        .store()
+        .seed(
+            &secret_type(),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "dev01-sveltos-kubeconfig", "namespace": "dev"},
+                   "data": {"kubeconfig": kubeconfig}}),
+        )
+        .unwrap();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/docs-cert-manager.yaml");
+    let p = promoter::manifest::load_file(&path).unwrap()[0]
+        .promotion()
+        .unwrap()
+        .clone();
+    let world = World {
+        clusters: promoter::pass::observe::inventory(&env.client)
+            .await
+            .unwrap(),
+        ..World::default()
+    };
+    // The managed cluster is overloaded for good.
+    cluster.inject(FaultRule::after(
+        RequestMatcher::any(),
+        0,
+        FaultAction::Status(503),
+    ));
+    let engine = promoter::health::HealthEngine::new(env.client.clone(), env.now())
+        .worker_program(env!("CARGO_BIN_EXE_promoter"));
+    let started = tokio::time::Instant::now();
+    let deadline = started + Duration::from_millis(400);
+    let v = promoter::client::retry::within_deadline(deadline, engine.evaluate(&p, "dev", &world))
+        .await;
+    let took = started.elapsed();
+    let requests = cluster.requests();
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert!(
+            r.at < deadline.into_std(),
+            "no read after the deadline: {:?} after the start, {} {}",
+            r.at - started.into_std(),
+            r.verb,
+            r.path
+        );
+        let tries = requests.iter().filter(|x| x.path == r.path).count();
+        assert!(
+            tries < promoter::client::retry::ATTEMPTS as usize,
+            "{}: its retries stopped at the deadline, not after {tries} attempts",
+            r.path
+        );
+    }
+    assert!(took < Duration::from_millis(900), "{took:?}");
+    match v {
+        HealthVerdict::NotEvaluated(why) => assert!(why.contains("deadline"), "{why}"),
+        other => panic!("cut short by the deadline, not a verdict: {other:?}"),
+    }
+}
+
 /// `promoter step --shard` and `--deadline` (and their environment variables) as a CronJob runs it.
 #[tokio::test(flavor = "multi_thread")]
 async fn step_takes_a_shard_and_a_deadline() {

@@ -12,6 +12,7 @@ pub mod pool;
 pub mod worker;
 
 use crate::api::{ClusterPromotion, ValidateHealth};
+use crate::client::retry;
 use crate::pass::deployment::matching_clusters;
 use crate::pass::{HealthEvaluator, HealthRequest, HealthVerdict, InventoryCluster, World};
 use chrono::{DateTime, Utc};
@@ -79,20 +80,35 @@ impl Checker {
         Ok(())
     }
 
-    /// One cluster's checks, bounded by `per_cluster`.
+    /// One cluster's checks, bounded by `per_cluster`; `None` when the pass deadline may have cut
+    /// its reads' retries short (a failure then is not a verdict: the next pass checks again).
     async fn run(
         self,
         c: InventoryCluster,
         checks: Arc<Vec<ValidateHealth>>,
-    ) -> Result<(), String> {
-        match tokio::time::timeout(self.per_cluster, self.check_cluster(&c, &checks)).await {
+    ) -> Option<Result<(), String>> {
+        let r = match tokio::time::timeout(self.per_cluster, self.check_cluster(&c, &checks)).await
+        {
             Ok(r) => r,
             Err(_) => Err(format!(
                 "did not answer within {} s",
                 self.per_cluster.as_secs()
             )),
+        };
+        if let Err(e) = &r
+            && near_pass_deadline()
+        {
+            tracing::debug!(cluster = %c, error = %e, "check failed as the pass deadline came; not a verdict");
+            return None;
         }
+        Some(r)
     }
+}
+
+/// Whether the retry layer may have stopped retrying a read because of the pass deadline: it does
+/// not start a backoff that would end past it, and a backoff is at most `MAX_BACKOFF`.
+fn near_pass_deadline() -> bool {
+    retry::deadline().is_some_and(|d| Instant::now() + retry::MAX_BACKOFF >= d)
 }
 
 /// The first promotion served in a pass: it moves by one every minute, so that over successive
@@ -174,7 +190,12 @@ impl HealthEngine {
         requests: &[HealthRequest<'_>],
         world: &World,
     ) -> Vec<HealthVerdict> {
-        let deadline = Instant::now() + self.budget;
+        // Under a pass deadline, the checks end by it too, and each check task carries it: a
+        // spawned task does not inherit the task-local the retry layer reads, and its reads would
+        // be retried past the deadline.
+        let pass_deadline = retry::deadline();
+        let budget_end = Instant::now() + self.budget;
+        let deadline = pass_deadline.map_or(budget_end, |d| d.min(budget_end));
         let jobs: Vec<Result<Job<'_>, HealthVerdict>> = requests
             .iter()
             .map(|r| Self::job(r.promotion, &r.stage, world))
@@ -213,7 +234,10 @@ impl HealthEngine {
                 let task = checker
                     .clone()
                     .run(job.clusters[k].clone(), job.checks.clone());
-                let handle = running.spawn(task);
+                let handle = match pass_deadline {
+                    Some(d) => running.spawn(retry::within_deadline(d, task)),
+                    None => running.spawn(task),
+                };
                 tasks.insert(handle.id(), (i, k));
             }
             if running.is_empty() {
@@ -223,10 +247,10 @@ impl HealthEngine {
                 Ok(Some(done)) => {
                     let (id, r) = match done {
                         Ok((id, r)) => (id, r),
-                        Err(e) => (e.id(), Err(format!("the check failed: {e}"))),
+                        Err(e) => (e.id(), Some(Err(format!("the check failed: {e}")))),
                     };
                     if let Some((i, k)) = tasks.remove(&id) {
-                        results[i][k] = Some(r);
+                        results[i][k] = r;
                         in_flight[i] -= 1;
                     }
                 }
@@ -270,6 +294,14 @@ impl HealthEngine {
                 ));
             }
             return HealthVerdict::Failing(m);
+        }
+        if !not_reached.is_empty() && near_pass_deadline() {
+            return HealthVerdict::NotEvaluated(format!(
+                "pass deadline: {} of {} clusters not checked before the pass deadline ({}); the next pass checks them again",
+                not_reached.len(),
+                job.clusters.len(),
+                names(&not_reached)
+            ));
         }
         if !not_reached.is_empty() {
             return HealthVerdict::NotEvaluated(format!(
