@@ -129,6 +129,10 @@ pub struct PromotionMetrics {
     pub stage_index: Option<usize>,
     pub last_promotion_time: Option<DateTime<Utc>>,
     pub in_error: bool,
+    /// Decided but not acted on: the pass deadline came first.
+    pub deferred: bool,
+    /// Not decided: a read it needs failed after its retries.
+    pub undecided: bool,
 }
 
 impl PassMetrics {
@@ -149,6 +153,8 @@ impl PassMetrics {
                         stage_index: p.stage_index,
                         last_promotion_time: p.last_promotion_time,
                         in_error: p.in_error(),
+                        deferred: p.deferred.is_some(),
+                        undecided: p.undecided.is_some(),
                     })
                     .collect()
             })
@@ -174,6 +180,14 @@ impl PassMetrics {
 
     fn in_error(&self) -> usize {
         self.promotions.iter().filter(|p| p.in_error).count()
+    }
+
+    fn deferred(&self) -> usize {
+        self.promotions.iter().filter(|p| p.deferred).count()
+    }
+
+    fn undecided(&self) -> usize {
+        self.promotions.iter().filter(|p| p.undecided).count()
     }
 
     /// The Prometheus text exposition format (version 0.0.4), what a Pushgateway accepts.
@@ -225,6 +239,16 @@ impl PassMetrics {
             "promoter_promotions_in_error",
             "ClusterPromotions in error after the last pass (invalid, failed, or a failed write).",
             &[(String::new(), self.in_error() as f64)],
+        );
+        gauge(
+            "promoter_promotions_deferred",
+            "ClusterPromotions the last pass decided but did not act on: its deadline came first (the next pass decides again).",
+            &[(String::new(), self.deferred() as f64)],
+        );
+        gauge(
+            "promoter_promotions_undecided",
+            "ClusterPromotions the last pass did not decide: a read they need still failed after its retries (also in error).",
+            &[(String::new(), self.undecided() as f64)],
         );
         gauge(
             "promoter_pass_writes",
@@ -308,6 +332,8 @@ impl PassMetrics {
         );
         put("Promotions", "Count", self.promotions.len() as f64);
         put("PromotionsInError", "Count", self.in_error() as f64);
+        put("PromotionsDeferred", "Count", self.deferred() as f64);
+        put("PromotionsUndecided", "Count", self.undecided() as f64);
         for (phase, n) in self.by_phase() {
             put(&format!("Promotions{phase}"), "Count", n as f64);
         }
@@ -435,6 +461,8 @@ mod tests {
                 stage_index: Some(2),
                 last_promotion_time: Some(Utc.with_ymd_and_hms(2026, 11, 23, 11, 0, 0).unwrap()),
                 in_error: false,
+                deferred: false,
+                undecided: false,
             }],
         }
     }
@@ -453,6 +481,8 @@ mod tests {
             "promoter_promotion_phase{promotion=\"kyverno\",phase=\"Complete\"} 0",
             "promoter_promotion_last_promotion_timestamp_seconds{promotion=\"kyverno\"} 1795431600",
             "promoter_health_check_failures 1",
+            "promoter_promotions_deferred 0",
+            "promoter_promotions_undecided 0",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

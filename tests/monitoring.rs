@@ -32,6 +32,8 @@ fn pushed_names() -> BTreeSet<String> {
             stage_index: Some(1),
             last_promotion_time: Some(chrono::Utc::now()),
             in_error: false,
+            deferred: false,
+            undecided: false,
         }],
     };
     m.prometheus_text()

@@ -55,6 +55,17 @@ fn report<'a>(r: &'a PassReport, name: &str) -> &'a PromotionReport {
         .unwrap_or_else(|| panic!("{name} not in {r:?}"))
 }
 
+/// The metrics a CronJob pushes (or the Lambda prints) for this pass.
+fn metrics_of(r: &PassReport) -> promoter::metrics::PassMetrics {
+    promoter::metrics::PassMetrics::new(
+        Some(r),
+        r.time,
+        Duration::from_secs(1),
+        Default::default(),
+        Default::default(),
+    )
+}
+
 fn lists(resource: &str) -> RequestMatcher {
     RequestMatcher::verbs(&["list"]).resource(resource)
 }
@@ -187,6 +198,18 @@ async fn a_read_that_still_fails_holds_back_only_the_promotions_that_need_it() {
             "{what}: {busy:?}"
         );
         assert!(busy.actions.is_empty(), "{busy:?}");
+        assert!(
+            busy.undecided.as_deref().unwrap_or_default().contains(what),
+            "{busy:?}"
+        );
+        assert_eq!((r.undecided(), r.deferred()), (1, 0), "{what}");
+        let text = metrics_of(&r).prometheus_text();
+        for line in [
+            "promoter_promotions_undecided 1",
+            "promoter_promotions_deferred 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
         let d = report(&r, "done");
         assert!(d.error.is_none() && d.conflict.is_none(), "{what}: {d:?}");
         assert_eq!(env.server.writes(), 0, "{what}");
@@ -240,6 +263,18 @@ async fn the_deadline_stops_between_promotions_never_inside_one() {
         "{second:?}"
     );
     assert!(env.promotion(&second.name).unwrap().status.is_none());
+    assert_eq!((r.deferred(), r.undecided()), (1, 0));
+    let text = metrics_of(&r).prometheus_text();
+    assert!(
+        text.lines().any(|l| l == "promoter_promotions_deferred 1"),
+        "{text}"
+    );
+    let emf: serde_json::Value =
+        serde_json::from_str(&metrics_of(&r).emf_line("promoter")).unwrap();
+    assert_eq!(
+        (&emf["PromotionsDeferred"], &emf["PromotionsUndecided"]),
+        (&json!(1.0), &json!(0.0))
+    );
     assert!(
         env.profile(&format!("{}-dev", second.name)).is_none(),
         "nothing of the second promotion was written"

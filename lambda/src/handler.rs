@@ -51,6 +51,10 @@ pub struct Summary {
     pub changed: usize,
     /// Promotions in error: invalid, failing deployment, or a failed write.
     pub in_error: usize,
+    /// Promotions decided but not acted on: the pass deadline came first.
+    pub deferred: usize,
+    /// Promotions not decided: a read they need failed after its retries (also in error).
+    pub undecided: usize,
     pub duration_ms: u128,
 }
 
@@ -169,6 +173,8 @@ pub async fn handle(
             .filter(|p| !p.actions.is_empty())
             .count(),
         in_error: report.errors(),
+        deferred: report.deferred(),
+        undecided: report.undecided(),
         duration_ms: started.elapsed().as_millis(),
     };
     let failed_writes: Vec<String> = report
@@ -193,6 +199,8 @@ pub async fn handle(
         promotions = summary.promotions,
         changed = summary.changed,
         in_error = summary.in_error,
+        deferred = summary.deferred,
+        undecided = summary.undecided,
         duration_ms = summary.duration_ms as u64,
         dry_run = report.dry_run,
         "pass finished"

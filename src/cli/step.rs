@@ -202,7 +202,8 @@ fn json_lines(report: &PassReport, took: std::time::Duration) -> String {
     summary.insert("promotions".into(), json!(report.promotions.len()));
     summary.insert("changed".into(), json!(count(&|p| !p.actions.is_empty())));
     summary.insert("inError".into(), json!(report.errors()));
-    summary.insert("deferred".into(), json!(count(&|p| p.deferred.is_some())));
+    summary.insert("deferred".into(), json!(report.deferred()));
+    summary.insert("undecided".into(), json!(report.undecided()));
     summary.insert("durationMs".into(), json!(took.as_millis() as u64));
     let level = if report.errors() > 0 { "ERROR" } else { "INFO" };
     out.push_str(&line(level, "pass", summary));

@@ -107,6 +107,10 @@ pub struct PromotionReport {
     /// again).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deferred: Option<String>,
+    /// Not decided: a read it needs still failed after its retries (also its `error`); the next
+    /// pass reads again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undecided: Option<String>,
 }
 
 impl PromotionReport {
@@ -127,6 +131,22 @@ pub struct PassReport {
 impl PassReport {
     pub fn errors(&self) -> usize {
         self.promotions.iter().filter(|p| p.in_error()).count()
+    }
+
+    /// Promotions decided but not acted on: the pass deadline came first.
+    pub fn deferred(&self) -> usize {
+        self.promotions
+            .iter()
+            .filter(|p| p.deferred.is_some())
+            .count()
+    }
+
+    /// Promotions not decided: a read they need failed after its retries.
+    pub fn undecided(&self) -> usize {
+        self.promotions
+            .iter()
+            .filter(|p| p.undecided.is_some())
+            .count()
     }
 }
 
@@ -184,6 +204,7 @@ async fn report_undecodable(
         stage_index: None,
         last_promotion_time: None,
         deferred: None,
+        undecided: None,
     };
     if undecodable::status_patch(bad, opts.now).is_none() {
         return r;
@@ -461,6 +482,7 @@ async fn pass_body(
                 .and_then(|s| s.last_promotion_time)
                 .map(|t| t.as_datetime()),
             deferred: None,
+            undecided: None,
         };
         if !opts.dry_run && d.writes() {
             if reached {
@@ -511,5 +533,6 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
             .and_then(|s| s.last_promotion_time)
             .map(|t| t.as_datetime()),
         deferred: None,
+        undecided: Some(why.to_string()),
     }
 }
