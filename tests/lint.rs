@@ -103,11 +103,167 @@ fn exit_codes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("bad-duration.yaml: document 1: error: spec.stages[0].trigger.auto.delay: invalid duration \"5x\""), "{stdout}");
+    assert!(stdout.contains("bad-duration.yaml:10:29: document 1: error: spec.stages[0].trigger.auto.delay: invalid duration \"5x\""), "{stdout}");
     let ok = std::process::Command::new(bin)
         .arg("lint")
         .arg(root.join("examples/blog-kyverno-auto.yaml"))
         .output()
         .unwrap();
     assert_eq!(ok.status.code(), Some(0), "warnings only");
+}
+
+/// Every diagnostic points at its field (file:line:column), and `-o github` turns them into pull
+/// request annotations.
+#[test]
+fn diagnostics_have_lines_and_github_annotations() {
+    let bin = env!("CARGO_BIN_EXE_promoter");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("tests/lint/bad-duration.yaml");
+    let out = std::process::Command::new(bin)
+        .args(["lint", "-o", "github"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let expected = format!(
+        "::error file={},line=10,col=29::spec.stages[0].trigger.auto.delay: invalid duration \"5x\"",
+        file.display()
+    );
+    assert!(stdout.lines().any(|l| l == expected), "{stdout}");
+    let out = std::process::Command::new(bin)
+        .args(["lint", "-o", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["severity"] == "Error")
+        .unwrap();
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(10), Some(29)),
+        "{v}"
+    );
+}
+
+/// A broken file reports its own line and column and the next files are still checked; every
+/// error of every document is reported, CRD errors in the API server's words; JSON names paths.
+#[test]
+fn every_error_of_every_file_through_the_binary() {
+    let bin = env!("CARGO_BIN_EXE_promoter");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = [
+        root.join("tests/lint/yaml-syntax.yaml"),
+        root.join("tests/lint/crd-enum-and-two-documents.yaml"),
+        root.join("tests/lint/every-error.yaml"),
+    ];
+    let out = std::process::Command::new(bin)
+        .arg("lint")
+        .args(&files)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let at = |i: usize, rest: &str| format!("{}:{rest}", files[i].display());
+    for line in [
+        at(0, "9:22: error: invalid YAML: unclosed bracket '{'"),
+        at(
+            1,
+            "9:15: document 1: error: spec.profileSpec.syncMode: Unsupported value: \"Continous\": supported values: \"OneTime\", \"Continuous\", \"ContinuousWithDriftDetection\", \"DryRun\"",
+        ),
+        at(
+            1,
+            "22:29: document 2: error: spec.stages[0].trigger.auto.delay: invalid duration \"5x\"",
+        ),
+        at(
+            2,
+            "20:5: document 1: error: spec.stages[0].name: Required value",
+        ),
+        at(
+            2,
+            "22:29: document 1: error: spec.stages[1].trigger.auto.delay: invalid duration \"soon\"",
+        ),
+        at(2, "27:1: document 2: error: metadata.name: Required value"),
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no line {line:?} in\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.ends_with("11 errors, 2 warnings in 3 files\n"),
+        "{stdout}"
+    );
+    let out = std::process::Command::new(bin)
+        .args(["lint", "-o", "json"])
+        .args(&files)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let enum_error = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| {
+            d["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("Unsupported value")
+        })
+        .unwrap();
+    assert_eq!(
+        enum_error["path"], "spec.profileSpec.syncMode",
+        "{enum_error}"
+    );
+    assert_eq!(enum_error["line"], 9);
+    assert_eq!(enum_error["column"], 15);
+}
+
+/// promoter's CRD is never stricter than upstream's: a field either refuses is refused by
+/// upstream's too, for every document of the corpus and the examples.
+#[test]
+fn promoters_crd_refuses_nothing_upstreams_accepts() {
+    use promoter::ops::crd_schema::{CrdSchema, cluster_promotion};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let crd: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(
+            root.join("src/fake/crds/config.projectsveltos.io_clusterpromotions.yaml"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let upstream = CrdSchema::compile(
+        &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+        "config.projectsveltos.io/v1beta1",
+        "ClusterPromotion",
+    )
+    .unwrap();
+    let ours = cluster_promotion().unwrap();
+    let mut checked = 0;
+    for file in yaml_files("tests/lint")
+        .into_iter()
+        .chain(yaml_files("examples"))
+    {
+        let Ok(docs) = serde_saphyr::from_multiple::<serde_json::Value>(
+            &std::fs::read_to_string(&file).unwrap(),
+        ) else {
+            continue;
+        };
+        for doc in docs.iter().filter(|d| d["kind"] == "ClusterPromotion") {
+            let theirs: Vec<String> = upstream.validate(doc).into_iter().map(|e| e.path).collect();
+            for e in ours.validate(doc) {
+                assert!(
+                    theirs.contains(&e.path),
+                    "{}: only promoter refuses {e:?}",
+                    file.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "{checked}");
 }

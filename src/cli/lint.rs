@@ -29,7 +29,7 @@ pub struct LintArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
-    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
+    #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath", "github"]))]
     output: Format,
 }
 
@@ -53,6 +53,35 @@ impl Render for Report {
             self.errors, self.warnings, self.files
         ));
         Human::Text(out)
+    }
+
+    fn github(&self) -> String {
+        // https://docs.github.com/actions/reference/workflow-commands-for-github-actions
+        let escape_data = |s: &str| {
+            s.replace('%', "%25")
+                .replace('\r', "%0D")
+                .replace('\n', "%0A")
+        };
+        let escape_property = |s: &str| escape_data(s).replace(':', "%3A").replace(',', "%2C");
+        let mut out = String::new();
+        for d in &self.diagnostics {
+            let level = match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Note => "notice",
+            };
+            let mut props = format!("file={}", escape_property(&d.file));
+            if let (Some(l), Some(c)) = (d.line, d.column) {
+                props.push_str(&format!(",line={l},col={c}"));
+            }
+            let message = if d.path.is_empty() {
+                d.message.clone()
+            } else {
+                format!("{}: {}", d.path, d.message)
+            };
+            out.push_str(&format!("::{level} {props}::{}\n", escape_data(&message)));
+        }
+        out
     }
 }
 

@@ -18,6 +18,8 @@ pub enum Format {
     Name,
     /// `jsonpath=TEMPLATE`, kubectl's template syntax over the JSON output.
     JsonPath(Template),
+    /// GitHub Actions workflow commands (`::error file=…,line=…,col=…::…`): annotations in a PR.
+    Github,
 }
 
 impl Format {
@@ -32,6 +34,7 @@ impl Format {
             "json" => Format::Json,
             "yaml" => Format::Yaml,
             "name" => Format::Name,
+            "github" => Format::Github,
             _ => return None,
         })
     }
@@ -45,6 +48,7 @@ impl Format {
             Format::Yaml => "yaml",
             Format::Name => "name",
             Format::JsonPath(_) => "jsonpath",
+            Format::Github => "github",
         }
     }
 }
@@ -187,6 +191,10 @@ pub trait Render: Serialize {
     fn names(&self) -> Vec<String> {
         Vec::new()
     }
+    /// `-o github`: workflow command lines (only commands that accept `github` call it).
+    fn github(&self) -> String {
+        String::new()
+    }
 }
 
 /// How to print: the `-o` format and `--no-headers`.
@@ -214,6 +222,7 @@ impl Printer {
             Format::Json => format!("{}\n", serde_json::to_string_pretty(value)?),
             Format::Yaml => serde_saphyr::to_string(value)?,
             Format::Name => value.names().iter().map(|n| format!("{n}\n")).collect(),
+            Format::Github => value.github(),
             // As kubectl: no newline added after the template's own text.
             Format::JsonPath(t) => t
                 .render(&serde_json::to_value(value)?)

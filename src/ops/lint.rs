@@ -2,9 +2,10 @@
 //! field path. Errors are what would be rejected or never work; warnings are legal but likely
 //! unintended; notes preview what promotion windows will do.
 
+use super::crd_schema::{self, SchemaError};
+use super::yaml_spans::{self, DocSpans};
 use crate::api::{ClusterPromotion, ValidateHealth};
 use crate::health::{cel, lua};
-use crate::manifest::{Document, load_file};
 use crate::pass::profiles::preverification_name;
 use crate::sim::Fleet;
 use crate::sim::fleet::labels_satisfying;
@@ -14,6 +15,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 use serde_json::Value;
+use serde_path_to_error::Segment;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -25,9 +27,13 @@ pub enum Severity {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Diagnostic {
     pub file: String,
     pub document: Option<usize>,
+    /// Where `path` (or its nearest parent) is in the file, 1-based.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
     pub path: String,
     pub severity: Severity,
     pub message: String,
@@ -40,9 +46,13 @@ impl fmt::Display for Diagnostic {
             Severity::Warning => "warning",
             Severity::Note => "note",
         };
+        write!(f, "{}", self.file)?;
+        if let (Some(l), Some(c)) = (self.line, self.column) {
+            write!(f, ":{l}:{c}")?;
+        }
         match self.document {
-            Some(d) => write!(f, "{}: document {d}: {sev}: ", self.file)?,
-            None => write!(f, "{}: {sev}: ", self.file)?,
+            Some(d) => write!(f, ": document {d}: {sev}: ")?,
+            None => write!(f, ": {sev}: ")?,
         }
         if self.path.is_empty() {
             write!(f, "{}", self.message)
@@ -63,46 +73,12 @@ impl Sink<'_> {
         self.out.push(Diagnostic {
             file: self.file.into(),
             document: self.document,
+            line: None,
+            column: None,
             path: path.into(),
             severity,
             message: message.into(),
         });
-    }
-}
-
-/// Fields of `raw` that the CRD's schema does not have: the API server would drop them silently.
-fn pruned_fields(raw: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
-    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
-        return;
-    }
-    match raw {
-        Value::Object(m) => {
-            if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-                for (k, v) in m {
-                    let child = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    match props.get(k) {
-                        Some(s) => pruned_fields(v, s, &child, out),
-                        None => out.push(child),
-                    }
-                }
-            } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-                for (k, v) in m {
-                    pruned_fields(v, ap, &format!("{path}.{k}"), out);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (i, v) in items.iter().enumerate() {
-                    pruned_fields(v, item_schema, &format!("{path}[{i}]"), out);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
@@ -132,26 +108,23 @@ fn check_health(sink: &mut Sink, path: &str, checks: &[ValidateHealth]) {
 fn lint_promotion(
     sink: &mut Sink,
     p: &ClusterPromotion,
-    raw: &Value,
-    schema: &Value,
+    reported: &[String],
     fleet: Option<&Fleet>,
     tz: Tz,
     now: DateTime<Utc>,
 ) {
-    let mut pruned = Vec::new();
-    pruned_fields(raw, schema, "", &mut pruned);
-    for path in pruned
-        .into_iter()
-        .filter(|p| !p.starts_with("metadata.") && !p.starts_with("status"))
-    {
-        sink.push(
-            Severity::Error,
-            path,
-            "unknown field: the API server would prune it",
-        );
-    }
-    for v in schema_violations(&p.spec).iter().chain(&name_violations(p)) {
-        sink.push(Severity::Error, v.path.clone(), v.message.clone());
+    // The CRD rules the schema cannot say (CEL) and promoter's own; a field the schema already
+    // refused is not reported twice.
+    // Generated names are only worth checking from a valid promotion name.
+    let names = if reported.iter().any(|r| related(r, "metadata.name")) {
+        Vec::new()
+    } else {
+        name_violations(p)
+    };
+    for v in schema_violations(&p.spec).iter().chain(&names) {
+        if !reported.iter().any(|r| related(r, &v.path)) {
+            sink.push(Severity::Error, v.path.clone(), v.message.clone());
+        }
     }
     let name = p.metadata.name.clone().unwrap_or_default();
     if let Some(ps) = &p.spec.profile_spec {
@@ -328,45 +301,224 @@ fn lint_promotion(
     }
 }
 
+/// Whether two field paths are the same field or one contains the other.
+fn related(a: &str, b: &str) -> bool {
+    let within = |inner: &str, outer: &str| {
+        inner == outer
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with(['.', '[']))
+    };
+    within(a, b) || within(b, a)
+}
+
+/// The typed ClusterPromotion, and every field it cannot be read from (a duration such as `5x`
+/// passes the schema, a string, but not the type): each failing field is left out (a missing one
+/// is read as empty) and the rest read again, so that one bad field hides neither the others nor
+/// the checks of the rest.
+fn parse_leniently(raw: &Value) -> (Option<ClusterPromotion>, Vec<(String, String)>) {
+    let mut value = raw.clone();
+    let mut errors: Vec<(String, String)> = Vec::new();
+    // Bounded: each round repairs one field.
+    for _ in 0..64 {
+        let e = match serde_path_to_error::deserialize::<_, ClusterPromotion>(&value) {
+            Ok(p) => return (Some(p), errors),
+            Err(e) => e,
+        };
+        let mut segments: Vec<Segment> = e.path().iter().cloned().collect();
+        let message = e.into_inner().to_string();
+        // serde names a missing field at its parent; the API server names the field itself.
+        let missing = message
+            .strip_prefix("missing field `")
+            .and_then(|m| m.strip_suffix('`'))
+            .map(str::to_string);
+        if let Some(field) = &missing {
+            segments.push(Segment::Map { key: field.clone() });
+        }
+        let path = field_path(&segments);
+        if errors.iter().any(|(p, _)| *p == path) {
+            // The repair did not help (a missing field that is not a string): stop here.
+            return (None, errors);
+        }
+        errors.push((
+            path,
+            if missing.is_some() {
+                "Required value".into()
+            } else {
+                message
+            },
+        ));
+        let Some((Segment::Map { key }, parents)) = segments.split_last() else {
+            return (None, errors);
+        };
+        let Some(Value::Object(parent)) = node_mut(&mut value, parents) else {
+            return (None, errors);
+        };
+        if missing.is_some() {
+            parent.insert(key.clone(), Value::String(String::new()));
+        } else {
+            parent.remove(key.as_str());
+        }
+    }
+    (None, errors)
+}
+
+/// `spec.stages[1].name`, as the API server and the CRD schema errors write paths.
+fn field_path(segments: &[Segment]) -> String {
+    let mut path = String::new();
+    for s in segments {
+        match s {
+            Segment::Seq { index } => path.push_str(&format!("[{index}]")),
+            Segment::Map { key } => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+            }
+            Segment::Enum { variant } => {
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(variant);
+            }
+            Segment::Unknown => path.push_str(".?"),
+        }
+    }
+    path
+}
+
+fn node_mut<'a>(value: &'a mut Value, segments: &[Segment]) -> Option<&'a mut Value> {
+    segments.iter().try_fold(value, |node, s| match (s, node) {
+        (Segment::Map { key }, Value::Object(m)) => m.get_mut(key),
+        (Segment::Seq { index }, Value::Array(items)) => items.get_mut(*index),
+        _ => None,
+    })
+}
+
+fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, now: DateTime<Utc>) {
+    let api_version = raw.get("apiVersion").and_then(Value::as_str);
+    let kind = raw.get("kind").and_then(Value::as_str);
+    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+        // As kubectl: every object needs both to be sent anywhere.
+        let missing = if api_version.is_none() {
+            "apiVersion"
+        } else {
+            "kind"
+        };
+        sink.push(
+            Severity::Error,
+            missing,
+            "Required value: the object cannot be decoded without it",
+        );
+        return;
+    };
+    // Other kinds (a ConfigMap a policyRef names, a fleet's clusters) are not promoter's to check.
+    if kind != "ClusterPromotion" || !api_version.starts_with("config.projectsveltos.io/") {
+        return;
+    }
+    let schema_errors: Vec<SchemaError> = match crd_schema::cluster_promotion() {
+        Ok(schema) => schema.validate(raw),
+        Err(e) => vec![SchemaError {
+            path: String::new(),
+            message: format!("cannot check against the CRD: {e}"),
+        }],
+    };
+    let mut reported: Vec<String> = Vec::new();
+    for e in schema_errors {
+        sink.push(Severity::Error, e.path.clone(), e.message);
+        reported.push(e.path);
+    }
+    let (promotion, decode_errors) = parse_leniently(raw);
+    for (path, message) in decode_errors {
+        if !reported.iter().any(|r| related(r, &path)) {
+            sink.push(Severity::Error, path.clone(), message);
+            reported.push(path);
+        }
+    }
+    if let Some(p) = promotion {
+        lint_promotion(sink, &p, &reported, fleet, tz, now);
+    }
+}
+
+/// Line and column of each diagnostic's field (or its nearest parent) in its document.
+fn locate(spans: &DocSpans, diagnostics: &mut [Diagnostic]) {
+    for d in diagnostics {
+        let value = spans
+            .scalars
+            .get(&d.path)
+            .filter(|_| !d.message.starts_with("unknown field"))
+            .copied();
+        if let Some((line, column)) = value.or_else(|| spans.find(&d.path)) {
+            d.line = Some(line);
+            d.column = Some(column);
+        }
+    }
+}
+
 pub fn lint(
     paths: &[PathBuf],
     fleet: Option<&Fleet>,
     tz: Tz,
     now: DateTime<Utc>,
 ) -> Vec<Diagnostic> {
-    let schema = serde_json::to_value(crate::crd::cluster_promotion_crd())
-        .ok()
-        .and_then(|v| {
-            v.pointer("/spec/versions/0/schema/openAPIV3Schema")
-                .cloned()
-        })
-        .unwrap_or(Value::Null);
     let mut out = Vec::new();
     for path in paths {
         let file = path.display().to_string();
-        let docs: Vec<Document> = match load_file(path) {
-            Ok(d) => d,
+        let file_error = |message: String, at: Option<(usize, usize)>| Diagnostic {
+            file: file.clone(),
+            document: None,
+            line: at.map(|a| a.0),
+            column: at.map(|a| a.1),
+            path: String::new(),
+            severity: Severity::Error,
+            message,
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
             Err(e) => {
-                out.push(Diagnostic {
-                    file: file.clone(),
-                    document: e.document,
-                    path: String::new(),
-                    severity: Severity::Error,
-                    message: e.message,
-                });
+                out.push(file_error(format!("cannot read: {e}"), None));
                 continue;
             }
         };
-        for doc in docs {
-            if let Some(p) = doc.promotion() {
-                let mut sink = Sink {
-                    file: &file,
-                    document: Some(doc.index),
-                    out: &mut out,
-                };
-                lint_promotion(&mut sink, p, &doc.raw, &schema, fleet, tz, now);
+        let docs: Vec<Value> = match serde_saphyr::from_multiple(&text) {
+            Ok(d) => d,
+            Err(e) => {
+                let at = e
+                    .location()
+                    .map(|l| (l.line() as usize, l.column() as usize));
+                out.push(file_error(
+                    format!("invalid YAML: {}", yaml_message(&e.to_string())),
+                    at,
+                ));
+                continue;
             }
+        };
+        let spans = yaml_spans::positions(&text);
+        for (i, raw) in docs.iter().enumerate() {
+            let first = out.len();
+            let mut sink = Sink {
+                file: &file,
+                document: Some(i + 1),
+                out: &mut out,
+            };
+            lint_document(&mut sink, raw, fleet, tz, now);
+            if let Some(doc) = spans.get(i) {
+                locate(doc, &mut out[first..]);
+            }
+            // In the order of the file, as a reader goes through it.
+            out[first..].sort_by_key(|d| (d.line, d.column));
         }
     }
     out
+}
+
+/// serde-saphyr's message without what the diagnostic says already (`error: line 9 column 22: `)
+/// and without the snippet of the file it may add on further lines.
+fn yaml_message(message: &str) -> String {
+    let first = message.lines().next().unwrap_or_default().trim();
+    let rest = first.strip_prefix("error: ").unwrap_or(first);
+    match rest.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+        Some((position, text)) if position.contains(" column ") => text.to_string(),
+        _ => rest.to_string(),
+    }
 }
