@@ -386,3 +386,55 @@ async fn status_watch_follows_a_rollout_to_the_end() {
     assert!(lines.last().unwrap().contains("Complete"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A promotion or stage name that does not exist: kubectl's NotFound line and the existing name it
+/// is a typo of; nothing is suggested for a name that is not a typo of any.
+#[tokio::test(flavor = "multi_thread")]
+async fn misspelt_names_get_a_did_you_mean() {
+    let env = at_staging_awaiting_approval().await;
+    let typo = "kyverno-prog-rollot-man";
+    for args in [
+        vec!["status", typo],
+        vec!["explain", typo],
+        vec!["approve", typo],
+        vec!["pause", typo],
+        vec!["resume", typo],
+        vec!["step", typo, "--dry-run"],
+    ] {
+        let (code, _, err) = promoter(&env, &args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!(
+                "Error from server (NotFound): clusterpromotions.config.projectsveltos.io \"{typo}\" not found; did you mean \"kyverno-prog-rollout-man\"?"
+            ),
+            "{args:?}"
+        );
+    }
+    let (code, _, err) = promoter(
+        &env,
+        &["approve", "kyverno-prog-rollout-man", "--stage", "stagin"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(r#"kyverno-prog-rollout-man has no stage "stagin"; did you mean "staging"?"#),
+        "{err}"
+    );
+    let (code, _, err) = promoter(
+        &env,
+        &["plan", "kyverno-prog-rollout-man", "--approve", "stagin@2h"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains(r#"; did you mean "staging"?"#), "{err}");
+    for args in [
+        vec!["status", "nothing-like-it"],
+        vec!["approve", "nothing-like-it"],
+    ] {
+        let (code, _, err) = promoter(&env, &args);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("not found") && !err.contains("did you mean"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -5,6 +5,8 @@ use promoter::client::ClientArgs;
 use promoter::ops::control::Actor;
 use std::process::ExitCode;
 
+use super::suggesting;
+
 /// Approve a manual stage: sets `approved: true` and records who, when and for which revision.
 ///
 /// A later change of the profileSpec voids the approval. Default stage: the current one.
@@ -71,7 +73,11 @@ pub async fn approve(args: ApproveArgs, client: &ClientArgs) -> anyhow::Result<E
         &actor,
         Utc::now(),
     )
-    .await?;
+    .await;
+    let msg = match msg {
+        Ok(m) => m,
+        Err(e) => return Err(suggesting(e, &client, &args.name).await),
+    };
     println!("{msg}");
     Ok(ExitCode::SUCCESS)
 }
@@ -80,7 +86,11 @@ pub async fn pause(args: PauseArgs, client: &ClientArgs) -> anyhow::Result<ExitC
     let client = promoter::client::client(client).await?;
     let actor = actor(&client, args.by.as_deref(), args.reason.as_deref()).await?;
     let msg =
-        promoter::ops::control::set_paused(&client, &args.name, true, &actor, Utc::now()).await?;
+        promoter::ops::control::set_paused(&client, &args.name, true, &actor, Utc::now()).await;
+    let msg = match msg {
+        Ok(m) => m,
+        Err(e) => return Err(suggesting(e, &client, &args.name).await),
+    };
     println!("{msg}");
     Ok(ExitCode::SUCCESS)
 }
@@ -89,7 +99,11 @@ pub async fn resume(args: ResumeArgs, client: &ClientArgs) -> anyhow::Result<Exi
     let client = promoter::client::client(client).await?;
     let actor = actor(&client, args.by.as_deref(), args.reason.as_deref()).await?;
     let msg =
-        promoter::ops::control::set_paused(&client, &args.name, false, &actor, Utc::now()).await?;
+        promoter::ops::control::set_paused(&client, &args.name, false, &actor, Utc::now()).await;
+    let msg = match msg {
+        Ok(m) => m,
+        Err(e) => return Err(suggesting(e, &client, &args.name).await),
+    };
     println!("{msg}");
     Ok(ExitCode::SUCCESS)
 }

@@ -206,9 +206,13 @@ async fn read_rows(
         })
         .collect();
     let rows = match &args.name {
-        Some(n) => Rows::One(Box::new(
-            rows.pop().ok_or_else(|| anyhow::anyhow!(not_found(n)))?,
-        )),
+        Some(n) => Rows::One(Box::new(rows.pop().ok_or_else(|| {
+            let names = observation.promotions.iter();
+            anyhow::anyhow!(not_found(
+                n,
+                names.filter_map(|p| p.metadata.name.as_deref())
+            ))
+        })?)),
         None => Rows::Many(List {
             kind: "List",
             items: rows,
@@ -295,7 +299,13 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
         .iter()
         .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
         .cloned()
-        .ok_or_else(|| anyhow::anyhow!(not_found(&name)))?;
+        .ok_or_else(|| {
+            let names = observation.promotions.iter();
+            anyhow::anyhow!(not_found(
+                &name,
+                names.filter_map(|p| p.metadata.name.as_deref())
+            ))
+        })?;
     if observation.world.clusters.is_empty() {
         observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
     }

@@ -158,11 +158,43 @@ async fn dispatch(
     }
 }
 
-/// kubectl's text for a missing object.
-fn not_found(name: &str) -> String {
+/// kubectl's text for a missing object, with the existing name it is a typo of, if any.
+fn not_found<'a>(name: &str, existing: impl IntoIterator<Item = &'a str>) -> String {
     format!(
-        "Error from server (NotFound): clusterpromotions.config.projectsveltos.io {name:?} not found"
+        "Error from server (NotFound): clusterpromotions.config.projectsveltos.io {name:?} not found{}",
+        promoter::ops::suggest::did_you_mean(name, existing)
     )
+}
+
+/// The names of the ClusterPromotions, for a "did you mean"; none when they cannot be listed.
+async fn promotion_names(client: &kube::Client) -> Vec<String> {
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(client.clone());
+    match api.list(&Default::default()).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect(),
+        Err(e) => {
+            tracing::debug!("listing ClusterPromotions for a suggestion: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The API server's NotFound for the promotion `name` becomes kubectl's line with a "did you
+/// mean"; any other error is returned as it is.
+async fn suggesting(e: anyhow::Error, client: &kube::Client, name: &str) -> anyhow::Error {
+    let missing = format!("{name:?} not found");
+    let is_missing = e.chain().any(|c| {
+        matches!(c.downcast_ref::<kube::Error>(),
+            Some(kube::Error::Api(s)) if s.code == 404 && s.message.contains(&missing))
+    });
+    if !is_missing {
+        return e;
+    }
+    let names = promotion_names(client).await;
+    anyhow::anyhow!(not_found(name, names.iter().map(String::as_str)))
 }
 
 fn timezone(name: &str) -> anyhow::Result<Tz> {

@@ -1,7 +1,7 @@
 //! `promoter step`: one reconciliation pass.
 
 use super::output::{Format, Human, Printer, Render, formats};
-use super::{check_selector, not_found, timezone};
+use super::{check_selector, not_found, promotion_names, timezone};
 use chrono::Utc;
 use promoter::client::ClientArgs;
 use promoter::logging::LogFormat;
@@ -117,7 +117,8 @@ pub async fn run(
     if let Some(name) = &args.name
         && report.promotions.is_empty()
     {
-        anyhow::bail!(not_found(name));
+        let names = promotion_names(&client).await;
+        anyhow::bail!(not_found(name, names.iter().map(String::as_str)));
     }
     if log_format == LogFormat::Json && args.output == Format::Text {
         // The CronJob's pod log is one format: the report as log lines, like the logs on stderr.

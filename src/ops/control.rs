@@ -35,7 +35,13 @@ pub fn stage_to_approve(
         .stages
         .iter()
         .position(|s| s.name == target)
-        .ok_or_else(|| format!("{name} has no stage {target:?}"))?;
+        .ok_or_else(|| {
+            let stages = p.spec.stages.iter().map(|s| s.name.as_str());
+            format!(
+                "{name} has no stage {target:?}{}",
+                crate::ops::suggest::did_you_mean(&target, stages)
+            )
+        })?;
     if p.spec.stages[idx]
         .trigger
         .as_ref()

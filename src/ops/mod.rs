@@ -7,4 +7,5 @@ pub mod explain;
 pub mod identity;
 pub mod inspect;
 pub mod lint;
+pub mod suggest;
 pub mod yaml_spans;

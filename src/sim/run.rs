@@ -64,14 +64,15 @@ fn check_approvals(
             None => a.stage.clone(),
         };
         if candidates.is_empty() {
+            let names: Vec<&str> = promotions
+                .iter()
+                .filter_map(|p| p.metadata.name.as_deref())
+                .collect();
+            let typed = a.promotion.as_deref().unwrap_or_default();
             anyhow::bail!(
-                "--approve {what}: no ClusterPromotion {:?} (have: {})",
-                a.promotion.as_deref().unwrap_or_default(),
-                promotions
-                    .iter()
-                    .filter_map(|p| p.metadata.name.clone())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "--approve {what}: no ClusterPromotion {typed:?} (have: {}){}",
+                names.join(", "),
+                crate::ops::suggest::did_you_mean(typed, names.iter().copied())
             );
         }
         let stages: Vec<&str> = candidates
@@ -80,9 +81,10 @@ fn check_approvals(
             .collect();
         if !stages.contains(&a.stage.as_str()) {
             anyhow::bail!(
-                "--approve {what}: no stage {:?} (stages: {})",
+                "--approve {what}: no stage {:?} (stages: {}){}",
                 a.stage,
-                stages.join(", ")
+                stages.join(", "),
+                crate::ops::suggest::did_you_mean(&a.stage, stages.iter().copied())
             );
         }
     }
