@@ -275,6 +275,14 @@ async fn the_approver_role_is_enough_to_operate_a_rollout() {
     for _ in 0..8 {
         env.tick().await;
     }
+    // The shipped CronJob, where the kustomization puts it, after a successful pass.
+    let cronjobs = ResourceType::builtin("batch", "v1", "CronJob", "cronjobs", true);
+    env.server.register(cronjobs.clone());
+    let mut cronjob = manifest("cronjob.yaml");
+    cronjob["metadata"]["namespace"] = manifest("kustomization.yaml")["namespace"].clone();
+    let just_now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    cronjob["status"] = json!({"lastSuccessfulTime": just_now, "lastScheduleTime": just_now});
+    env.server.store().seed(&cronjobs, cronjob).unwrap();
     env.server
         .set_authorizer(Arc::new(Rbac::bind("alice", approver, &["admin"])));
     let dir = std::env::temp_dir().join(format!("promoter-approver-{}", common::rand_suffix()));
@@ -302,5 +310,42 @@ async fn the_approver_role_is_enough_to_operate_a_rollout() {
         );
     }
     assert_eq!(env.server.count(|r| r.code == 403), 0);
+    // With the default --cronjob, status finds the shipped CronJob and may read it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(["status", name, "-o", "json", "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .unwrap();
+    let row: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        row["lastPass"]["source"], "CronJob promoter-system/promoter",
+        "{row}"
+    );
+    assert_eq!(row["lastPass"]["lastSuccessfulTime"], just_now.as_str());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The CronJob `cronjob/` installs is the one `status`, `explain` and `doctor` look for by default.
+#[test]
+fn the_shipped_cronjob_is_where_the_commands_look() {
+    use promoter::ops::inspect::{CRONJOB, CRONJOB_NAME, CRONJOB_NAMESPACE};
+    let cronjob = manifest("cronjob.yaml");
+    let namespace = manifest("kustomization.yaml")["namespace"].clone();
+    assert_eq!(namespace, CRONJOB_NAMESPACE);
+    assert_eq!(cronjob["metadata"]["namespace"], CRONJOB_NAMESPACE);
+    assert_eq!(cronjob["metadata"]["name"], CRONJOB_NAME);
+    assert_eq!(CRONJOB, format!("{CRONJOB_NAMESPACE}/{CRONJOB_NAME}"));
+    for (command, default) in [
+        ("status", format!("[default: {CRONJOB}]")),
+        ("explain", format!("[default: {CRONJOB}]")),
+        ("doctor", format!("[default: {CRONJOB_NAMESPACE}]")),
+        ("doctor", format!("[default: {CRONJOB_NAME}]")),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains(&default), "{command} --help: {help}");
+    }
 }

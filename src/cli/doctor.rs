@@ -16,9 +16,9 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct DoctorArgs {
-    #[arg(long, default_value = "promoter-system")]
+    #[arg(long, default_value = promoter::ops::inspect::CRONJOB_NAMESPACE)]
     cronjob_namespace: String,
-    #[arg(long, default_value = "promoter")]
+    #[arg(long, default_value = promoter::ops::inspect::CRONJOB_NAME)]
     cronjob_name: String,
     /// Where Sveltos' addon-controller runs.
     #[arg(long, default_value = "projectsveltos")]

@@ -70,7 +70,7 @@ pub struct DeploymentArgs {
     #[arg(
         long,
         value_name = "NAMESPACE/NAME",
-        default_value = "promoter-system/promoter",
+        default_value = promoter::ops::inspect::CRONJOB,
         env = "PROMOTER_CRONJOB"
     )]
     cronjob: String,

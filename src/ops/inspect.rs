@@ -254,6 +254,14 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
     }
 }
 
+/// Where `cronjob/` installs the CronJob that runs the passes: what `status` and `explain` read
+/// (`--cronjob`) and `doctor` checks (`--cronjob-namespace`, `--cronjob-name`) by default; the
+/// tests of `cronjob/` check that the shipped manifests say the same.
+pub const CRONJOB_NAMESPACE: &str = "promoter-system";
+pub const CRONJOB_NAME: &str = "promoter";
+/// `NAMESPACE/NAME` of the same CronJob (clap defaults must be literals or constants).
+pub const CRONJOB: &str = "promoter-system/promoter";
+
 /// Reads when the CronJob last ran. `None` when it cannot be read (not installed, not allowed):
 /// promoter may run as a Lambda function or from CI.
 pub async fn last_pass(client: &kube::Client, namespace: &str, name: &str) -> Option<LastPass> {
