@@ -384,6 +384,19 @@ async fn status_watch_follows_a_rollout_to_the_end() {
     assert!(stdout.contains("Soaking"), "{stdout}");
     assert!(lines.last().unwrap().contains("production 3/3"), "{stdout}");
     assert!(lines.last().unwrap().contains("Complete"), "{stdout}");
+    // As kubectl get -w: every line's columns under the header's, though the stage, phase and
+    // times change width from line to line.
+    let header = &lines[0];
+    for column in ["STAGE", "PHASE", "NEXT", "AGE", "MESSAGE"] {
+        // After the gap: "AGE" is in "STAGE" too.
+        let at = header.find(&format!("  {column}")).unwrap() + 2;
+        for l in &lines[1..] {
+            assert!(
+                l.get(..at).is_some_and(|s| s.ends_with("  ")) && !l[at..].starts_with(' '),
+                "{column} not aligned:\n{stdout}"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

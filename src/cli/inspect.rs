@@ -148,7 +148,12 @@ impl Render for StatusView {
         for r in self.rows() {
             let mut line = vec![
                 r.name.clone(),
-                format!("{} {}", r.stage, r.position()),
+                // Before the first pass there is no stage: `- 0/3`, as kubectl shows an empty cell.
+                format!(
+                    "{} {}",
+                    if r.stage.is_empty() { "-" } else { &r.stage },
+                    r.position()
+                ),
                 format!("{:?}", r.phase),
                 relative(r.until, self.now),
                 age(r.since, self.now),
@@ -184,6 +189,27 @@ impl Render for StatusView {
             .map(|r| format!("clusterpromotion.config.projectsveltos.io/{}", r.name))
             .collect()
     }
+}
+
+/// Column widths for `status NAME -w` from its first line, wide enough for what later lines hold
+/// (kubectl get -w keeps its columns): any of the promotion's stages, the longest phase
+/// (`AwaitingApproval`), a NEXT within a year (`in 364d23h`) and an AGE within 27 years
+/// (`9999d23h`). A later value wider still widens its column from then on.
+fn watch_widths(row: &StatusRow) -> Vec<usize> {
+    let position = format!(" {n}/{n}", n = row.stage_count);
+    let stage = row
+        .stage_names
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0);
+    vec![
+        row.name.chars().count(),
+        stage + position.len(),
+        "AwaitingApproval".len(),
+        "in 364d23h".len(),
+        "9999d23h".len(),
+    ]
 }
 
 /// One read of the rows `status` shows.
@@ -249,11 +275,15 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
     let started = std::time::Instant::now();
     let deadline = (!timeout.is_zero()).then(|| started + timeout.to_std().unwrap_or_default());
     let mut shown = String::new();
+    let mut widths: Vec<usize> = Vec::new();
     loop {
         let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
         let Rows::One(row) = &rows else {
             anyhow::bail!("--watch needs NAME");
         };
+        if widths.is_empty() {
+            widths = watch_widths(row);
+        }
         let phase = row.phase;
         // Compared without the ages and relative times, which change on their own.
         let key = format!(
@@ -261,7 +291,10 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
             row.phase, row.stage, row.message, row.until
         );
         if key != shown {
-            print!("{}", printer.render(&StatusView { rows, now })?);
+            print!(
+                "{}",
+                printer.render_within(&StatusView { rows, now }, &mut widths)?
+            );
             // kubectl get -w: the header once.
             printer.no_headers = true;
             shown = key;

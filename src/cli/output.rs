@@ -140,23 +140,22 @@ impl Table {
         self.rows.push(row);
     }
 
-    pub fn render(&self, no_headers: bool) -> String {
+    /// The lines, each column at least `widths[i]` wide, and `widths` widened to what these lines
+    /// need: the tables `status -w` prints one after the other stay aligned.
+    pub fn render_within(&self, no_headers: bool, widths: &mut Vec<usize>) -> String {
         let lines: Vec<&Vec<String>> = (!no_headers)
             .then_some(&self.header)
             .into_iter()
             .chain(&self.rows)
             .collect();
         let columns = lines.iter().map(|l| l.len()).max().unwrap_or(0);
-        let widths: Vec<usize> = (0..columns)
-            .map(|i| {
-                lines
-                    .iter()
-                    .filter_map(|l| l.get(i))
-                    .map(|c| c.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
+        if widths.len() < columns {
+            widths.resize(columns, 0);
+        }
+        for (i, width) in widths.iter_mut().enumerate() {
+            let cells = lines.iter().filter_map(|l| l.get(i));
+            *width = cells.map(|c| c.chars().count()).fold(*width, usize::max);
+        }
         let mut out = String::new();
         for l in lines {
             let cells: Vec<String> = l
@@ -218,6 +217,16 @@ impl Printer {
     }
 
     pub fn render(&self, value: &impl Render) -> anyhow::Result<String> {
+        self.render_within(value, &mut Vec::new())
+    }
+
+    /// As [`Printer::render`], a table's columns kept at least `widths` wide (see
+    /// [`Table::render_within`]).
+    pub fn render_within(
+        &self,
+        value: &impl Render,
+        widths: &mut Vec<usize>,
+    ) -> anyhow::Result<String> {
         Ok(match &self.format {
             Format::Json => format!("{}\n", serde_json::to_string_pretty(value)?),
             Format::Yaml => serde_saphyr::to_string(value)?,
@@ -230,7 +239,7 @@ impl Printer {
             Format::Text | Format::Table | Format::Wide => {
                 match value.human(self.format == Format::Wide) {
                     Human::Text(t) => t,
-                    Human::Table(t) => t.render(self.no_headers),
+                    Human::Table(t) => t.render_within(self.no_headers, widths),
                 }
             }
         })
@@ -247,12 +256,19 @@ mod tests {
         t.push(vec!["a".into(), "Complete".into(), "done".into()]);
         t.push(vec!["longer".into(), "X".into(), "m".into()]);
         assert_eq!(
-            t.render(false),
+            t.render_within(false, &mut Vec::new()),
             "NAME    PHASE     MESSAGE\na       Complete  done\nlonger  X         m\n"
         );
         assert_eq!(
-            t.render(true),
+            t.render_within(true, &mut Vec::new()),
             "a       Complete  done\nlonger  X         m\n"
         );
+        // Widths carried from an earlier table (status -w) keep the columns where they were.
+        let mut widths = vec![10];
+        assert_eq!(
+            t.render_within(true, &mut widths),
+            "a           Complete  done\nlonger      X         m\n"
+        );
+        assert_eq!(widths, [10, 8, 4]);
     }
 }

@@ -81,6 +81,9 @@ pub struct StatusRow {
     /// When a pass last ran, when the deployment's CronJob is readable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<LastPass>,
+    /// Every stage's name, to size the STAGE column of `status -w` (not part of the output).
+    #[serde(skip)]
+    pub stage_names: Vec<String>,
 }
 
 impl StatusRow {
@@ -251,6 +254,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         last_promotion_time: status.last_promotion_time.map(|t| t.as_datetime()),
         prediction: prediction(p, world, now, tz),
         last_pass: None,
+        stage_names: p.spec.stages.iter().map(|s| s.name.clone()).collect(),
     }
 }
 
