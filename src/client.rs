@@ -23,7 +23,8 @@ pub struct ClientArgs {
     /// Group to impersonate (repeatable; as kubectl's --as-group).
     #[arg(long = "as-group", global = true, value_name = "GROUP")]
     pub as_group: Vec<String>,
-    /// Time to wait for one request (`30s`, `1m`; `0` keeps the defaults), as kubectl's.
+    /// Time to wait for one request, as kubectl's: seconds (`30`) or a duration (`30s`, `1m`,
+    /// `1h30m`, `1d`); `0` for no timeout. Without it: 30 s.
     #[arg(long, global = true, value_name = "DURATION")]
     pub request_timeout: Option<String>,
 }
@@ -52,14 +53,23 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
         config.auth_info.impersonate_groups = Some(args.as_group.clone());
     }
     let timeout = match args.request_timeout.as_deref() {
-        None | Some("0") => None,
-        Some(t) => Some(
-            crate::api::GoDuration::parse(t)
-                .map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?
-                .to_std(),
-        ),
+        None => None,
+        Some(t) => Some(request_timeout(t).map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?),
     };
     connect(config, timeout)
+}
+
+/// kubectl's `--request-timeout` (client-go `clientcmd.ParseTimeout`): a whole number of seconds,
+/// else a duration, here in the one grammar of promoter's flags (`sim::run::parse_duration`, which
+/// also takes Go's `1.5h`). Zero means no timeout.
+pub fn request_timeout(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(seconds));
+    }
+    crate::sim::run::parse_duration(text)?
+        .to_std()
+        .map_err(|e| format!("{text:?}: {e}"))
 }
 
 /// A client with promoter's connection policy, whatever the configuration came from.
@@ -82,9 +92,15 @@ fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Resul
     // are retried by `retry::RetryReadsLayer` within the pass's deadline.
     config.default_retry = false;
     let connect = Duration::from_secs(10);
-    config.connect_timeout = Some(timeout.map_or(connect, |t| t.min(connect)));
-    config.read_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
-    config.write_timeout = Some(timeout.unwrap_or(Duration::from_secs(30)));
+    // `--request-timeout 0`, as kubectl: requests wait as long as they take; connecting does not.
+    let request = match timeout {
+        None => Some(Duration::from_secs(30)),
+        Some(t) if t.is_zero() => None,
+        Some(t) => Some(t),
+    };
+    config.connect_timeout = Some(request.map_or(connect, |t| t.min(connect)));
+    config.read_timeout = request;
+    config.write_timeout = request;
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&tower::layer::layer_fn(Counted))
         .with_layer(&tower::buffer::BufferLayer::new(1024))

@@ -400,6 +400,25 @@ async fn status_watch_follows_a_rollout_to_the_end() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--request-timeout` as kubectl takes it (seconds, or a duration: `30s`, `1m`, `1d` in the one
+/// grammar of every flag; `0` for none), before or after the subcommand.
+#[tokio::test(flavor = "multi_thread")]
+async fn request_timeout_takes_every_duration_form() {
+    let env = Env::new(FLEET).await;
+    env.apply_example("blog-kyverno-auto.yaml");
+    for t in ["1m", "30s", "1d", "1h30m", "1.5h", "30", "0"] {
+        let (code, out, err) = promoter(&env, &["status", "--request-timeout", t]);
+        assert_eq!(code, 0, "{t}: {err}");
+        assert!(out.contains("kyverno-rollout-auto"), "{t}: {out}");
+    }
+    let (code, _, err) = promoter(&env, &["--request-timeout", "5x", "status"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("--request-timeout: invalid duration \"5x\""),
+        "{err}"
+    );
+}
+
 /// A promotion or stage name that does not exist: kubectl's NotFound line and the existing name it
 /// is a typo of; nothing is suggested for a name that is not a typo of any.
 #[tokio::test(flavor = "multi_thread")]
