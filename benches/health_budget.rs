@@ -8,8 +8,8 @@
 //!
 //! Evaluations run in workers started from the promoter binary built with the benchmark.
 
-use base64::Engine;
 use promoter::api::ClusterPromotion;
+use promoter::fake::managed::{kubeconfig_for, kubeconfig_secret};
 use promoter::fake::{FakeApiServer, sveltos_cluster_type};
 use promoter::health::HealthEngine;
 use promoter::pass::{HealthEvaluator, HealthRequest, HealthVerdict, World};
@@ -17,10 +17,6 @@ use promoter::sim::sveltos_cluster;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// A self-signed CA, as every real kubeconfig carries one (without it, each client would load the
-/// platform's trust store).
-const CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJpVENDQVMrZ0F3SUJBZ0lVSEo0NmRYOG1XSDNKVUt6NWpiQ0FTTnJIRjZRd0NnWUlLb1pJemowRUF3SXcKR2pFWU1CWUdBMVVFQXd3UFptRnJaUzFqYkhWemRHVnlMV05oTUI0WERUSTJNVEV5TXpFNE16WTBOVm9YRFRNMgpNVEV5TURFNE16WTBOVm93R2pFWU1CWUdBMVVFQXd3UFptRnJaUzFqYkhWemRHVnlMV05oTUZrd0V3WUhLb1pJCnpqMENBUVlJS29aSXpqMERBUWNEUWdBRTdMMCtPSC9uVEtnem1WM2hKYjB5ZUpraU9tQmFvMWNjNWxuZ0xiSnkKb2dhcFFJREJYTnBjUDREVmlSakY1UXNDZE5vUHBTdnBTdUQ0eTN4RVgwVlgvS05UTUZFd0hRWURWUjBPQkJZRQpGTW4rUGR0TGdyRng1bjVpNnFwWVZjUlZFaFlvTUI4R0ExVWRJd1FZTUJhQUZNbitQZHRMZ3JGeDVuNWk2cXBZClZjUlZFaFlvTUE4R0ExVWRFd0VCL3dRRk1BTUJBZjh3Q2dZSUtvWkl6ajBFQXdJRFNBQXdSUUloQVBLRnFScDYKNEMrUFFUdktkQjdwOURKeXRtZHZmMUE3RmF1MS9yU0V2TUViQWlBVGpYb1YyZzRZaENrUHdzWnhiaFUvSFVRZQpFQkZibkFRVXVWeWkyb0dTSGc9PQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==";
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -83,15 +79,9 @@ async fn black_hole() -> String {
     format!("http://{addr}")
 }
 
-fn kubeconfig(url: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {url}\n    certificate-authority-data: {CA}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
-    )
-}
-
 fn add_clusters(server: &FakeApiServer, env: &str, count: usize, url: &str) {
     let secrets = promoter::fake::secret_type();
-    let config = base64::engine::general_purpose::STANDARD.encode(kubeconfig(url));
+    let kubeconfig = kubeconfig_for(url);
     let mut store = server.store();
     for i in 0..count {
         let name = format!("{env}-{i:04}");
@@ -102,12 +92,7 @@ fn add_clusters(server: &FakeApiServer, env: &str, count: usize, url: &str) {
             )
             .unwrap();
         store
-            .seed(
-                &secrets,
-                json!({"apiVersion": "v1", "kind": "Secret",
-                       "metadata": {"name": format!("{name}-sveltos-kubeconfig"), "namespace": env},
-                       "data": {"kubeconfig": config}}),
-            )
+            .seed(&secrets, kubeconfig_secret(env, &name, &kubeconfig))
             .unwrap();
     }
 }

@@ -4,14 +4,13 @@
 mod common;
 
 use chrono::Duration;
-use common::Env;
+use common::{Env, Scripted};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use promoter::api::ClusterPromotion;
 use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
 use promoter::ops::control::{Actor, approve, set_paused};
 use promoter::ops::identity::{recorded_by, whoami};
-use promoter::pass::{HealthEvaluator, HealthVerdict, World};
+use promoter::pass::HealthVerdict;
 use std::sync::Mutex;
 
 const FLEET: &[(&str, &str, &str)] = &[
@@ -196,21 +195,6 @@ async fn every_transition_and_every_action_is_one_event() {
         events.len(),
         "quiet once complete"
     );
-}
-
-/// Health checks whose verdict the test sets.
-struct Scripted(Mutex<HealthVerdict>);
-
-impl HealthEvaluator for Scripted {
-    fn evaluate<'a>(
-        &'a self,
-        _: &'a ClusterPromotion,
-        _: &'a str,
-        _: &'a World,
-    ) -> futures::future::BoxFuture<'a, HealthVerdict> {
-        let v = self.0.lock().unwrap().clone();
-        Box::pin(async move { v })
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -544,7 +528,7 @@ async fn kubectl_describe_and_get_events_show_promoters_events() {
 /// deletes it.
 #[tokio::test]
 async fn a_core_event_is_an_events_api_event() {
-    use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
+    use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource};
     let env = Env::new(&[]).await;
     let core: Api<CoreEvent> = Api::namespaced(env.client.clone(), "default");
     let created = core
@@ -555,20 +539,12 @@ async fn a_core_event_is_an_events_api_event() {
                     name: Some("p.1".into()),
                     ..Default::default()
                 },
-                involved_object: ObjectReference {
-                    kind: Some("ClusterPromotion".into()),
-                    name: Some("p".into()),
-                    ..Default::default()
-                },
-                reason: Some("Sveltos".into()),
-                message: Some("Stage dev provisioned".into()),
-                type_: Some("Normal".into()),
                 source: Some(EventSource {
                     component: Some("addon-controller".into()),
                     host: None,
                 }),
                 count: Some(3),
-                ..Default::default()
+                ..common::sveltos_event("Stage dev provisioned")
             },
         )
         .await

@@ -1,6 +1,8 @@
 //! The fake API server, behaviour by behaviour, through kube's real client over HTTP.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, ObjectReference};
+mod common;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::Status;
 use promoter::api::{ClusterProfile, ClusterPromotion, ClusterSummary};
@@ -446,15 +448,7 @@ async fn events_can_be_created() {
             generate_name: Some("p.".into()),
             ..Default::default()
         },
-        involved_object: ObjectReference {
-            kind: Some("ClusterPromotion".into()),
-            name: Some("p".into()),
-            ..Default::default()
-        },
-        reason: Some("Sveltos".into()),
-        message: Some("Provisioning stage dev".into()),
-        type_: Some("Normal".into()),
-        ..Default::default()
+        ..common::sveltos_event("Provisioning stage dev")
     };
     let created = events.create(&PostParams::default(), &event).await.unwrap();
     assert!(created.metadata.name.unwrap().starts_with("p."));

@@ -21,7 +21,7 @@ use promoter::fake::{
     FaultAction, FaultRule, RequestMatcher, Store, cluster_profile_type, cluster_promotion_type,
     cluster_summary_type, sveltos_cluster_type,
 };
-use promoter::pass::{HealthEvaluator, HealthVerdict, PassOptions, World, run_pass};
+use promoter::pass::{PassOptions, run_pass};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -257,20 +257,6 @@ impl Oracle {
 // ---------------------------------------------------------------------------------------------
 // The world
 
-/// The checks of every stage pass (the oracle judges ordering, not health).
-struct AllHealthy;
-
-impl HealthEvaluator for AllHealthy {
-    fn evaluate<'a>(
-        &'a self,
-        _: &'a ClusterPromotion,
-        _: &'a str,
-        _: &'a World,
-    ) -> futures::future::BoxFuture<'a, HealthVerdict> {
-        Box::pin(async { HealthVerdict::Passed })
-    }
-}
-
 struct Lab {
     env: Env,
     oracle: Arc<Mutex<Oracle>>,
@@ -320,7 +306,7 @@ impl Lab {
             default_tz: chrono_tz::Tz::UTC,
             now: self.env.now(),
         };
-        let _ = run_pass(&self.passes[i], &AllHealthy, &opts).await;
+        let _ = run_pass(&self.passes[i], &common::ALL_HEALTHY, &opts).await;
     }
 
     /// Sveltos reacts (directly on the store: the oracle looks at the result too), the clock moves.
@@ -901,7 +887,7 @@ async fn issue14_p9_finalizer_already_removed_is_not_an_error() {
         default_tz: chrono_tz::Tz::UTC,
         now: lab.env.now(),
     };
-    let slow = run_pass(&lab.passes[1], &AllHealthy, &opts);
+    let slow = run_pass(&lab.passes[1], &common::ALL_HEALTHY, &opts);
     let fast = async {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         lab.pass(0).await;

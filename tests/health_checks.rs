@@ -6,9 +6,11 @@ mod common;
 use base64::Engine;
 use common::Env;
 use promoter::api::ClusterPromotion;
+use promoter::fake::managed::{
+    self, cloudflare_token_secret, cluster_issuer, cluster_issuer_type, deployment_type,
+};
 use promoter::fake::secret_type;
 use promoter::fake::{FakeApiServer, ResourceType};
-use promoter::health::HealthEngine;
 use promoter::pass::{HealthEvaluator, HealthVerdict, Phase, World};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -20,67 +22,23 @@ async fn managed_cluster(
     name: &str,
     objects: Vec<(ResourceType, Value)>,
 ) -> FakeApiServer {
-    let server = FakeApiServer::start().await.unwrap();
-    server.register(ResourceType::builtin(
-        "apps",
-        "v1",
-        "Deployment",
-        "deployments",
-        true,
-    ));
-    server.register(ResourceType::builtin("batch", "v1", "Job", "jobs", true));
-    server.register(secret_type());
-    server.register(ResourceType::custom(
-        "cert-manager.io",
-        "v1",
-        "ClusterIssuer",
-        "clusterissuers",
-        false,
-    ));
-    for (rt, obj) in objects {
-        server.store().seed(&rt, obj).unwrap();
-    }
-    let kubeconfig =
-        base64::engine::general_purpose::STANDARD.encode(server.kubeconfig_yaml("promoter"));
-    env.server
-        .store()
-        .seed(
-            &secret_type(),
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": format!("{name}-sveltos-kubeconfig"), "namespace": namespace},
-                   "data": {"kubeconfig": kubeconfig}}),
-        )
-        .unwrap();
-    server
+    let types = [
+        deployment_type(),
+        ResourceType::builtin("batch", "v1", "Job", "jobs", true),
+        secret_type(),
+        cluster_issuer_type(),
+    ];
+    managed::managed_cluster(&env.server, namespace, &[name], &types, objects)
+        .await
+        .unwrap()
 }
 
 fn deployment(ready: bool) -> (ResourceType, Value) {
     (
-        ResourceType::builtin("apps", "v1", "Deployment", "deployments", true),
+        deployment_type(),
         json!({"apiVersion": "apps/v1", "kind": "Deployment",
                "metadata": {"name": "cert-manager", "namespace": "cert-manager", "labels": {"app": "cert-manager"}},
                "spec": {"replicas": 2}, "status": {"availableReplicas": if ready { 2 } else { 1 }}}),
-    )
-}
-
-fn issuer(ready: bool) -> (ResourceType, Value) {
-    (
-        ResourceType::custom(
-            "cert-manager.io",
-            "v1",
-            "ClusterIssuer",
-            "clusterissuers",
-            false,
-        ),
-        json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": "cloudflare-issuer"},
-               "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}}),
-    )
-}
-
-fn token_secret() -> (ResourceType, Value) {
-    (
-        secret_type(),
-        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloudflare-api-token", "namespace": "cert-manager"}, "data": {"api-token": "eA=="}}),
     )
 }
 
@@ -112,12 +70,7 @@ async fn verdict(env: &Env, p: &ClusterPromotion) -> HealthVerdict {
             .unwrap(),
         ..world
     };
-    engine(env).evaluate(p, "dev", &world).await
-}
-
-/// The engine as `promoter step` runs it: evaluations in workers started from the real binary.
-fn engine(env: &Env) -> HealthEngine {
-    HealthEngine::new(env.client.clone(), env.now()).worker_program(env!("CARGO_BIN_EXE_promoter"))
+    env.health_engine().evaluate(p, "dev", &world).await
 }
 
 fn failing(v: HealthVerdict) -> String {
@@ -130,8 +83,20 @@ fn failing(v: HealthVerdict) -> String {
 #[tokio::test]
 async fn seed_003_checks_pass_and_fail_as_they_should() {
     let env = Env::new(&[("dev", "dev01", "dev"), ("dev", "dev02", "dev")]).await;
-    let _c1 = managed_cluster(&env, "dev", "dev01", vec![issuer(true), token_secret()]).await;
-    let c2 = managed_cluster(&env, "dev", "dev02", vec![issuer(true), token_secret()]).await;
+    let _c1 = managed_cluster(
+        &env,
+        "dev",
+        "dev01",
+        vec![cluster_issuer(true), cloudflare_token_secret()],
+    )
+    .await;
+    let c2 = managed_cluster(
+        &env,
+        "dev",
+        "dev02",
+        vec![cluster_issuer(true), cloudflare_token_secret()],
+    )
+    .await;
     let p = cert_manager_promotion();
     assert_eq!(verdict(&env, &p).await, HealthVerdict::Passed);
     // The Secret goes missing on dev02: its four-argument getResource finds nothing.
@@ -255,7 +220,7 @@ async fn unreachable_clusters_are_named_never_hang() {
             .unwrap(),
         ..Default::default()
     };
-    let engine = engine(&env);
+    let engine = env.health_engine();
     let m = failing(engine.evaluate(&p, "dev", &world).await);
     assert!(
         started.elapsed() < Duration::from_secs(15),
@@ -375,7 +340,13 @@ async fn metric_queries_feed_the_script() {
 #[tokio::test]
 async fn a_rollout_waits_for_its_checks_and_a_hostile_script_harms_no_one() {
     let env = Env::new(&[("dev", "dev01", "dev"), ("staging", "stg01", "staging")]).await;
-    let _c = managed_cluster(&env, "dev", "dev01", vec![issuer(true), token_secret()]).await;
+    let _c = managed_cluster(
+        &env,
+        "dev",
+        "dev01",
+        vec![cluster_issuer(true), cloudflare_token_secret()],
+    )
+    .await;
     let mut good = cert_manager_promotion();
     good.spec
         .profile_spec
@@ -392,7 +363,7 @@ async fn a_rollout_waits_for_its_checks_and_a_hostile_script_harms_no_one() {
     env.apply_promotion(&evil);
     let mut promoted = false;
     for _ in 0..15 {
-        let report = env.pass_with(&engine(&env)).await;
+        let report = env.pass_with(&env.health_engine()).await;
         env.addon.reconcile(&env.server, env.now());
         env.advance(chrono::Duration::minutes(1));
         let evil_report = report.promotions.iter().find(|p| p.name == "evil").unwrap();

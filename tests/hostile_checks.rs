@@ -7,57 +7,30 @@
 
 mod common;
 
-use base64::Engine;
 use common::{Env, promoter};
 use promoter::api::ClusterPromotion;
+use promoter::fake::FakeApiServer;
+use promoter::fake::managed::{self, deployment_type, kubeconfig_for};
 use promoter::fake::secret_type;
-use promoter::fake::{FakeApiServer, ResourceType};
-use promoter::health::HealthEngine;
 use promoter::pass::{HealthEvaluator, HealthVerdict, World};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-fn deployment_type() -> ResourceType {
-    ResourceType::builtin("apps", "v1", "Deployment", "deployments", true)
-}
-
-/// The kubeconfig Secret through which promoter reaches cluster `namespace/name` at `kubeconfig`.
-fn seed_kubeconfig(env: &Env, namespace: &str, name: &str, kubeconfig: &str) {
-    env.server
-        .store()
-        .seed(
-            &secret_type(),
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": format!("{name}-sveltos-kubeconfig"), "namespace": namespace},
-                   "data": {"kubeconfig": base64::engine::general_purpose::STANDARD.encode(kubeconfig)}}),
-        )
-        .unwrap();
-}
-
 /// A managed cluster serving one ready Deployment, `app/web`.
 async fn managed_cluster(env: &Env, namespace: &str, names: &[&str]) -> FakeApiServer {
-    let server = FakeApiServer::start().await.unwrap();
-    server.register(deployment_type());
-    server.register(secret_type());
-    server
-        .store()
-        .seed(
-            &deployment_type(),
-            json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                   "metadata": {"name": "web", "namespace": "app", "labels": {"app": "web"}},
-                   "spec": {"replicas": 2}, "status": {"availableReplicas": 2}}),
-        )
-        .unwrap();
-    for name in names {
-        seed_kubeconfig(env, namespace, name, &server.kubeconfig_yaml("promoter"));
-    }
-    server
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                     "metadata": {"name": "web", "namespace": "app", "labels": {"app": "web"}},
+                     "spec": {"replicas": 2}, "status": {"availableReplicas": 2}});
+    managed::managed_cluster(
+        &env.server,
+        namespace,
+        names,
+        &[deployment_type(), secret_type()],
+        vec![(deployment_type(), web)],
+    )
+    .await
+    .unwrap()
 }
-
-/// A self-signed CA, as every real kubeconfig carries one: without it, kube's client loads the
-/// platform's whole trust store for each cluster (CPU that a debug build under a parallel test run
-/// does not have to spare).
-const CA: &str = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJpVENDQVMrZ0F3SUJBZ0lVSEo0NmRYOG1XSDNKVUt6NWpiQ0FTTnJIRjZRd0NnWUlLb1pJemowRUF3SXcKR2pFWU1CWUdBMVVFQXd3UFptRnJaUzFqYkhWemRHVnlMV05oTUI0WERUSTJNVEV5TXpFNE16WTBOVm9YRFRNMgpNVEV5TURFNE16WTBOVm93R2pFWU1CWUdBMVVFQXd3UFptRnJaUzFqYkhWemRHVnlMV05oTUZrd0V3WUhLb1pJCnpqMENBUVlJS29aSXpqMERBUWNEUWdBRTdMMCtPSC9uVEtnem1WM2hKYjB5ZUpraU9tQmFvMWNjNWxuZ0xiSnkKb2dhcFFJREJYTnBjUDREVmlSakY1UXNDZE5vUHBTdnBTdUQ0eTN4RVgwVlgvS05UTUZFd0hRWURWUjBPQkJZRQpGTW4rUGR0TGdyRng1bjVpNnFwWVZjUlZFaFlvTUI4R0ExVWRJd1FZTUJhQUZNbitQZHRMZ3JGeDVuNWk2cXBZClZjUlZFaFlvTUE4R0ExVWRFd0VCL3dRRk1BTUJBZjh3Q2dZSUtvWkl6ajBFQXdJRFNBQXdSUUloQVBLRnFScDYKNEMrUFFUdktkQjdwOURKeXRtZHZmMUE3RmF1MS9yU0V2TUViQWlBVGpYb1YyZzRZaENrUHdzWnhiaFUvSFVRZQpFQkZibkFRVXVWeWkyb0dTSGc9PQotLS0tLUVORCBDRVJUSUZJQ0FURS0tLS0tCg==";
 
 /// A listener that accepts connections and never answers: a black-holed cluster.
 async fn black_hole() -> String {
@@ -69,13 +42,7 @@ async fn black_hole() -> String {
             held.push(s);
         }
     });
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://{addr}\n    certificate-authority-data: {CA}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n"
-    )
-}
-
-fn engine(env: &Env) -> HealthEngine {
-    HealthEngine::new(env.client.clone(), env.now()).worker_program(env!("CARGO_BIN_EXE_promoter"))
+    kubeconfig_for(&format!("http://{addr}"))
 }
 
 /// A two-stage promotion whose first stage (`env: <selector>`) is gated by `checks` only.
@@ -274,7 +241,7 @@ async fn each_hostile_check_fails_alone_within_its_bounds() {
     let env = Env::new(&[("dev", "dev01", "dev")]).await;
     let _cluster = managed_cluster(&env, "dev", &["dev01"]).await;
     let world = world(&env).await;
-    let engine = engine(&env);
+    let engine = env.health_engine();
     assert!(engine.isolated().await, "evaluations run in workers");
     let only = std::env::var("HOSTILE_CASE").ok();
     for (name, checks, expected) in hostile_cases() {
@@ -419,7 +386,9 @@ async fn black_holed_clusters_starve_no_one() {
     let hole = black_hole().await;
     for p in 0..4 {
         for c in 0..60 {
-            seed_kubeconfig(&env, &format!("hole{p}"), &format!("c{c:02}"), &hole);
+            env.server
+                .seed_kubeconfig(&format!("hole{p}"), &format!("c{c:02}"), &hole)
+                .unwrap();
         }
         env.apply_promotion(&promotion(
             &format!("stuck{p}"),
@@ -451,10 +420,10 @@ async fn a_check_not_reached_within_the_budget_is_not_evaluated_never_failing() 
     .await;
     let _cluster = managed_cluster(&env, "dev", &["dev01"]).await;
     let hole = black_hole().await;
-    seed_kubeconfig(&env, "hole", "h1", &hole);
-    seed_kubeconfig(&env, "hole", "h2", &hole);
+    env.server.seed_kubeconfig("hole", "h1", &hole).unwrap();
+    env.server.seed_kubeconfig("hole", "h2", &hole).unwrap();
     let world = world(&env).await;
-    let mut engine = engine(&env);
+    let mut engine = env.health_engine();
     engine.budget = Duration::from_secs(2);
     let stuck = promotion("stuck", "hole", lua_check(GOOD_LUA));
     let good = promotion("good", "dev", lua_check(GOOD_LUA));

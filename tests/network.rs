@@ -4,11 +4,11 @@
 
 mod common;
 
-use base64::Engine;
 use common::Env;
 use promoter::api::ClusterPromotion;
+use promoter::fake::managed::cert_manager_cluster;
 use promoter::fake::secret_type;
-use promoter::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher, ResourceType};
+use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
 use promoter::pass::shard::Shard;
 use promoter::pass::{
     ChecksNotEvaluated, HealthEvaluator, HealthVerdict, PassLimits, PassOptions, PassReport,
@@ -34,6 +34,15 @@ fn promotion(name: &str) -> ClusterPromotion {
         .clone();
     p.metadata.name = Some(name.into());
     p
+}
+
+/// `n` copies of the blog's automatic rollout, `<prefix>-<i>`; their names.
+fn apply_rollouts(env: &Env, prefix: &str, n: usize) -> Vec<String> {
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+    for name in &names {
+        env.apply_promotion(&promotion(name));
+    }
+    names
 }
 
 async fn pass(env: &Env, client: &kube::Client, limits: PassLimits) -> PassReport {
@@ -288,22 +297,15 @@ async fn the_deadline_stops_between_promotions_never_inside_one() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shards_split_the_promotions_without_overlap() {
     let env = Env::new(FLEET).await;
-    let names: Vec<String> = (0..8).map(|i| format!("rollout-{i}")).collect();
-    for n in &names {
-        env.apply_promotion(&promotion(n));
-    }
+    let names = apply_rollouts(&env, "rollout", 8);
+    let only = |shard| PassLimits {
+        deadline: None,
+        shard: Some(shard),
+    };
     let mut seen = Vec::new();
     for index in 0..3 {
         let shard = Shard { index, count: 3 };
-        let r = pass(
-            &env,
-            &env.client,
-            PassLimits {
-                deadline: None,
-                shard: Some(shard),
-            },
-        )
-        .await;
+        let r = pass(&env, &env.client, only(shard)).await;
         for p in &r.promotions {
             assert!(shard.owns(&p.name));
             seen.push(p.name.clone());
@@ -314,15 +316,7 @@ async fn shards_split_the_promotions_without_overlap() {
     // Each shard read the ClusterSummaries of its own promotions only.
     env.server.clear_requests();
     let shard = Shard { index: 0, count: 3 };
-    pass(
-        &env,
-        &env.client,
-        PassLimits {
-            deadline: None,
-            shard: Some(shard),
-        },
-    )
-    .await;
+    pass(&env, &env.client, only(shard)).await;
     let selectors: Vec<String> = env
         .server
         .requests()
@@ -365,50 +359,8 @@ async fn late_commits_land_after_their_answer() {
 
 // Health checks: the managed cluster's reads are retried like the management cluster's.
 
-fn issuer_type() -> ResourceType {
-    ResourceType::custom(
-        "cert-manager.io",
-        "v1",
-        "ClusterIssuer",
-        "clusterissuers",
-        false,
-    )
-}
-
-/// Before: one failed read of the kubeconfig Secret, or one failed discovery or list on the
-/// cluster, failed the stage's verdict.
-#[tokio::test(flavor = "multi_thread")]
-async fn health_check_reads_are_retried() {
-    let env = Env::new(&[("dev", "dev01", "dev")]).await;
-    let cluster = FakeApiServer::start().await.unwrap();
-    cluster.register(secret_type());
-    cluster.register(issuer_type());
-    cluster
-        .store()
-        .seed(
-            &issuer_type(),
-            json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": "cloudflare-issuer"},
-                   "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
-        )
-        .unwrap();
-    cluster
-        .store()
-        .seed(
-            &secret_type(),
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloudflare-api-token", "namespace": "cert-manager"}, "data": {"api-token": "eA=="}}),
-        )
-        .unwrap();
-    let kubeconfig =
-        base64::engine::general_purpose::STANDARD.encode(cluster.kubeconfig_yaml("promoter"));
-    env.server
-        .store()
-        .seed(
-            &secret_type(),
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "dev01-sveltos-kubeconfig", "namespace": "dev"},
-                   "data": {"kubeconfig": kubeconfig}}),
-        )
-        .unwrap();
+/// The Sveltos docs' cert-manager check, and the inventory of `env`.
+async fn cert_manager_check(env: &Env) -> (ClusterPromotion, World) {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/docs-cert-manager.yaml");
     let p = promoter::manifest::load_file(&path).unwrap()[0]
@@ -421,6 +373,18 @@ async fn health_check_reads_are_retried() {
             .unwrap(),
         ..World::default()
     };
+    (p, world)
+}
+
+/// Before: one failed read of the kubeconfig Secret, or one failed discovery or list on the
+/// cluster, failed the stage's verdict.
+#[tokio::test(flavor = "multi_thread")]
+async fn health_check_reads_are_retried() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    let cluster = cert_manager_cluster(&env.server, "dev", "dev01")
+        .await
+        .unwrap();
+    let (p, world) = cert_manager_check(&env).await;
     env.server.inject(FaultRule::nth(
         RequestMatcher::verbs(&["get"]).resource("secrets"),
         1,
@@ -436,8 +400,7 @@ async fn health_check_reads_are_retried() {
         3,
         FaultAction::Status(500),
     ));
-    let engine = promoter::health::HealthEngine::new(env.client.clone(), env.now())
-        .worker_program(env!("CARGO_BIN_EXE_promoter"));
+    let engine = env.health_engine();
     let v = engine.evaluate(&p, "dev", &world).await;
     assert_eq!(v, HealthVerdict::Passed);
     assert!(cluster.count(|r| r.code >= 499) >= 2, "faults were met");
@@ -464,39 +427,17 @@ async fn health_check_reads_are_retried() {
 #[tokio::test(flavor = "multi_thread")]
 async fn health_check_reads_stop_at_the_pass_deadline() {
     let env = Env::new(&[("dev", "dev01", "dev")]).await;
-    let cluster = FakeApiServer::start().await.unwrap();
-    cluster.register(secret_type());
-    let kubeconfig =
-        base64::engine::general_purpose::STANDARD.encode(cluster.kubeconfig_yaml("promoter"));
-    env.server
-        .store()
-        .seed(
-            &secret_type(),
-            json!({"apiVersion": "v1", "kind": "Secret",
-                   "metadata": {"name": "dev01-sveltos-kubeconfig", "namespace": "dev"},
-                   "data": {"kubeconfig": kubeconfig}}),
-        )
+    let cluster = cert_manager_cluster(&env.server, "dev", "dev01")
+        .await
         .unwrap();
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/docs-cert-manager.yaml");
-    let p = promoter::manifest::load_file(&path).unwrap()[0]
-        .promotion()
-        .unwrap()
-        .clone();
-    let world = World {
-        clusters: promoter::pass::observe::inventory(&env.client)
-            .await
-            .unwrap(),
-        ..World::default()
-    };
+    let (p, world) = cert_manager_check(&env).await;
     // The managed cluster is overloaded for good.
     cluster.inject(FaultRule::after(
         RequestMatcher::any(),
         0,
         FaultAction::Status(503),
     ));
-    let engine = promoter::health::HealthEngine::new(env.client.clone(), env.now())
-        .worker_program(env!("CARGO_BIN_EXE_promoter"));
+    let engine = env.health_engine();
     let started = tokio::time::Instant::now();
     let deadline = started + Duration::from_millis(400);
     let v = promoter::client::retry::within_deadline(deadline, engine.evaluate(&p, "dev", &world))
@@ -530,10 +471,7 @@ async fn health_check_reads_stop_at_the_pass_deadline() {
 #[tokio::test(flavor = "multi_thread")]
 async fn step_takes_a_shard_and_a_deadline() {
     let env = Env::new(FLEET).await;
-    let names: Vec<String> = (0..6).map(|i| format!("team-{i}")).collect();
-    for n in &names {
-        env.apply_promotion(&promotion(n));
-    }
+    let names = apply_rollouts(&env, "team", 6);
     let mut seen = Vec::new();
     for shard in ["0/2", "1/2"] {
         let (code, out, err) = common::promoter(

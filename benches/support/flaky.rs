@@ -9,18 +9,13 @@
 //! read (a pass error counts as one), and how many ticks later than the fault-free run each
 //! promotion completed (median, worst).
 
-use base64::Engine;
 use chrono::{DateTime, Duration as Minutes, TimeZone, Utc};
 use promoter::api::ClusterPromotion;
-use promoter::fake::secret_type;
-use promoter::fake::{
-    FakeApiServer, FaultAction, FaultRule, RequestMatcher, ResourceType, sveltos_cluster_type,
-};
+use promoter::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher, sveltos_cluster_type};
 use promoter::pass::{
     ChecksNotEvaluated, HealthEvaluator, PassLimits, PassOptions, Phase, run_pass_with,
 };
 use promoter::sim::{AddonController, sveltos_cluster};
-use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -61,16 +56,6 @@ pub fn faults(p: f64, seed: u64, matcher: RequestMatcher) -> Vec<FaultRule> {
             FaultRule::random(matcher.clone(), each, seed.wrapping_mul(7919) + i as u64, a)
         })
         .collect()
-}
-
-fn issuer_type() -> ResourceType {
-    ResourceType::custom(
-        "cert-manager.io",
-        "v1",
-        "ClusterIssuer",
-        "clusterissuers",
-        false,
-    )
 }
 
 fn example(file: &str) -> ClusterPromotion {
@@ -138,26 +123,8 @@ async fn lab(health: bool) -> anyhow::Result<Lab> {
             if !health {
                 continue;
             }
-            let cluster = FakeApiServer::start().await?;
-            cluster.register(secret_type());
-            cluster.register(issuer_type());
-            cluster.store().seed(
-                &issuer_type(),
-                json!({"apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": "cloudflare-issuer"},
-                       "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
-            )?;
-            cluster.store().seed(
-                &secret_type(),
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cloudflare-api-token", "namespace": "cert-manager"}, "data": {"api-token": "eA=="}}),
-            )?;
-            let kubeconfig =
-                base64::engine::general_purpose::STANDARD.encode(cluster.kubeconfig_yaml(USER));
-            server.store().seed(
-                &secret_type(),
-                json!({"apiVersion": "v1", "kind": "Secret",
-                       "metadata": {"name": format!("{name}-sveltos-kubeconfig"), "namespace": env},
-                       "data": {"kubeconfig": kubeconfig}}),
-            )?;
+            let cluster =
+                promoter::fake::managed::cert_manager_cluster(&server, env, &name).await?;
             clusters.push(cluster);
         }
     }

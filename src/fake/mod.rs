@@ -35,6 +35,7 @@ mod control;
 pub mod events;
 pub mod field;
 mod http;
+pub mod managed;
 pub mod meta;
 pub mod patch;
 pub mod rbac;

@@ -8,7 +8,10 @@ use promoter::api::{ClusterProfile, ClusterPromotion};
 use promoter::fake::{
     FakeApiServer, cluster_profile_type, cluster_promotion_type, sveltos_cluster_type,
 };
-use promoter::pass::{ChecksNotEvaluated, HealthEvaluator, PassOptions, PassReport, run_pass};
+use promoter::health::HealthEngine;
+use promoter::pass::{
+    ChecksNotEvaluated, HealthEvaluator, HealthVerdict, PassOptions, PassReport, World, run_pass,
+};
 use promoter::sim::{AddonController, sveltos_cluster};
 use serde_json::Value;
 use std::path::Path;
@@ -52,6 +55,13 @@ impl Env {
 
     pub fn now(&self) -> DateTime<Utc> {
         *self.now.lock().unwrap()
+    }
+
+    /// The health-check engine as `promoter step` runs it: evaluations in workers started from
+    /// the real binary.
+    pub fn health_engine(&self) -> HealthEngine {
+        HealthEngine::new(self.client.clone(), self.now())
+            .worker_program(env!("CARGO_BIN_EXE_promoter"))
     }
 
     pub fn advance(&self, d: Duration) {
@@ -181,6 +191,39 @@ impl Env {
         )
         .await
         .unwrap();
+    }
+}
+
+/// Health checks whose verdict the test sets (and may change between passes).
+pub struct Scripted(pub Mutex<HealthVerdict>);
+
+/// Every stage's checks pass.
+pub static ALL_HEALTHY: Scripted = Scripted(Mutex::new(HealthVerdict::Passed));
+
+impl HealthEvaluator for Scripted {
+    fn evaluate<'a>(
+        &'a self,
+        _: &'a ClusterPromotion,
+        _: &'a str,
+        _: &'a World,
+    ) -> futures::future::BoxFuture<'a, HealthVerdict> {
+        let v = self.0.lock().unwrap().clone();
+        Box::pin(async move { v })
+    }
+}
+
+/// A core/v1 Event about ClusterPromotion `p`, as Sveltos' addon-controller records one.
+pub fn sveltos_event(message: &str) -> k8s_openapi::api::core::v1::Event {
+    k8s_openapi::api::core::v1::Event {
+        involved_object: k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("ClusterPromotion".into()),
+            name: Some("p".into()),
+            ..Default::default()
+        },
+        reason: Some("Sveltos".into()),
+        message: Some(message.into()),
+        type_: Some("Normal".into()),
+        ..Default::default()
     }
 }
 
