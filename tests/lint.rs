@@ -112,6 +112,16 @@ fn exit_codes() {
     assert_eq!(ok.status.code(), Some(0), "warnings only");
 }
 
+/// `promoter lint -o json FILES`, parsed.
+fn lint_json(files: &[std::path::PathBuf]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(["lint", "-o", "json"])
+        .args(files)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Every diagnostic points at its field (file:line:column), and `-o github` turns them into pull
 /// request annotations.
 #[test]
@@ -131,12 +141,7 @@ fn diagnostics_have_lines_and_github_annotations() {
         file.display()
     );
     assert!(stdout.lines().any(|l| l == expected), "{stdout}");
-    let out = std::process::Command::new(bin)
-        .args(["lint", "-o", "json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = lint_json(std::slice::from_ref(&file));
     let d = v["diagnostics"]
         .as_array()
         .unwrap()
@@ -198,12 +203,7 @@ fn every_error_of_every_file_through_the_binary() {
         stdout.ends_with("11 errors, 2 warnings in 3 files\n"),
         "{stdout}"
     );
-    let out = std::process::Command::new(bin)
-        .args(["lint", "-o", "json"])
-        .args(&files)
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = lint_json(&files);
     let enum_error = v["diagnostics"]
         .as_array()
         .unwrap()

@@ -66,7 +66,7 @@ impl CrdSchema {
         Ok(CrdSchema { schemas, index })
     }
 
-    /// Every error of `object`, in document order of the failing fields' paths.
+    /// Every error of `object` (in the schema's order; `lint` sorts them by position).
     pub fn validate(&self, object: &Value) -> Vec<SchemaError> {
         let mut out = Vec::new();
         if let Err(e) = self.schemas.validate(object, self.index) {
@@ -271,6 +271,14 @@ fn quote(v: &Value) -> String {
     }
 }
 
+fn invalid(got: &dyn std::fmt::Display, should: String) -> String {
+    format!("Invalid value: {got}: should {should}")
+}
+
+fn too_many(got: &usize, want: &usize, what: &str) -> String {
+    format!("Too many: {got}: must have at most {want} {what}")
+}
+
 /// The API server's wording (apimachinery `field.Error` types: Unsupported value, Invalid value,
 /// Too long, Too many), with the value that failed.
 fn message(kind: &ErrorKind, got: Option<&Value>) -> String {
@@ -295,33 +303,23 @@ fn message(kind: &ErrorKind, got: Option<&Value>) -> String {
         ErrorKind::MinLength { want, .. } => {
             format!("Invalid value: should be at least {want} chars long")
         }
-        ErrorKind::MaxItems { got, want } => {
-            format!("Too many: {got}: must have at most {want} items")
-        }
-        ErrorKind::MinItems { got, want } => {
-            format!("Invalid value: {got}: should have at least {want} items")
-        }
-        ErrorKind::MaxProperties { got, want } => {
-            format!("Too many: {got}: must have at most {want} properties")
-        }
+        ErrorKind::MaxItems { got, want } => too_many(got, want, "items"),
+        ErrorKind::MinItems { got, want } => invalid(got, format!("have at least {want} items")),
+        ErrorKind::MaxProperties { got, want } => too_many(got, want, "properties"),
         ErrorKind::MinProperties { got, want } => {
-            format!("Invalid value: {got}: should have at least {want} properties")
+            invalid(got, format!("have at least {want} properties"))
         }
         ErrorKind::Minimum { got, want } => {
-            format!("Invalid value: {got}: should be greater than or equal to {want}")
+            invalid(got, format!("be greater than or equal to {want}"))
         }
         ErrorKind::Maximum { got, want } => {
-            format!("Invalid value: {got}: should be less than or equal to {want}")
+            invalid(got, format!("be less than or equal to {want}"))
         }
         ErrorKind::ExclusiveMinimum { got, want } => {
-            format!("Invalid value: {got}: should be greater than {want}")
+            invalid(got, format!("be greater than {want}"))
         }
-        ErrorKind::ExclusiveMaximum { got, want } => {
-            format!("Invalid value: {got}: should be less than {want}")
-        }
-        ErrorKind::MultipleOf { got, want } => {
-            format!("Invalid value: {got}: should be a multiple of {want}")
-        }
+        ErrorKind::ExclusiveMaximum { got, want } => invalid(got, format!("be less than {want}")),
+        ErrorKind::MultipleOf { got, want } => invalid(got, format!("be a multiple of {want}")),
         ErrorKind::UniqueItems { got } => {
             format!("Duplicate value: items {} and {} are equal", got[0], got[1])
         }
@@ -329,5 +327,51 @@ fn message(kind: &ErrorKind, got: Option<&Value>) -> String {
             format!("Invalid value: {}: must be a valid {want}", quote(got))
         }
         other => format!("Invalid value: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(errors: Vec<SchemaError>) -> Vec<String> {
+        let mut paths: Vec<String> = errors.into_iter().map(|e| e.path).collect();
+        paths.sort();
+        paths
+    }
+
+    /// The Kubernetes extensions read as the API server reads them.
+    #[test]
+    fn kubernetes_extensions() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "n": {"x-kubernetes-int-or-string": true,
+                  "anyOf": [{"type": "integer"}, {"type": "string"}], "pattern": "^[0-9]+%$"},
+            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                     "properties": {"a": {"type": "string"}}},
+            "opt": {"type": "string", "nullable": true, "enum": ["x"]},
+            "count": {"type": "integer", "format": "int32"},
+            "when": {"type": "string", "format": "date-time"},
+            "rule": {"type": "string", "x-kubernetes-validations": [{"rule": "self == 'x'"}]},
+        }}}});
+        let crd = CrdSchema::compile(&schema, "g.io/v1", "K").unwrap();
+        let object = |spec: Value| json!({"apiVersion": "g.io/v1", "kind": "K", "metadata": {"name": "a"}, "spec": spec});
+        let fine = object(
+            json!({"n": 3, "free": {"b": 1}, "opt": null, "count": 5_000_000_000u64,
+            "when": "2026-01-01T00:00:00Z", "rule": "y"}),
+        );
+        assert_eq!(crd.validate(&fine), vec![]);
+        assert_eq!(crd.validate(&object(json!({"n": "50%"}))), vec![]);
+        let bad = object(json!({"n": true, "opt": "z", "when": "yesterday", "extra": 1}));
+        assert_eq!(
+            paths(crd.validate(&bad)),
+            ["spec.extra", "spec.n", "spec.opt", "spec.when"]
+        );
+        let unnamed = json!({"apiVersion": "g.io/v2", "kind": "K", "metadata": {}});
+        let errors = crd.validate(&unnamed);
+        assert_eq!(paths(errors.clone()), ["apiVersion", "metadata.name"]);
+        assert_eq!(
+            errors[0].message,
+            "Unsupported value: \"g.io/v2\": supported values: \"g.io/v1\""
+        );
     }
 }
