@@ -10,6 +10,7 @@
 //!     cargo bench --bench fleet -- --quick        (smallest size only; CI's smoke test)
 //!     cargo bench --bench fleet -- flaky          (only the flaky-network rollouts)
 //!     cargo bench --bench fleet -- scale          (only the fleet sizes)
+//!     cargo bench --bench fleet -- scale size=100x4x200   (one size; with `perf record`)
 
 #[path = "support/flaky.rs"]
 mod flaky;
@@ -25,6 +26,16 @@ use std::time::Instant;
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
+}
+
+/// Milliseconds the fake server spent on the logged requests (store, serialisation, gzip): in a
+/// real deployment that CPU is the API server's, not promoter's.
+fn served_ms(server: &FakeApiServer) -> f64 {
+    server
+        .requests()
+        .iter()
+        .map(|r| r.served.as_secs_f64() * 1e3)
+        .sum()
 }
 
 fn verbs(server: &FakeApiServer) -> (String, usize, usize) {
@@ -76,12 +87,14 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         bytes as f64 / 1e6
     );
     let mut steady = Vec::new();
+    let mut served = Vec::new();
     let mut last = (String::new(), 0, 0);
     for _ in 0..rounds {
         server.clear_requests();
         let t = Instant::now();
         run_pass(&client, &ChecksNotEvaluated, &opts).await?;
         steady.push(t.elapsed().as_secs_f64() * 1e3);
+        served.push(served_ms(&server));
         last = verbs(&server);
     }
     println!(
@@ -92,6 +105,31 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         last.0,
         last.1 as f64 / 1e6,
         last.2
+    );
+    // Where a steady pass's time goes: the fake server's share, the reads alone, and the same
+    // pass through kube's bare client (no retry layer, no buffer) for the connection policy's cost.
+    let mut observing = Vec::new();
+    let mut observing_served = Vec::new();
+    for _ in 0..rounds {
+        server.clear_requests();
+        let t = Instant::now();
+        std::hint::black_box(promoter::pass::observe::observe_pass(&client, None, None).await?);
+        observing.push(t.elapsed().as_secs_f64() * 1e3);
+        observing_served.push(served_ms(&server));
+    }
+    let plain = server.plain_client_as(promoter::fake::ADMIN).await?;
+    let mut bare = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        run_pass(&plain, &ChecksNotEvaluated, &opts).await?;
+        bare.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!(
+        "  of which:   fake server {:>8.1} ms; observe {:.1} ms (fake server {:.1} ms); same pass via kube's bare client {:.1} ms (medians)",
+        median(served),
+        median(observing),
+        median(observing_served),
+        median(bare)
     );
     let observation = promoter::pass::observe::observe(&client, None).await?;
     let ctx = Context {
@@ -184,7 +222,18 @@ fn main() -> anyhow::Result<()> {
             .count();
         picked == 0 || args.iter().any(|a| a == what)
     };
-    let sizes: &[(usize, usize, usize)] = if quick {
+    // `size=PxSxC` runs only that size (profiling one size under `perf`).
+    let picked: Vec<(usize, usize, usize)> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("size="))
+        .filter_map(|s| {
+            let n: Vec<usize> = s.split('x').filter_map(|n| n.parse().ok()).collect();
+            (n.len() == 3).then(|| (n[0], n[1], n[2]))
+        })
+        .collect();
+    let sizes: &[(usize, usize, usize)] = if !picked.is_empty() {
+        &picked
+    } else if quick {
         &[(1, 4, 10)]
     } else {
         &[(1, 4, 10), (100, 4, 200), (1000, 4, 2000)]
@@ -195,6 +244,12 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         if only("scale") {
+            // More rounds for a single picked size, so that a profile is mostly steady passes.
+            let rounds = match (quick, picked.len()) {
+                (true, _) => 2,
+                (false, 1) => 50,
+                _ => 5,
+            };
             for (n, s, c) in sizes {
                 bench(
                     Scale {
@@ -202,7 +257,7 @@ fn main() -> anyhow::Result<()> {
                         stages: *s,
                         clusters: *c,
                     },
-                    if quick { 2 } else { 5 },
+                    rounds,
                 )
                 .await?;
             }

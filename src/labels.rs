@@ -176,10 +176,15 @@ fn check_value(path: String, value: &str) -> Result<(), SelectorError> {
 
 impl Requirement {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let value = labels.get(&self.key);
+        self.matches_value(labels.get(&self.key).map(String::as_str))
+    }
+
+    /// Whether a label of value `value` (`None`: absent) satisfies this requirement; for callers
+    /// that hold labels in another shape (JSON objects) than a map.
+    pub fn matches_value(&self, value: Option<&str>) -> bool {
         match &self.op {
-            Op::In(vals) => value.is_some_and(|v| vals.contains(v)),
-            Op::NotIn(vals) => value.is_none_or(|v| !vals.contains(v)),
+            Op::In(vals) => value.is_some_and(|v| vals.iter().any(|x| x == v)),
+            Op::NotIn(vals) => value.is_none_or(|v| !vals.iter().any(|x| x == v)),
             Op::Exists => value.is_some(),
             Op::DoesNotExist => value.is_none(),
             Op::Gt(n) => value

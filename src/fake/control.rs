@@ -25,6 +25,9 @@ pub struct RequestRecord {
     pub bytes: usize,
     /// When the request arrived.
     pub at: std::time::Instant,
+    /// From arrival to the response body being ready (store, serialisation, compression): the
+    /// server's share of a pass's wall time in benchmarks, where the fake runs in the same process.
+    pub served: std::time::Duration,
 }
 
 impl RequestRecord {

@@ -77,6 +77,7 @@ where
         content_type: content_type.clone(),
         bytes: 0,
         at: std::time::Instant::now(),
+        served: std::time::Duration::ZERO,
     };
 
     let fault = {
@@ -153,6 +154,7 @@ where
     });
     let (body, gzipped) = compress(body, accepts_gzip);
     record.bytes = body.len();
+    record.served = record.at.elapsed();
     shared
         .log
         .lock()

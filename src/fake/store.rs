@@ -3,11 +3,12 @@
 //! finalizers, owner-reference garbage collection), independent of HTTP.
 
 use super::events::{self as ev, from_storage, to_storage};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use super::field::{BadValue, ErrorType, FieldError, aggregate};
 use super::meta::{generate_name, name_rule, validate_event, validate_object_meta};
 use super::patch::{PatchError, json_patch, merge_patch};
 use super::schema::{Crd, Schema, crd_from_value};
-use crate::labels::{Requirement, matches_all};
+use crate::labels::Requirement;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -248,17 +249,6 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn labels_of(obj: &Value) -> BTreeMap<String, String> {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
                 .collect()
         })
         .unwrap_or_default()
@@ -553,12 +543,28 @@ impl Store {
                 (after, if rv > 0 { rv } else { self.revision as i64 })
             }
         };
+        let (group, plural) = ev::storage(rt);
+        let scope = ns.unwrap_or_default();
+        // Only this type's objects (and namespace's), from where the previous page ended: the
+        // real server lists from a per-type cache too, so a list costs what that type holds. The
+        // position is a key, not a string: "a-b/x" sorts before "a/y" as text but after as a key.
+        let start = match after.split_once('/') {
+            Some((n, name)) => Excluded(Self::key(rt, n, name)),
+            None => Included(Self::key(rt, scope, "")),
+        };
         let mut matching = self
             .objects
-            .iter()
-            .filter(|((g, p, n, _), _)| Self::stores(rt, g, p) && ns.is_none_or(|ns| ns == n))
-            .filter(|((.., n, name), _)| after.is_empty() || format!("{n}/{name}") > after)
-            .filter(|(_, obj)| matches_all(&opts.labels, &labels_of(obj)))
+            .range((start, Unbounded))
+            .take_while(|((g, p, n, _), _)| {
+                g == group && p == plural && ns.is_none_or(|ns| ns == n)
+            })
+            .filter(|(_, obj)| {
+                // No JSON-pointer parsing per object: a list scans every object of its type.
+                let labels = obj.get("metadata").and_then(|m| m.get("labels"));
+                opts.labels.iter().all(|r| {
+                    r.matches_value(labels.and_then(|l| l.get(&r.key)).and_then(Value::as_str))
+                })
+            })
             .filter(|((.., n, name), obj)| {
                 fields.iter().all(|r| {
                     let actual = match r.field.as_str() {
