@@ -245,9 +245,9 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         if only("scale") {
             // More rounds for a single picked size, so that a profile is mostly steady passes.
-            let rounds = match (quick, picked.len()) {
+            let rounds = match (quick, picked.as_slice()) {
                 (true, _) => 2,
-                (false, 1) => 50,
+                (false, [(n, ..)]) if *n <= 100 => 50,
                 _ => 5,
             };
             for (n, s, c) in sizes {

@@ -552,43 +552,49 @@ impl Store {
             Some((n, name)) => Excluded(Self::key(rt, n, name)),
             None => Included(Self::key(rt, scope, "")),
         };
-        let mut matching = self
+        let mut in_type = self
             .objects
             .range((start, Unbounded))
             .take_while(|((g, p, n, _), _)| {
                 g == group && p == plural && ns.is_none_or(|ns| ns == n)
             })
-            .filter(|(_, obj)| {
-                // No JSON-pointer parsing per object: a list scans every object of its type.
-                let labels = obj.get("metadata").and_then(|m| m.get("labels"));
-                opts.labels.iter().all(|r| {
-                    r.matches_value(labels.and_then(|l| l.get(&r.key)).and_then(Value::as_str))
-                })
+            .peekable();
+        let selected = |(.., n, name): &Key, obj: &Value| {
+            // No JSON-pointer parsing per object: a list scans every object of its type.
+            let labels = obj.get("metadata").and_then(|m| m.get("labels"));
+            opts.labels.iter().all(|r| {
+                r.matches_value(labels.and_then(|l| l.get(&r.key)).and_then(Value::as_str))
+            }) && fields.iter().all(|r| {
+                let actual = match r.field.as_str() {
+                    "metadata.name" => name.clone(),
+                    "metadata.namespace" => n.clone(),
+                    label => ev::field_value(obj, label),
+                };
+                (actual == r.value) != r.not_equal
             })
-            .filter(|((.., n, name), obj)| {
-                fields.iter().all(|r| {
-                    let actual = match r.field.as_str() {
-                        "metadata.name" => name.clone(),
-                        "metadata.namespace" => n.clone(),
-                        label => ev::field_value(obj, label),
-                    };
-                    (actual == r.value) != r.not_equal
-                })
-            });
+        };
+        let limit = opts.limit.filter(|l| *l > 0);
         let mut items = Vec::new();
-        let mut last = None;
-        while !opts.limit.is_some_and(|l| l > 0 && items.len() >= l) {
-            let Some(((.., n, name), obj)) = matching.next() else {
+        let mut last = String::new();
+        while !limit.is_some_and(|l| items.len() >= l) {
+            let Some((key, obj)) = in_type.next() else {
                 break;
             };
-            items.push(from_storage(rt, obj.clone()));
-            last = Some(format!("{n}/{name}"));
+            if selected(key, obj) {
+                items.push(from_storage(rt, obj.clone()));
+                last = format!("{}/{}", key.2, key.3);
+            }
         }
-        let remaining = matching.count();
         let mut list_meta = json!({"resourceVersion": self.revision.to_string()});
-        if opts.limit.is_some_and(|l| l > 0) && remaining > 0 {
-            list_meta["continue"] = json!(encode_continue(&last.unwrap_or_default(), snapshot));
-            list_meta["remainingItemCount"] = json!(remaining);
+        // As the real server: a page that filled its limit continues while the type holds more
+        // objects, matching or not (so a selective list may end with an empty page), and counts
+        // what remains only without selectors (ListMeta.remainingItemCount: "If the list request
+        // contained label or field selectors, then the number of remaining items is unknown").
+        if limit.is_some() && in_type.peek().is_some() {
+            list_meta["continue"] = json!(encode_continue(&last, snapshot));
+            if opts.labels.is_empty() && fields.is_empty() {
+                list_meta["remainingItemCount"] = json!(in_type.count());
+            }
         }
         Ok(json!({
             "apiVersion": rt.api_version(),
