@@ -196,11 +196,16 @@ async fn pagination_follows_the_servers_order_and_rules() {
     assert_eq!(seen, ["a/x", "a/z", "a-b/w", "a-b/y"]);
     // With a selector, as the real server: a full page continues while the type holds more
     // objects (matching or not), the next page may be empty, and nothing counts what remains.
-    let selective = ListParams::default().fields("metadata.namespace=a").limit(2);
+    let selective = ListParams::default()
+        .fields("metadata.namespace=a")
+        .limit(2);
     let page1 = all.list(&selective).await.unwrap();
     assert_eq!(page1.items.len(), 2);
     assert_eq!(page1.metadata.remaining_item_count, None);
-    let token = page1.metadata.continue_.expect("more objects of the type remain");
+    let token = page1
+        .metadata
+        .continue_
+        .expect("more objects of the type remain");
     let page2 = all.list(&selective.continue_token(&token)).await.unwrap();
     assert!(page2.items.is_empty());
     assert!(page2.metadata.continue_.is_none());

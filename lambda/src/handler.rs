@@ -177,23 +177,10 @@ pub async fn handle(
         undecided: report.undecided(),
         duration_ms: started.elapsed().as_millis(),
     };
-    let failed_writes: Vec<String> = report
-        .promotions
-        .iter()
-        .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.name)))
-        .collect();
-    if !failed_writes.is_empty() {
+    if let Some((kind, message)) = failure(&report) {
         // The summary would be lost with the error: log it.
-        tracing::error!(summary = ?summary, "pass finished with failed writes");
-        return Err(diagnostic(
-            "WriteFailed",
-            format!(
-                "{} of {} ClusterPromotions could not be updated: {}",
-                failed_writes.len(),
-                summary.promotions,
-                failed_writes.join("; ")
-            ),
-        ));
+        tracing::error!(summary = ?summary, "pass finished with promotions in error");
+        return Err(diagnostic(kind, message));
     }
     tracing::info!(
         promotions = summary.promotions,
@@ -211,10 +198,95 @@ pub async fn handle(
     })
 }
 
+/// Why an invocation that ran its pass still fails, if it does: a write that failed
+/// (`WriteFailed`) or, with no write failed, a read a promotion needed (`ReadFailed`: it was not
+/// decided; the next scheduled pass reads again). Either names each promotion.
+fn failure(report: &promoter::pass::PassReport) -> Option<(&'static str, String)> {
+    let named = |undecided: bool| -> Vec<String> {
+        report
+            .promotions
+            .iter()
+            .filter(|p| p.undecided.is_some() == undecided)
+            .filter_map(|p| p.error.as_ref().map(|e| format!("{}: {e}", p.name)))
+            .collect()
+    };
+    let (writes, reads) = (named(false), named(true));
+    let total = report.promotions.len();
+    let not_decided = |reads: &[String]| {
+        format!(
+            "{} of {total} ClusterPromotions were not decided (a read failed after its retries): {}",
+            reads.len(),
+            reads.join("; ")
+        )
+    };
+    match (writes.is_empty(), reads.is_empty()) {
+        (true, true) => None,
+        (true, false) => Some(("ReadFailed", not_decided(&reads))),
+        (false, reads_ok) => {
+            let mut message = format!(
+                "{} of {total} ClusterPromotions could not be updated: {}",
+                writes.len(),
+                writes.join("; ")
+            );
+            if !reads_ok {
+                message = format!("{message}; {}", not_decided(&reads));
+            }
+            Some(("WriteFailed", message))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn promotion(
+        name: &str,
+        error: Option<&str>,
+        undecided: bool,
+    ) -> promoter::pass::PromotionReport {
+        promoter::pass::PromotionReport {
+            name: name.into(),
+            phase: promoter::pass::Phase::Progressing,
+            stage: None,
+            summary: String::new(),
+            actions: Vec::new(),
+            next_check: None,
+            conflict: None,
+            error: error.map(String::from),
+            stage_index: None,
+            last_promotion_time: None,
+            deferred: None,
+            undecided: undecided.then(|| "listing ClusterSummaries failed".to_string()),
+        }
+    }
+
+    #[test]
+    fn a_failed_read_is_not_called_a_failed_write() {
+        let report = |promotions| PassReport {
+            time: Utc::now(),
+            dry_run: false,
+            promotions,
+        };
+        let fine = promotion("fine", None, false);
+        let unread = promotion("unread", Some("not decided in this pass: 503"), true);
+        let refused = promotion("refused", Some("patching status: 422"), false);
+        assert_eq!(failure(&report(vec![fine.clone()])), None);
+        let (kind, text) = failure(&report(vec![fine.clone(), unread.clone()])).unwrap();
+        assert_eq!(kind, "ReadFailed");
+        assert!(
+            text.starts_with("1 of 2 ClusterPromotions were not decided"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unread: not decided in this pass: 503"),
+            "{text}"
+        );
+        let (kind, text) = failure(&report(vec![fine, unread, refused])).unwrap();
+        assert_eq!(kind, "WriteFailed");
+        assert!(text.starts_with("1 of 3 ClusterPromotions could not be updated: refused: patching status: 422; 1 of 3 ClusterPromotions were not decided"), "{text}");
+    }
 
     #[test]
     fn scheduled_events_run_a_normal_pass() {

@@ -3,7 +3,6 @@
 //! finalizers, owner-reference garbage collection), independent of HTTP.
 
 use super::events::{self as ev, from_storage, to_storage};
-use std::ops::Bound::{Excluded, Included, Unbounded};
 use super::field::{BadValue, ErrorType, FieldError, aggregate};
 use super::meta::{generate_name, name_rule, validate_event, validate_object_meta};
 use super::patch::{PatchError, json_patch, merge_patch};
@@ -12,6 +11,7 @@ use crate::labels::Requirement;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::Arc;
 
 /// The source of "now" for creation and deletion timestamps (virtual in the simulator).
