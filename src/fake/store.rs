@@ -576,7 +576,7 @@ impl Store {
         let limit = opts.limit.filter(|l| *l > 0);
         let mut items = Vec::new();
         let mut last = String::new();
-        while !limit.is_some_and(|l| items.len() >= l) {
+        while limit.is_none_or(|l| items.len() < l) {
             let Some((key, obj)) = in_type.next() else {
                 break;
             };
