@@ -350,6 +350,38 @@ impl Schema {
     /// Validates a whole object; `old` is the stored object on an update (for ratcheting and
     /// transition rules).
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let (mut errs, rule_errs) = self.validate_parts(obj, old);
+        if errs.iter().any(|e| e.kind == ErrorType::TypeInvalid) {
+            // As the real server: rules are not evaluated over values of the wrong type.
+            errs.push(FieldError::new(
+                ErrorType::Invalid,
+                "<nil>",
+                BadValue::Raw("null".into()),
+                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+            ));
+        } else {
+            errs.extend(rule_errs);
+        }
+        errs
+    }
+
+    /// The failures of the CEL rules (`x-kubernetes-validations`) alone, for `promoter lint`, which
+    /// checks the structural schema with a JSON-schema validator; none when a value has the wrong
+    /// type (the server does not evaluate rules then).
+    pub fn rule_errors(&self, obj: &Value) -> Vec<FieldError> {
+        let (errs, rule_errs) = self.validate_parts(obj, None);
+        if errs.iter().any(|e| e.kind == ErrorType::TypeInvalid) {
+            return Vec::new();
+        }
+        rule_errs
+    }
+
+    /// Structural errors, and rule errors.
+    fn validate_parts(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> (Vec<FieldError>, Vec<FieldError>) {
         let mut errs = Vec::new();
         let mut rule_errs = Vec::new();
         if let (Some(m), Some(props)) = (obj.as_object(), Some(&self.properties)) {
@@ -369,18 +401,7 @@ impl Schema {
             }
             self.run_rules(obj, old, "", &mut rule_errs);
         }
-        if errs.iter().any(|e| e.kind == ErrorType::TypeInvalid) {
-            // As the real server: rules are not evaluated over values of the wrong type.
-            errs.push(FieldError::new(
-                ErrorType::Invalid,
-                "<nil>",
-                BadValue::Raw("null".into()),
-                "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-            ));
-        } else {
-            errs.extend(rule_errs);
-        }
-        errs
+        (errs, rule_errs)
     }
 
     fn check(

@@ -97,6 +97,30 @@ pub fn cluster_promotion() -> Result<&'static CrdSchema, String> {
         .map_err(Clone::clone)
 }
 
+/// The ClusterPromotion CRD's CEL rules (`x-kubernetes-validations`, e.g. "ChartName must be
+/// defined"), which JSON Schema cannot express: evaluated as the API server does, by the fake API
+/// server's schema (`crate::fake::schema`, which carries cel-go's texts).
+pub fn rule_errors(raw: &Value) -> Result<Vec<SchemaError>, String> {
+    static RULES: OnceLock<Result<crate::fake::schema::Crd, String>> = OnceLock::new();
+    let crd = RULES
+        .get_or_init(|| {
+            let crd = serde_json::to_value(crate::crd::cluster_promotion_crd())
+                .map_err(|e| format!("CRD: {e}"))?;
+            crate::fake::schema::crd_from_value(&crd)
+        })
+        .as_ref()
+        .map_err(Clone::clone)?;
+    Ok(crd
+        .schema
+        .rule_errors(raw)
+        .into_iter()
+        .map(|e| SchemaError {
+            message: e.body(),
+            path: e.field,
+        })
+        .collect())
+}
+
 /// Kubernetes extensions → JSON Schema, node by node.
 fn translate(node: &mut Value) {
     let Some(map) = node.as_object_mut() else {

@@ -416,13 +416,20 @@ fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, no
     if kind != "ClusterPromotion" || !api_version.starts_with("config.projectsveltos.io/") {
         return;
     }
-    let schema_errors: Vec<SchemaError> = match crd_schema::cluster_promotion() {
+    let mut schema_errors: Vec<SchemaError> = match crd_schema::cluster_promotion() {
         Ok(schema) => schema.validate(raw),
         Err(e) => vec![SchemaError {
             path: String::new(),
             message: format!("cannot check against the CRD: {e}"),
         }],
     };
+    match crd_schema::rule_errors(raw) {
+        Ok(errors) => schema_errors.extend(errors),
+        Err(e) => schema_errors.push(SchemaError {
+            path: String::new(),
+            message: format!("cannot check the CRD's validation rules: {e}"),
+        }),
+    }
     let mut reported: Vec<String> = Vec::new();
     for e in schema_errors {
         sink.push(Severity::Error, e.path.clone(), e.message);
