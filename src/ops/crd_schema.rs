@@ -77,13 +77,17 @@ impl CrdSchema {
     }
 }
 
+/// promoter's ClusterPromotion CRD as JSON, what both checks of `lint` compile from.
+fn crd_json() -> Result<Value, String> {
+    serde_json::to_value(crate::crd::cluster_promotion_crd()).map_err(|e| format!("CRD: {e}"))
+}
+
 /// promoter's own ClusterPromotion CRD (what `promoter crd` prints), compiled once.
 pub fn cluster_promotion() -> Result<&'static CrdSchema, String> {
     static SCHEMA: OnceLock<Result<CrdSchema, String>> = OnceLock::new();
     SCHEMA
         .get_or_init(|| {
-            let crd = serde_json::to_value(crate::crd::cluster_promotion_crd())
-                .map_err(|e| format!("CRD: {e}"))?;
+            let crd = crd_json()?;
             let schema = crd
                 .pointer("/spec/versions/0/schema/openAPIV3Schema")
                 .ok_or("CRD has no openAPIV3Schema")?;
@@ -103,11 +107,7 @@ pub fn cluster_promotion() -> Result<&'static CrdSchema, String> {
 pub fn rule_errors(raw: &Value) -> Result<Vec<SchemaError>, String> {
     static RULES: OnceLock<Result<crate::fake::schema::Crd, String>> = OnceLock::new();
     let crd = RULES
-        .get_or_init(|| {
-            let crd = serde_json::to_value(crate::crd::cluster_promotion_crd())
-                .map_err(|e| format!("CRD: {e}"))?;
-            crate::fake::schema::crd_from_value(&crd)
-        })
+        .get_or_init(|| crate::fake::schema::crd_from_value(&crd_json()?))
         .as_ref()
         .map_err(Clone::clone)?;
     Ok(crd
