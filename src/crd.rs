@@ -1,6 +1,8 @@
-//! `promoter crd`: the ClusterPromotion CRD generated from the Rust types.
+//! `promoter crd`: the CRDs generated from the Rust types: upstream's ClusterPromotion (served by
+//! promoter where Sveltos does not serve it), and promoter's own `promoter.dev` kinds,
+//! PromotionFreeze and PromotionRevision.
 
-use crate::api::ClusterPromotion;
+use crate::api::{ClusterPromotion, PromotionFreeze, PromotionRevision};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, JSONSchemaProps,
 };
@@ -11,20 +13,115 @@ use serde_json::Value;
 /// emits `nullable` (an absent field and a null one are the same to it) and always sets `listKind`.
 pub fn cluster_promotion_crd() -> CustomResourceDefinition {
     let mut crd = ClusterPromotion::crd();
-    crd.spec.names.list_kind = Some("ClusterPromotionList".into());
     // Additions over upstream (which has none of these): `kubectl get cpromo`, `kubectl get
     // sveltos`, and columns that say where each rollout stands.
     crd.spec.names.short_names = Some(vec!["cpromo".into()]);
     crd.spec.names.categories = Some(vec!["sveltos".into()]);
+    finish(
+        crd,
+        "ClusterPromotion is the Schema for the clusterpromotions API (served by promoter).",
+        printer_columns(),
+    )
+}
+
+/// `PromotionFreeze`: stops the promotions it selects from starting a new stage.
+pub fn promotion_freeze_crd() -> CustomResourceDefinition {
+    finish(
+        PromotionFreeze::crd(),
+        "PromotionFreeze stops every ClusterPromotion its promotionSelector picks from starting a new stage, between start and end (promoter).",
+        vec![
+            column(
+                "Phase",
+                "string",
+                ".status.phase",
+                "Scheduled, Active, Expired or Invalid.",
+                0,
+            ),
+            column(
+                "Reason",
+                "string",
+                ".spec.reason",
+                "Why nothing may start.",
+                0,
+            ),
+            column(
+                "Start",
+                "date",
+                ".spec.start",
+                "When it starts (absent: at creation).",
+                0,
+            ),
+            column(
+                "End",
+                "date",
+                ".spec.end",
+                "When it ends (absent: when deleted).",
+                0,
+            ),
+            column("Age", "date", ".metadata.creationTimestamp", "", 0),
+        ],
+    )
+}
+
+/// `PromotionRevision`: one completed revision of one promotion, what a rollback restores.
+pub fn promotion_revision_crd() -> CustomResourceDefinition {
+    finish(
+        PromotionRevision::crd(),
+        "PromotionRevision is one revision of a ClusterPromotion that completed its whole rollout, kept for rollbacks (promoter).",
+        vec![
+            column(
+                "Promotion",
+                "string",
+                ".spec.promotion",
+                "The ClusterPromotion.",
+                0,
+            ),
+            column(
+                "Completed",
+                "date",
+                ".spec.completedAt",
+                "When its rollout completed.",
+                0,
+            ),
+            column(
+                "Revision",
+                "string",
+                ".spec.revision",
+                "The profileSpecHash of the run.",
+                1,
+            ),
+            column("Age", "date", ".metadata.creationTimestamp", "", 0),
+        ],
+    )
+}
+
+/// promoter's own CRDs (`promoter.dev`), what `cronjob/crds.yaml` installs.
+pub fn own_crds() -> Vec<CustomResourceDefinition> {
+    vec![promotion_freeze_crd(), promotion_revision_crd()]
+}
+
+/// Every CRD `promoter crd` prints: ClusterPromotion first, then promoter's own.
+pub fn all_crds() -> Vec<CustomResourceDefinition> {
+    let mut out = vec![cluster_promotion_crd()];
+    out.extend(own_crds());
+    out
+}
+
+/// `listKind`, printer columns, a description, and a schema in upstream's conventions.
+fn finish(
+    mut crd: CustomResourceDefinition,
+    description: &str,
+    columns: Vec<CustomResourceColumnDefinition>,
+) -> CustomResourceDefinition {
+    crd.spec.names.list_kind = Some(format!("{}List", crd.spec.names.kind));
     for version in &mut crd.spec.versions {
-        version.additional_printer_columns = Some(printer_columns());
+        version.additional_printer_columns = Some(columns.clone());
         if let Some(schema) = version
             .schema
             .as_mut()
             .and_then(|s| s.open_api_v3_schema.as_mut())
         {
-            schema.description =
-                Some("ClusterPromotion is the Schema for the clusterpromotions API (served by promoter).".into());
+            schema.description = Some(description.into());
             if let Ok(mut value) = serde_json::to_value(&*schema) {
                 normalise(&mut value);
                 add_type_meta(&mut value);
@@ -37,19 +134,26 @@ pub fn cluster_promotion_crd() -> CustomResourceDefinition {
     crd
 }
 
+fn column(
+    name: &str,
+    type_: &str,
+    path: &str,
+    description: &str,
+    priority: i32,
+) -> CustomResourceColumnDefinition {
+    CustomResourceColumnDefinition {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: path.into(),
+        description: Some(description.into()),
+        priority: (priority > 0).then_some(priority),
+        format: None,
+    }
+}
+
 /// `kubectl get clusterpromotions` columns. The paths are client-go JSONPath over the status that
 /// both upstream and promoter write; `[-1:]` is the stage reached last.
 pub fn printer_columns() -> Vec<CustomResourceColumnDefinition> {
-    let column = |name: &str, type_: &str, path: &str, description: &str, priority: i32| {
-        CustomResourceColumnDefinition {
-            name: name.into(),
-            type_: type_.into(),
-            json_path: path.into(),
-            description: Some(description.into()),
-            priority: (priority > 0).then_some(priority),
-            format: None,
-        }
-    };
     vec![
         column(
             "Stage",
@@ -121,5 +225,17 @@ fn add_type_meta(schema: &mut Value) {
 
 /// The CRD as YAML, ready for `kubectl apply -f -`.
 pub fn cluster_promotion_crd_yaml() -> anyhow::Result<String> {
-    Ok(serde_saphyr::to_string(&cluster_promotion_crd())?)
+    crds_yaml(&[cluster_promotion_crd()])
+}
+
+/// CRDs as one multi-document YAML stream, ready for `kubectl apply -f -`.
+pub fn crds_yaml(crds: &[CustomResourceDefinition]) -> anyhow::Result<String> {
+    let mut out = String::new();
+    for (i, crd) in crds.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
+        out.push_str(&serde_saphyr::to_string(crd)?);
+    }
+    Ok(out)
 }

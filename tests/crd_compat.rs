@@ -263,32 +263,111 @@ fn profile_spec_is_cluster_profile_spec_minus_five_fields() {
 }
 
 /// The printer columns are valid as the API server validates them (a path starting with `.`, a
-/// known type, a name), and each path names a field the schema has.
+/// known type, a name), and each path names a field the schema has, in every CRD promoter ships.
 #[test]
 fn printer_columns_point_at_real_fields() {
-    let crd = serde_json::to_value(cluster_promotion_crd()).unwrap();
-    let version = &crd["spec"]["versions"][0];
-    let schema = &version["schema"]["openAPIV3Schema"];
-    let columns = version["additionalPrinterColumns"].as_array().unwrap();
-    assert!(columns.len() >= 4);
-    for c in columns {
-        let path = c["jsonPath"].as_str().unwrap();
-        assert!(path.starts_with('.'), "{path}");
-        assert!(matches!(
-            c["type"].as_str(),
-            Some("string" | "date" | "integer" | "number" | "boolean")
-        ));
-        if path.starts_with(".metadata") {
-            continue;
-        }
-        let mut node = schema;
-        for part in path[1..].split('.') {
-            let field = part.split('[').next().unwrap();
-            node = &node["properties"][field];
-            assert!(!node.is_null(), "{path}: no field {field}");
-            if part.contains('[') {
-                node = &node["items"];
+    for crd in promoter::crd::all_crds() {
+        let crd = serde_json::to_value(crd).unwrap();
+        let version = &crd["spec"]["versions"][0];
+        let schema = &version["schema"]["openAPIV3Schema"];
+        let columns = version["additionalPrinterColumns"].as_array().unwrap();
+        assert!(columns.len() >= 4);
+        for c in columns {
+            let path = c["jsonPath"].as_str().unwrap();
+            assert!(path.starts_with('.'), "{path}");
+            assert!(matches!(
+                c["type"].as_str(),
+                Some("string" | "date" | "integer" | "number" | "boolean")
+            ));
+            if path.starts_with(".metadata") {
+                continue;
+            }
+            let mut node = schema;
+            for part in path[1..].split('.') {
+                let field = part.split('[').next().unwrap();
+                node = &node["properties"][field];
+                assert!(
+                    !node.is_null(),
+                    "{}: {path}: no field {field}",
+                    crd["metadata"]["name"]
+                );
+                if part.contains('[') {
+                    node = &node["items"];
+                }
             }
         }
+    }
+}
+
+fn crd_command(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .arg("crd")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn crd_names(yaml: &str) -> Vec<String> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(yaml).unwrap();
+    docs.iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// `promoter crd` prints ClusterPromotion first (so `promoter crd | kubectl apply -f -` still
+/// installs it), then promoter's own; `--only` picks one, `--own` the two `promoter.dev` ones, and
+/// `cronjob/crds.yaml` is exactly `promoter crd --own`.
+#[test]
+fn crd_command_prints_every_crd_and_the_cronjob_ships_the_own_ones() {
+    let own = [
+        "promotionfreezes.promoter.dev",
+        "promotionrevisions.promoter.dev",
+    ];
+    let all = crd_command(&[]);
+    assert_eq!(
+        crd_names(&all),
+        ["clusterpromotions.config.projectsveltos.io", own[0], own[1]]
+    );
+    assert_eq!(crd_names(&crd_command(&["--own"])), own);
+    for (only, name) in [
+        (
+            "clusterpromotion",
+            "clusterpromotions.config.projectsveltos.io",
+        ),
+        ("promotionfreeze", own[0]),
+        ("promotionrevision", own[1]),
+    ] {
+        assert_eq!(crd_names(&crd_command(&["--only", only])), [name]);
+    }
+    let shipped = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("cronjob/crds.yaml"),
+    )
+    .unwrap();
+    let generated: String = shipped
+        .lines()
+        .skip_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(
+        generated,
+        crd_command(&["--own"]),
+        "cronjob/crds.yaml is stale: promoter crd --own > cronjob/crds.yaml (keeping its comment)"
+    );
+    for crd in promoter::crd::own_crds() {
+        let names = &crd.spec.names;
+        assert_eq!(crd.spec.scope, "Cluster");
+        assert_eq!(
+            names.categories.as_deref(),
+            Some(&["promoter".to_string()][..])
+        );
+        assert_eq!(names.short_names.as_ref().map(Vec::len), Some(1));
+        let status = crd.spec.versions[0].subresources.is_some();
+        assert_eq!(status, names.kind == "PromotionFreeze", "{}", names.kind);
     }
 }

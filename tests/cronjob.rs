@@ -56,6 +56,7 @@ fn manifests_are_valid_objects() {
     assert_eq!(
         resources,
         [
+            "crds.yaml",
             "namespace.yaml",
             "serviceaccount.yaml",
             "clusterrole.yaml",

@@ -1087,3 +1087,95 @@ async fn a_pass_records_events_the_server_accepts() {
             .starts_with("evented-")
     }));
 }
+
+/// promoter's own kinds are served from the CRDs generated from its types, with their schema:
+/// required fields and RFC 3339 times validated, unknown fields pruned (but not inside a
+/// revision's profileSpec), the freeze's status written only through its subresource.
+#[tokio::test]
+async fn promoters_own_kinds_are_served_with_their_schema() {
+    use promoter::api::{FreezePhase, PromotionFreeze, PromotionRevision};
+    let (_s, client) = server().await;
+    let freezes: Api<PromotionFreeze> = Api::all(client.clone());
+    let raw: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<PromotionFreeze>(&()),
+    );
+    let bad: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+        "metadata": {"name": "bad"}, "spec": {"start": "tomorrow", "junk": 1}
+    }))
+    .unwrap();
+    let err = api_error(raw.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.contains("spec.reason: Required value"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("spec.start: Invalid value: \"tomorrow\""),
+        "{}",
+        err.message
+    );
+    let good: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+        "metadata": {"name": "holidays"},
+        "spec": {"reason": "CAB-123", "promotionSelector": {"matchLabels": {"tier": "prod"}},
+                 "end": "2027-01-04T00:00:00Z", "junk": 1},
+        "status": {"phase": "Active"}
+    }))
+    .unwrap();
+    raw.create(&PostParams::default(), &good).await.unwrap();
+    let f = freezes.get("holidays").await.unwrap();
+    assert_eq!(f.spec.reason, "CAB-123");
+    assert_eq!(f.status, None, "a create ignores the status");
+    let back = raw.get("holidays").await.unwrap();
+    assert!(back.data["spec"].get("junk").is_none(), "pruned");
+    let status = json!({"status": {"phase": "Invalid", "message": "x", "observedGeneration": 1}});
+    freezes
+        .patch_status("holidays", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let f = freezes.get("holidays").await.unwrap();
+    assert_eq!(f.status.unwrap().phase, Some(FreezePhase::Invalid));
+    let err = freezes
+        .patch_status(
+            "holidays",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Frozen"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(err).code, 422);
+
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    let mut p = promotion("app");
+    p.metadata.uid = Some("u-1".into());
+    let at = promoter::api::Timestamp::parse("2026-02-16T06:00:00Z").unwrap();
+    let mut r = PromotionRevision::of(&p, "aGFzaA==", "c3RhZ2Vz", None, at);
+    r.spec
+        .profile_spec
+        .0
+        .insert("notModelled".into(), json!({"deep": {"x": 1}}));
+    let created = revisions.create(&PostParams::default(), &r).await.unwrap();
+    assert_eq!(
+        created.spec.profile_spec, r.spec.profile_spec,
+        "kept verbatim"
+    );
+    assert_eq!(created.metadata.name, r.metadata.name);
+    let listed = revisions
+        .list(&ListParams::default().labels("promoter.dev/promotion=app"))
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let err = revisions
+        .create(&PostParams::default(), &r)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        api_error(err).code,
+        409,
+        "AlreadyExists: the pass takes it as done"
+    );
+}

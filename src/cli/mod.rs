@@ -69,10 +69,42 @@ enum Command {
     Completions {
         shell: clap_complete::Shell,
     },
-    /// Print the ClusterPromotion CRD (generated from promoter's types) as YAML.
-    ///
-    /// Example: promoter crd | kubectl apply -f -
-    Crd,
+    Crd(CrdArgs),
+}
+
+/// Print the CRDs (generated from promoter's types) as YAML: ClusterPromotion, then promoter's own
+/// PromotionFreeze and PromotionRevision (`promoter.dev`).
+///
+/// Example: promoter crd | kubectl apply -f -
+#[derive(clap::Args, Debug)]
+struct CrdArgs {
+    /// Only this CRD.
+    #[arg(long, value_enum, conflicts_with = "own")]
+    only: Option<CrdName>,
+    /// Only promoter's own CRDs (PromotionFreeze, PromotionRevision), for where Sveltos serves
+    /// ClusterPromotion already.
+    #[arg(long)]
+    own: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum CrdName {
+    Clusterpromotion,
+    Promotionfreeze,
+    Promotionrevision,
+}
+
+impl CrdArgs {
+    fn crds(&self) -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>{
+        use promoter::crd;
+        match (self.only, self.own) {
+            (Some(CrdName::Clusterpromotion), _) => vec![crd::cluster_promotion_crd()],
+            (Some(CrdName::Promotionfreeze), _) => vec![crd::promotion_freeze_crd()],
+            (Some(CrdName::Promotionrevision), _) => vec![crd::promotion_revision_crd()],
+            (None, true) => crd::own_crds(),
+            (None, false) => crd::all_crds(),
+        }
+    }
 }
 
 /// A closed pipe (`promoter simulate -o json | head`) ends the process quietly, as for other Unix
@@ -151,7 +183,7 @@ async fn dispatch(
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crd => promoter::crd::cluster_promotion_crd_yaml().map(|yaml| {
+        Command::Crd(args) => promoter::crd::crds_yaml(&args.crds()).map(|yaml| {
             print!("{yaml}");
             ExitCode::SUCCESS
         }),

@@ -37,6 +37,7 @@ pub mod field;
 mod http;
 pub mod managed;
 pub mod meta;
+mod own_kinds;
 pub mod patch;
 pub mod rbac;
 pub mod schema;
@@ -45,6 +46,7 @@ pub mod store;
 pub use control::{
     AllowAll, Attributes, Authorizer, FaultAction, FaultRule, RequestMatcher, RequestRecord,
 };
+pub use own_kinds::{promotion_freeze_type, promotion_revision_type};
 pub use store::{ApiError, Clock, ResourceType, Store};
 
 use anyhow::Context;
@@ -146,9 +148,10 @@ impl FakeApiServer {
     }
 
     /// Starts a server that serves the types promoter reads and writes: ClusterPromotion,
-    /// ClusterProfile, ClusterSummary, SveltosCluster, Secret, ConfigMap, Namespace and Events.
-    /// The Sveltos types are registered from upstream's CRDs (vendored in `src/fake/crds/`), so
-    /// they are pruned, defaulted and validated as a real server does.
+    /// ClusterProfile, ClusterSummary, SveltosCluster, Secret, ConfigMap, Namespace and Events,
+    /// and promoter's own PromotionFreeze and PromotionRevision. The Sveltos types are registered
+    /// from upstream's CRDs (vendored in `src/fake/crds/`), promoter's from the CRDs generated
+    /// from its types, so they are pruned, defaulted and validated as a real server does.
     pub async fn start_with_sveltos() -> anyhow::Result<Self> {
         let server = Self::start().await?;
         for rt in sveltos_types() {
@@ -159,6 +162,8 @@ impl FakeApiServer {
                 .register_crd_yaml(crd)
                 .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
         }
+        own_kinds::register_own_crds(&mut server.store())
+            .map_err(|e| anyhow::anyhow!("registering promoter's own CRDs: {e}"))?;
         Ok(server)
     }
 
