@@ -60,14 +60,14 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
 }
 
 /// kubectl's `--request-timeout` (client-go `clientcmd.ParseTimeout`): a whole number of seconds,
-/// else a duration, here in the one grammar of promoter's flags (`sim::run::parse_duration`, which
+/// else a duration, here in the one grammar of promoter's flags (`api::flag_duration`, which
 /// also takes Go's `1.5h`). Zero means no timeout.
 pub fn request_timeout(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     if let Ok(seconds) = text.parse::<u64>() {
         return Ok(Duration::from_secs(seconds));
     }
-    crate::sim::run::parse_duration(text)?
+    crate::api::flag_duration::parse(text)?
         .to_std()
         .map_err(|e| format!("{text:?}: {e}"))
 }

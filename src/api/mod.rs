@@ -2,6 +2,7 @@
 //! `promoter.dev/v1alpha1` kinds (`PromotionFreeze`, `PromotionRevision`).
 
 pub mod duration;
+pub mod flag_duration;
 pub mod health;
 pub mod inventory;
 pub mod profile_spec;

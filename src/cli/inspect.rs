@@ -3,11 +3,11 @@
 use super::output::{Format, Human, Printer, Render, Table, formats};
 use super::{check_selector, not_found, timezone};
 use chrono::{DateTime, Utc};
+use promoter::api::flag_duration;
 use promoter::client::ClientArgs;
 use promoter::ops::inspect::{
     LastPass, StatusRow, age, exit_code as code_of, relative, settled, status_row,
 };
-use promoter::sim::run::parse_offset;
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -250,9 +250,10 @@ async fn read_rows(
 pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
     let tz = timezone(&args.deployment.timezone)?;
     check_selector(args.selector.as_deref())?;
-    let timeout = parse_offset(&args.timeout).map_err(|e| anyhow::anyhow!("--timeout: {e}"))?;
-    let interval =
-        parse_offset(&args.poll_interval).map_err(|e| anyhow::anyhow!("--poll-interval: {e}"))?;
+    let timeout =
+        flag_duration::parse(&args.timeout).map_err(|e| anyhow::anyhow!("--timeout: {e}"))?;
+    let interval = flag_duration::parse(&args.poll_interval)
+        .map_err(|e| anyhow::anyhow!("--poll-interval: {e}"))?;
     let client = promoter::client::client(client).await?;
     let last_pass = args.deployment.last_pass(&client).await?;
     let mut printer = Printer {

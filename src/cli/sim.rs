@@ -3,8 +3,8 @@
 use super::output::{Format, Human, Printer, Render, formats};
 use super::{minute_now, timezone};
 use chrono::{DateTime, Utc};
+use promoter::api::flag_duration;
 use promoter::client::ClientArgs;
-use promoter::sim::run::parse_offset;
 use promoter::sim::{
     Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
 };
@@ -97,8 +97,8 @@ fn sim_options(
 ) -> anyhow::Result<SimOptions> {
     Ok(SimOptions {
         start,
-        tick: parse_offset(&sim.tick).map_err(|e| anyhow::anyhow!("--tick: {e}"))?,
-        until: parse_offset(&sim.until).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
+        tick: flag_duration::parse(&sim.tick).map_err(|e| anyhow::anyhow!("--tick: {e}"))?,
+        until: flag_duration::parse(&sim.until).map_err(|e| anyhow::anyhow!("--until: {e}"))?,
         approvals: sim
             .approve
             .iter()
@@ -186,7 +186,7 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         let promotions = docs.iter().filter_map(|d| d.promotion().cloned()).collect();
         updates.push(ScriptedUpdate {
             promotions,
-            at: parse_offset(at).map_err(|e| anyhow::anyhow!("--update: {e}"))?,
+            at: flag_duration::parse(at).map_err(|e| anyhow::anyhow!("--update: {e}"))?,
         });
     }
     let opts = sim_options(&sim, start, failures, updates)?;
@@ -214,7 +214,7 @@ pub async fn plan(args: PlanArgs, client: &ClientArgs) -> anyhow::Result<ExitCod
     let mut world = promoter::sim::plan::load_live(&client, &name).await?;
     // The flags' one duration grammar (`1d` too), carried as the Go duration the fleet holds.
     let deploy_time =
-        parse_offset(&deploy_time).map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?;
+        flag_duration::parse(&deploy_time).map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?;
     world.fleet.default_deploy_time = Some(
         promoter::api::GoDuration::parse(&format!("{}s", deploy_time.num_seconds()))
             .map_err(|e| anyhow::anyhow!("--deploy-time: {e}"))?,

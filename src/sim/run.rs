@@ -9,7 +9,7 @@
 use super::addon::AddonController;
 use super::fleet::Fleet;
 use super::timeline::{PromotionTimeline, Stop, TimelineEvent, offset};
-use crate::api::ClusterPromotion;
+use crate::api::{ClusterPromotion, flag_duration};
 use crate::fake::{FakeApiServer, cluster_promotion_type, sveltos_cluster_type};
 use crate::pass::{HealthEvaluator, PassOptions, Phase, run_pass};
 use chrono::{DateTime, Duration, Utc};
@@ -30,7 +30,7 @@ pub struct ScriptedApproval {
 impl ScriptedApproval {
     pub fn parse(s: &str) -> Result<Self, String> {
         let (target, at) = s.rsplit_once('@').unwrap_or((s, "0s"));
-        let at = parse_offset(at)?;
+        let at = flag_duration::parse(at)?;
         let (promotion, stage) = match target.split_once('/') {
             Some((p, st)) => (Some(p.to_string()), st.to_string()),
             None => (None, target.to_string()),
@@ -103,7 +103,7 @@ impl ScriptedFailure {
         let (cluster, at) = s.rsplit_once('@').unwrap_or((s, "0s"));
         Ok(ScriptedFailure {
             cluster: cluster.to_string(),
-            at: parse_offset(at)?,
+            at: flag_duration::parse(at)?,
         })
     }
 }
@@ -124,29 +124,6 @@ pub struct SimWorld {
     pub fleet: Fleet,
     /// Further objects to load as they are: the profiles and summaries of a live cluster.
     pub objects: Vec<(crate::fake::ResourceType, serde_json::Value)>,
-}
-
-/// Offsets and durations in humantime syntax (`90s`, `2h 30m`, `1d`).
-pub fn parse_offset(s: &str) -> Result<Duration, String> {
-    parse_duration(s)
-}
-
-/// The one duration grammar of every command-line flag: humantime's units (`90s`, `2m`, `1h30m`,
-/// `1d`, `2w`, `1h 30m`) and Go's (`1.5h`, `300ms`, as in manifests), `0` for none.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let text = s.trim();
-    let std = match humantime::parse_duration(text) {
-        Ok(d) => d,
-        Err(_) => match crate::api::GoDuration::parse(text) {
-            Ok(g) if !g.as_str().starts_with('-') => g.to_std(),
-            _ => {
-                return Err(format!(
-                    "invalid duration {s:?} (examples: 90s, 2m, 1h30m, 1.5h, 1d)"
-                ));
-            }
-        },
-    };
-    Duration::from_std(std).map_err(|e| format!("duration {s:?} out of range: {e}"))
 }
 
 #[derive(Clone, Debug)]
