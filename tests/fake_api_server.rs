@@ -1072,7 +1072,7 @@ async fn a_pass_records_events_the_server_accepts() {
         .collect();
     assert!(!events.is_empty(), "the first pass records a transition");
     assert!(events.iter().all(|r| r.code == 201), "{events:?}");
-    let stored = s.store().all(&promoter::fake::store::ResourceType::builtin(
+    let stored = s.store().all(&promoter::fake::ResourceType::builtin(
         "events.k8s.io",
         "v1",
         "Event",

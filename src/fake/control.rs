@@ -161,7 +161,7 @@ pub enum FaultAction {
     Compact,
     /// Answer with this error instead of serving the request, as the real server would answer
     /// it (a 422 `Invalid` with its exact text, a 410 `Expired`, …).
-    Answer(super::store::ApiError),
+    Answer(super::api_error::ApiError),
 }
 
 /// Lets `skip` matching requests through, then applies `action` to the next `times` (all, if None).

@@ -12,7 +12,8 @@
 //! events.k8s.io/v1 field labels are mapped onto them by `AddFieldLabelConversionsForEvent` of
 //! `pkg/apis/events/v1/conversion.go` (`regarding.name` → `involvedObject.name`, …).
 
-use super::store::{ApiError, ResourceType};
+use super::api_error::ApiError;
+use super::resource_type::ResourceType;
 use serde_json::{Map, Value, json};
 
 /// (core/v1 field, events.k8s.io/v1 field); every other field has the same name in both.

@@ -2,10 +2,10 @@
 //! bodies, as kube's client expects them from a real API server.
 
 use super::Shared;
+use super::api_error::ApiError;
 use super::control::{Attributes, FaultAction, RequestRecord};
-use super::store::{
-    ApiError, DeleteOptions, FieldRequirement, ListOptions, PatchType, Propagation, ResourceType,
-};
+use super::resource_type::ResourceType;
+use super::store::{DeleteOptions, FieldRequirement, ListOptions, PatchType, Propagation};
 use crate::labels::parse_selector;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};

@@ -31,6 +31,7 @@
 //! re-validated); Event updates are not validated as `ValidateEventUpdate` does; generated names take
 //! 5 characters from the real alphabet but deterministically.
 
+pub mod api_error;
 mod control;
 pub mod events;
 pub mod field;
@@ -40,14 +41,17 @@ pub mod meta;
 mod own_kinds;
 pub mod patch;
 pub mod rbac;
+pub mod resource_type;
 pub mod schema;
 pub mod store;
 
+pub use api_error::ApiError;
 pub use control::{
     AllowAll, Attributes, Authorizer, FaultAction, FaultRule, RequestMatcher, RequestRecord,
 };
 pub use own_kinds::{promotion_freeze_type, promotion_revision_type};
-pub use store::{ApiError, Clock, ResourceType, Store};
+pub use resource_type::ResourceType;
+pub use store::{Clock, Store};
 
 use anyhow::Context;
 use hyper::service::service_fn;

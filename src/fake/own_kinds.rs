@@ -2,7 +2,8 @@
 //! from the CRDs `promoter crd --own` prints, generated from the Rust types (nothing vendored):
 //! pruned, defaulted and validated as a real API server does with those CRDs installed.
 
-use super::store::{ResourceType, Store};
+use super::resource_type::ResourceType;
+use super::store::Store;
 
 pub fn promotion_freeze_type() -> ResourceType {
     ResourceType::custom(

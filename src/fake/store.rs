@@ -2,10 +2,12 @@
 //! relies on (resourceVersion and optimistic concurrency, generation, the status subresource,
 //! finalizers, owner-reference garbage collection), independent of HTTP.
 
+use super::api_error::ApiError;
 use super::events::{self as ev, from_storage, to_storage};
-use super::field::{BadValue, ErrorType, FieldError, aggregate};
+use super::field::{BadValue, ErrorType, FieldError};
 use super::meta::{generate_name, name_rule, validate_event, validate_object_meta};
 use super::patch::{PatchError, json_patch, merge_patch};
+use super::resource_type::ResourceType;
 use super::schema::{Crd, Schema, crd_from_value};
 use crate::labels::Requirement;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -16,152 +18,6 @@ use std::sync::Arc;
 
 /// The source of "now" for creation and deletion timestamps (virtual in the simulator).
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
-
-/// A resource the server serves, as a CRD or a built-in type would register it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourceType {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub plural: String,
-    pub namespaced: bool,
-    pub status_subresource: bool,
-    /// Custom resources answer a delete with the deleted object; built-in types with a `Status`.
-    pub custom: bool,
-}
-
-impl ResourceType {
-    pub fn custom(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
-        ResourceType {
-            group: group.into(),
-            version: version.into(),
-            kind: kind.into(),
-            plural: plural.into(),
-            namespaced,
-            status_subresource: true,
-            custom: true,
-        }
-    }
-
-    pub fn builtin(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
-        ResourceType {
-            custom: false,
-            status_subresource: false,
-            ..Self::custom(group, version, kind, plural, namespaced)
-        }
-    }
-
-    pub fn without_status(mut self) -> Self {
-        self.status_subresource = false;
-        self
-    }
-
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.clone()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-
-    /// `clusterpromotions.config.projectsveltos.io`, as the API server names it in messages.
-    pub fn group_resource(&self) -> String {
-        if self.group.is_empty() {
-            self.plural.clone()
-        } else {
-            format!("{}.{}", self.plural, self.group)
-        }
-    }
-}
-
-/// An error as the API server reports it: HTTP code, `Status.reason` and message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ApiError {
-    pub code: u16,
-    pub reason: &'static str,
-    pub message: String,
-    pub name: Option<String>,
-    /// `details.group`/`details.kind`/`details.causes` of an `Invalid` Status.
-    pub invalid: Option<Box<InvalidDetails>>,
-    /// `metadata.continue` of the Status: an expired list's inconsistent continuation.
-    pub continue_token: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InvalidDetails {
-    pub group: String,
-    pub kind: String,
-    pub causes: Vec<FieldError>,
-}
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.code, self.reason, self.message)
-    }
-}
-
-impl std::error::Error for ApiError {}
-
-impl ApiError {
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            code,
-            reason,
-            message: message.into(),
-            name: None,
-            invalid: None,
-            continue_token: None,
-        }
-    }
-    fn not_found(rt: &ResourceType, name: &str) -> Self {
-        ApiError {
-            name: Some(name.into()),
-            ..Self::new(
-                404,
-                "NotFound",
-                format!("{} \"{name}\" not found", rt.group_resource()),
-            )
-        }
-    }
-    fn conflict(rt: &ResourceType, name: &str) -> Self {
-        ApiError {
-            name: Some(name.into()),
-            ..Self::new(
-                409,
-                "Conflict",
-                format!(
-                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                    rt.group_resource()
-                ),
-            )
-        }
-    }
-    /// `errors.NewInvalid`: `<Kind>.<group> "<name>" is invalid: <errors>`, with the causes.
-    pub fn invalid(rt: &ResourceType, name: &str, errs: Vec<FieldError>) -> Self {
-        let group_kind = if rt.group.is_empty() {
-            rt.kind.clone()
-        } else {
-            format!("{}.{}", rt.kind, rt.group)
-        };
-        let message = if errs.is_empty() {
-            format!("{group_kind} {name:?} is invalid")
-        } else {
-            format!("{group_kind} {name:?} is invalid: {}", aggregate(&errs))
-        };
-        ApiError {
-            name: Some(name.into()),
-            invalid: Some(Box::new(InvalidDetails {
-                group: rt.group.clone(),
-                kind: rt.kind.clone(),
-                causes: errs,
-            })),
-            ..Self::new(422, "Invalid", message)
-        }
-    }
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "BadRequest", message)
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Propagation {
