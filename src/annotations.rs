@@ -149,6 +149,13 @@ pub fn completed(p: &ClusterPromotion) -> Option<Run> {
     serde_json::from_str(&annotation(p, COMPLETED)?).ok()
 }
 
+/// The last stage was promoted past: the run is complete until the next revision. Read from the
+/// completion record, never from status text (which pause/resume or a blocked pass overwrite).
+pub fn is_complete(p: &ClusterPromotion) -> bool {
+    let run = p.status.as_ref().and_then(Run::of);
+    run.is_some() && completed(p) == run
+}
+
 /// Whether the promotion carries any completion record, even one that does not parse.
 pub fn has_completion_record(p: &ClusterPromotion) -> bool {
     annotation(p, COMPLETED).is_some()

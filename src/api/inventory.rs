@@ -5,6 +5,30 @@ use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The inventory a managed cluster comes from: a SveltosCluster or a Cluster API Cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ClusterKind {
+    Sveltos,
+    Capi,
+}
+
+impl ClusterKind {
+    /// The value of ClusterSummary `spec.clusterType`.
+    pub fn cluster_type(self) -> &'static str {
+        match self {
+            ClusterKind::Sveltos => "Sveltos",
+            ClusterKind::Capi => "Capi",
+        }
+    }
+    /// The infix of ClusterSummary names (`<profile>-sveltos-<cluster>`).
+    pub fn summary_infix(self) -> &'static str {
+        match self {
+            ClusterKind::Sveltos => "sveltos",
+            ClusterKind::Capi => "capi",
+        }
+    }
+}
+
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "lib.projectsveltos.io",

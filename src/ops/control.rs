@@ -2,7 +2,8 @@
 
 use crate::annotations::{PAUSED, Record, Run, approval_key, completed, grant, paused};
 use crate::api::ClusterPromotion;
-use crate::pass::events::{self, Reason};
+use crate::pass::decision::Reason;
+use crate::pass::events;
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use kube::api::{Api, Patch, PatchParams};

@@ -10,7 +10,7 @@
 //! decision that changes it is recorded, and every write is one the next pass would redo, so a pass
 //! killed after any write converges.
 
-use super::decide::{Action, Decision, RecordOp};
+use super::decision::{Action, Decision, RecordOp};
 use super::world::World;
 use crate::annotations::{COMPLETED, approval_key, grant_key};
 use crate::api::ClusterProfile;

@@ -2,9 +2,15 @@
 //! deliberate difference of DESIGN.md.
 
 use super::*;
-use crate::api::{ClusterSummary, FeatureSummary};
-use crate::pass::world::{ClusterKind, InventoryCluster};
+use crate::annotations::{Run, is_complete};
+use crate::api::inventory::ClusterKind;
+use crate::api::{ClusterPromotionStatus, ClusterSummary, FeatureSummary, StageStatus, Timestamp};
+use crate::hash::{revision_hash, stages_hash};
+use crate::pass::decision::{HealthVerdict, RecordOp};
+use crate::pass::world::InventoryCluster;
 use chrono::TimeZone;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use serde_json::{Value, json};
 
 fn t(min: i64) -> DateTime<Utc> {

@@ -2,7 +2,7 @@
 //!
 //! Every transition a pass decides and every action a person takes (`promoter approve`, `pause`,
 //! `resume`) is one events.k8s.io/v1 Event about the ClusterPromotion, with a machine-readable
-//! [`Reason`] and, for the transitions upstream reports, upstream's text (reference §3.10:
+//! [`Reason`] (in `decision`) and, for the transitions upstream reports, upstream's text (reference §3.10:
 //! `Stage <s> provisioned`, `Provisioning stage <s> (Restart)`, `Provisioning stage <s>`; upstream
 //! gives them all the reason `Sveltos`).
 //!
@@ -16,98 +16,13 @@
 //! (checks failed, or the deployment regressed after the stage was provisioned; upstream shows
 //! the same text for both, so a regression followed by failing checks is one transition).
 
-use super::decide::EventNote;
+use super::decision::{EventNote, Reason};
 use super::stage_status::description_text;
 use crate::api::ClusterPromotion;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, PostParams};
-
-/// Why an Event was recorded: its `reason`, one CamelCase word as Kubernetes' own reasons.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    /// A stage's ClusterProfile was applied: `Provisioning stage <s>` (`(Restart)` for stage 1 of a
-    /// new revision).
-    StageProvisioning,
-    /// Every matching cluster is deployed: `Stage <s> provisioned`.
-    StageProvisioned,
-    /// A manual stage waits for `promoter approve`.
-    AwaitingApproval,
-    /// A stage that waited for its promotion window is past it.
-    WindowOpened,
-    /// A stage's postDelayHealthChecks started failing (Warning).
-    ChecksFailing,
-    /// They pass again.
-    ChecksPassing,
-    /// The last stage was promoted past.
-    RolloutComplete,
-    /// A deployment failed on some cluster (Warning).
-    DeploymentFailed,
-    /// The ClusterPromotion cannot be processed as written (Warning).
-    Blocked,
-    /// promoter continued a rollout another writer recorded (see `pass::takeover`).
-    TookOver,
-    /// The served ClusterProfile CRD dropped fields of a generated profile (Warning).
-    FieldsPruned,
-    /// `promoter approve`.
-    Approved,
-    /// `promoter pause`.
-    Paused,
-    /// `promoter resume`.
-    Resumed,
-}
-
-impl Reason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::StageProvisioning => "StageProvisioning",
-            Reason::StageProvisioned => "StageProvisioned",
-            Reason::AwaitingApproval => "AwaitingApproval",
-            Reason::WindowOpened => "WindowOpened",
-            Reason::ChecksFailing => "ChecksFailing",
-            Reason::ChecksPassing => "ChecksPassing",
-            Reason::RolloutComplete => "RolloutComplete",
-            Reason::DeploymentFailed => "DeploymentFailed",
-            Reason::Blocked => "Blocked",
-            Reason::TookOver => "TookOver",
-            Reason::FieldsPruned => "FieldsPruned",
-            Reason::Approved => "Approved",
-            Reason::Paused => "Paused",
-            Reason::Resumed => "Resumed",
-        }
-    }
-
-    /// `type: Warning` for what needs somebody's attention.
-    pub fn warning(self) -> bool {
-        matches!(
-            self,
-            Reason::ChecksFailing
-                | Reason::DeploymentFailed
-                | Reason::Blocked
-                | Reason::FieldsPruned
-        )
-    }
-
-    /// The Event's `action`: upstream's `ClusterPromotion` for what a pass does; what the person did
-    /// otherwise.
-    pub fn action(self) -> &'static str {
-        match self {
-            Reason::Approved => "Approve",
-            Reason::Paused => "Pause",
-            Reason::Resumed => "Resume",
-            _ => "ClusterPromotion",
-        }
-    }
-
-    pub fn note(self, message: String) -> EventNote {
-        EventNote {
-            warning: self.warning(),
-            reason: self.as_str().into(),
-            message,
-        }
-    }
-}
 
 const CHECKS_FAILING: &str = "Awaiting Health Checks to Pass";
 const WINDOW_CLOSED: &str = "Window Closed:";

@@ -2,10 +2,15 @@
 
 pub mod act;
 pub mod decide;
+pub mod decision;
 pub mod deployment;
 pub mod events;
+mod gates;
 pub mod observe;
 pub mod ownership;
+mod planner;
+mod problems;
+mod profile_writes;
 pub mod profiles;
 pub mod shard;
 pub mod stage_status;
@@ -14,8 +19,10 @@ pub mod takeover;
 pub mod undecodable;
 pub mod world;
 
-pub use decide::{Action, Context, Decision, HealthResults, HealthVerdict, Phase, decide};
-pub use world::{ClusterKind, InventoryCluster, World};
+pub use crate::api::inventory::ClusterKind;
+pub use decide::decide;
+pub use decision::{Action, Context, Decision, HealthResults, HealthVerdict, Phase};
+pub use world::{InventoryCluster, World};
 
 use crate::api::ClusterPromotion;
 use chrono::{DateTime, Utc};

@@ -5,8 +5,8 @@
 
 use super::decide::watched_profiles;
 use super::summaries::ProfileSummaries;
-use super::world::{ClusterKind, ExcludedCluster, InventoryCluster, World};
-use crate::api::inventory::CAPI_GROUP;
+use super::world::{ExcludedCluster, InventoryCluster, World};
+use crate::api::inventory::{CAPI_GROUP, ClusterKind};
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
 use crate::api::{
     CapiClusterFacts, ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster,

@@ -6,7 +6,7 @@
 //! refused with a clear status when another promotion's label or another owner reference says
 //! otherwise.
 
-use super::decide::{Action, Decision};
+use super::decision::{Action, Decision};
 use super::profiles::{main_profile, preverification_profile};
 use super::world::World;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;

@@ -9,8 +9,8 @@
 //! profile, and a summary keeps only its index; a check compares each distinct normal form with the
 //! profile once, not each summary.
 
-use super::world::ClusterKind;
 use crate::api::ClusterSummary;
+use crate::api::inventory::ClusterKind;
 use crate::sveltos::normal_form::{differing_fields, normalize};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};

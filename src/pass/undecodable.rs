@@ -12,14 +12,13 @@
 //! promotion could never be read again. A stage without its times is re-checked from its current
 //! state: at worst a soak starts again; nothing is promoted early.
 
+use super::decision::BLOCKED;
 use super::observe::Undecodable;
 use super::stage_status::{description_text, with_timestamp};
 use crate::api::{ClusterPromotion, Timestamp};
 use chrono::{DateTime, Utc};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
-
-pub const BLOCKED: &str = "Blocked: the ClusterPromotion cannot be processed (see failureMessage)";
 
 /// The failureMessage written for a decode error.
 pub fn failure_message(error: &str) -> String {

@@ -3,34 +3,12 @@
 
 use super::summaries::ProfileSummaries;
 use crate::api::ClusterProfile;
+use crate::api::inventory::ClusterKind;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum ClusterKind {
-    Sveltos,
-    Capi,
-}
-
-impl ClusterKind {
-    /// The value of ClusterSummary `spec.clusterType`.
-    pub fn cluster_type(self) -> &'static str {
-        match self {
-            ClusterKind::Sveltos => "Sveltos",
-            ClusterKind::Capi => "Capi",
-        }
-    }
-    /// The infix of ClusterSummary names (`<profile>-sveltos-<cluster>`).
-    pub fn summary_infix(self) -> &'static str {
-        match self {
-            ClusterKind::Sveltos => "sveltos",
-            ClusterKind::Capi => "capi",
-        }
-    }
-}
 
 /// A managed cluster, from a SveltosCluster or a Cluster API Cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,251 @@
+//! The decision's vocabulary: what a decision says about one ClusterPromotion (its [`Phase`], the
+//! [`Action`]s and [`RecordOp`]s to apply, the [`EventNote`]s and their [`Reason`]s, the new status)
+//! and what it is decided from besides the observed world ([`Context`], [`HealthResults`]).
+//! `decide` and its gates write it, `act` applies it, `events` records its notes.
+
+use super::profiles::DesiredProfile;
+use crate::annotations::{Grant, Record, Run};
+use crate::api::ClusterPromotionStatus;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug)]
+pub struct Context {
+    pub now: DateTime<Utc>,
+    /// The zone of promotion windows without a `CRON_TZ=` prefix.
+    pub default_tz: Tz,
+}
+
+/// The result of a stage's postDelayHealthChecks on every cluster of the stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HealthVerdict {
+    Passed,
+    /// Names the cluster, check and resource and the script's message.
+    Failing(String),
+    /// The checks could not be evaluated (yet); the stage waits.
+    NotEvaluated(String),
+}
+
+/// Health verdicts of one promotion, by stage name.
+pub type HealthResults = BTreeMap<String, HealthVerdict>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    Progressing,
+    Waiting,
+    AwaitingApproval,
+    Complete,
+    /// A deployment failed on some cluster; the rollout halts at this stage.
+    Failed,
+    /// The ClusterPromotion cannot be processed as written (invalid, overlapping stages, …).
+    Error,
+    Deleting,
+    /// `promoter pause`: left alone until resumed.
+    Paused,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    AddFinalizer,
+    RemoveFinalizer,
+    /// Create or update a generated ClusterProfile.
+    Apply(Box<DesiredProfile>),
+    Delete {
+        name: String,
+    },
+    /// Remove the promotion's owner reference so that garbage collection keeps the profile.
+    Disown {
+        name: String,
+    },
+    /// promoter's records on the promotion, in one JSON patch guarded by the resourceVersion the
+    /// pass observed (a concurrent writer makes it fail, and the pass stops).
+    Record(Vec<RecordOp>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum RecordOp {
+    /// Moves stage `index`'s approval into a grant for one run: removes `approved` and the
+    /// `promoter approve` record, writes `promoter.dev/grant.<stage>`.
+    ConsumeApproval {
+        index: usize,
+        stage: String,
+        grant: Grant,
+    },
+    /// Gives back an approval consumed for a run that was superseded before its promotion was
+    /// recorded: sets `approved` again (with its `promoter approve` record) and drops the grant.
+    RestoreApproval {
+        index: usize,
+        stage: String,
+        approval: Option<Record>,
+    },
+    /// Drops a `promoter approve` record whose approval was revoked by hand, so that it never
+    /// judges a later hand approval.
+    ForgetApprovalRecord { stage: String },
+    /// Records that the run is complete.
+    Complete(Run),
+    /// Rewrites a `promoter approve` record for the hash promoter records for the same revision
+    /// (a status taken over from another writer).
+    ReviseApprovalRecord { stage: String, record: Record },
+    /// Removes an approval (and its record) that `promoter approve` gave an earlier revision.
+    WithdrawApproval { index: usize, stage: String },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventNote {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub promotion: String,
+    pub phase: Phase,
+    pub stage: Option<String>,
+    pub summary: String,
+    /// Actions applied before the status write, in order.
+    pub actions: Vec<Action>,
+    /// The new status, when it differs from the observed one.
+    pub status: Option<ClusterPromotionStatus>,
+    /// Actions applied only after a successful status write: what the new status decided
+    /// (the next stage's profile, a restart's stage 1 profile, preverification deletions).
+    pub after_status: Vec<Action>,
+    pub events: Vec<EventNote>,
+    /// When waiting on time: the moment the wait ends (soak end, window opening).
+    pub next_check: Option<DateTime<Utc>>,
+    /// The stage whose postDelayHealthChecks must be evaluated before this decision is final.
+    pub needs_health: Option<String>,
+}
+
+impl Decision {
+    pub(super) fn new(promotion: &str) -> Self {
+        Decision {
+            promotion: promotion.to_string(),
+            phase: Phase::Progressing,
+            stage: None,
+            summary: String::new(),
+            actions: Vec::new(),
+            status: None,
+            after_status: Vec::new(),
+            events: Vec::new(),
+            next_check: None,
+            needs_health: None,
+        }
+    }
+
+    /// An Event of this pass (see `events` for when a transition is one).
+    pub(super) fn event(&mut self, reason: Reason, message: String) {
+        self.events.push(reason.note(message));
+    }
+
+    /// Adds a record to the decision's one guarded record patch.
+    pub(super) fn record(&mut self, op: RecordOp) {
+        match self.actions.iter_mut().find_map(|a| match a {
+            Action::Record(ops) => Some(ops),
+            _ => None,
+        }) {
+            Some(ops) => ops.push(op),
+            None => self.actions.push(Action::Record(vec![op])),
+        }
+    }
+
+    pub(super) fn outcome(&mut self, phase: Phase, summary: String) {
+        self.phase = phase;
+        self.summary = summary;
+    }
+
+    pub fn writes(&self) -> bool {
+        !self.actions.is_empty() || self.status.is_some() || !self.after_status.is_empty()
+    }
+}
+
+/// Why an Event was recorded: its `reason`, one CamelCase word as Kubernetes' own reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A stage's ClusterProfile was applied: `Provisioning stage <s>` (`(Restart)` for stage 1 of a
+    /// new revision).
+    StageProvisioning,
+    /// Every matching cluster is deployed: `Stage <s> provisioned`.
+    StageProvisioned,
+    /// A manual stage waits for `promoter approve`.
+    AwaitingApproval,
+    /// A stage that waited for its promotion window is past it.
+    WindowOpened,
+    /// A stage's postDelayHealthChecks started failing (Warning).
+    ChecksFailing,
+    /// They pass again.
+    ChecksPassing,
+    /// The last stage was promoted past.
+    RolloutComplete,
+    /// A deployment failed on some cluster (Warning).
+    DeploymentFailed,
+    /// The ClusterPromotion cannot be processed as written (Warning).
+    Blocked,
+    /// promoter continued a rollout another writer recorded (see `pass::takeover`).
+    TookOver,
+    /// The served ClusterProfile CRD dropped fields of a generated profile (Warning).
+    FieldsPruned,
+    /// `promoter approve`.
+    Approved,
+    /// `promoter pause`.
+    Paused,
+    /// `promoter resume`.
+    Resumed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::StageProvisioning => "StageProvisioning",
+            Reason::StageProvisioned => "StageProvisioned",
+            Reason::AwaitingApproval => "AwaitingApproval",
+            Reason::WindowOpened => "WindowOpened",
+            Reason::ChecksFailing => "ChecksFailing",
+            Reason::ChecksPassing => "ChecksPassing",
+            Reason::RolloutComplete => "RolloutComplete",
+            Reason::DeploymentFailed => "DeploymentFailed",
+            Reason::Blocked => "Blocked",
+            Reason::TookOver => "TookOver",
+            Reason::FieldsPruned => "FieldsPruned",
+            Reason::Approved => "Approved",
+            Reason::Paused => "Paused",
+            Reason::Resumed => "Resumed",
+        }
+    }
+
+    /// `type: Warning` for what needs somebody's attention.
+    pub fn warning(self) -> bool {
+        matches!(
+            self,
+            Reason::ChecksFailing
+                | Reason::DeploymentFailed
+                | Reason::Blocked
+                | Reason::FieldsPruned
+        )
+    }
+
+    /// The Event's `action`: upstream's `ClusterPromotion` for what a pass does; what the person did
+    /// otherwise.
+    pub fn action(self) -> &'static str {
+        match self {
+            Reason::Approved => "Approve",
+            Reason::Paused => "Pause",
+            Reason::Resumed => "Resume",
+            _ => "ClusterPromotion",
+        }
+    }
+
+    pub fn note(self, message: String) -> EventNote {
+        EventNote {
+            warning: self.warning(),
+            reason: self.as_str().into(),
+            message,
+        }
+    }
+}
+
+/// The description of the stage of a ClusterPromotion that cannot be processed (a problem found
+/// before planning, or a decode error); its failureMessage says why.
+pub const BLOCKED: &str = "Blocked: the ClusterPromotion cannot be processed (see failureMessage)";

@@ -1,0 +1,151 @@
+//! Manual approval (`trigger.manual`), and the records that make an approval approve exactly one run
+//! (invariants 2 and 3 of `decide`): an approval is consumed into `promoter.dev/grant.<stage>` for
+//! the current run when it lets the stage pass (with `automaticReset`), given back when that run is
+//! superseded before its promotion was recorded, withdrawn when `promoter approve` gave it an
+//! earlier revision, and its `promoter approve` record is dropped when it is revoked by hand.
+
+use super::{GatedStage, Wait};
+use crate::annotations::{self, Grant, Run};
+use crate::api::{ClusterPromotion, ClusterPromotionStatus};
+use crate::pass::decision::{Decision, Phase, Reason, RecordOp};
+use crate::pass::stage_status::{description_text, entry, set_description};
+
+pub fn check(
+    s: &GatedStage,
+    status: &mut ClusterPromotionStatus,
+    d: &mut Decision,
+) -> Option<Wait> {
+    let manual = s.trigger()?.manual.as_ref()?;
+    let now = s.ctx.now;
+    let stage = &s.stage.name;
+    if s.run.is_some() && annotations::grant(s.p, stage).map(|g| g.run).as_ref() == s.run {
+        // Consumed for this run by an earlier pass that died before recording the promotion.
+        return None;
+    }
+    // An approval recorded by `promoter approve` is for one revision; a spec change voids it.
+    let revision = status.profile_spec_hash.clone();
+    let stale = annotations::approval(s.p, stage).filter(|r| {
+        manual.is_approved()
+            && r.revision.is_some()
+            && r.revision != revision
+            && r.revision.as_deref() != s.adopted_from
+    });
+    if let Some(r) = stale {
+        // Withdrawn with its record, in the guarded patch: the stage then plainly awaits
+        // approval, so that a hand approval (`approved: true`) works again.
+        d.record(RecordOp::WithdrawApproval {
+            index: s.index,
+            stage: stage.clone(),
+        });
+        let e = entry(status, stage);
+        set_description(e, "Paused: Awaiting Manual Approval", now);
+        let why = format!(
+            "the approval by {} at {} was for an earlier revision of the profileSpec and was withdrawn; approve again",
+            r.by, r.at
+        );
+        let summary = format!("stage {stage}: awaiting manual approval ({why})");
+        return Some(Wait::new(Phase::AwaitingApproval, summary, Some(why)));
+    }
+    if !manual.is_approved() {
+        let e = entry(status, stage);
+        let was = e
+            .current_status_description
+            .as_deref()
+            .map(description_text)
+            .map(String::from);
+        set_description(e, "Paused: Awaiting Manual Approval", now);
+        if was.as_deref() != Some("Paused: Awaiting Manual Approval") {
+            d.event(
+                Reason::AwaitingApproval,
+                format!("Stage {stage} awaits manual approval"),
+            );
+        }
+        let summary = format!("stage {stage}: awaiting manual approval");
+        return Some(Wait::new(Phase::AwaitingApproval, summary, None));
+    }
+    if manual.automatic_reset()
+        && let Some(run) = s.run
+    {
+        // Consumed now, in the guarded patch before the status write (invariant 2).
+        d.record(RecordOp::ConsumeApproval {
+            index: s.index,
+            stage: stage.clone(),
+            grant: Grant {
+                run: run.clone(),
+                approval: annotations::approval(s.p, stage),
+            },
+        });
+    }
+    None
+}
+
+/// A restart supersedes the observed run: an approval consumed for it whose promotion was never
+/// recorded (the stage is still the current one) is given back, so that it is not lost, but
+/// only when the new run is of the same revision (a stages change): an approval approves one
+/// revision, and the new one must be approved on its own (invariant 2).
+pub fn restore_unused_grants(p: &ClusterPromotion, revision: &str, d: &mut Decision) {
+    let Some(observed) = p.status.as_ref() else {
+        return;
+    };
+    let Some(old_run) = Run::of(observed) else {
+        return;
+    };
+    if annotations::is_complete(p) {
+        return;
+    }
+    let current = observed.current_stage_name.clone().unwrap_or_default();
+    let Some(grant) = annotations::grant(p, &current) else {
+        return;
+    };
+    let Some(index) = p.spec.stages.iter().position(|s| s.name == current) else {
+        return;
+    };
+    let manual = p.spec.stages[index]
+        .trigger
+        .as_ref()
+        .and_then(|t| t.manual.as_ref());
+    if grant.run == old_run
+        && grant.run.revision == revision
+        && manual.is_some_and(|m| !m.is_approved())
+    {
+        d.record(RecordOp::RestoreApproval {
+            index,
+            stage: current,
+            approval: grant.approval,
+        });
+    }
+}
+
+/// `promoter approve` records whose approval is gone (revoked by hand) are dropped, so that
+/// they never judge a later hand approval (problem 3 of issue 14).
+pub fn forget_orphan_records(p: &ClusterPromotion, d: &mut Decision) {
+    for s in &p.spec.stages {
+        let approved = s
+            .trigger
+            .as_ref()
+            .and_then(|t| t.manual.as_ref())
+            .is_some_and(|m| m.is_approved());
+        if !approved && annotations::approval(p, &s.name).is_some() {
+            d.record(RecordOp::ForgetApprovalRecord {
+                stage: s.name.clone(),
+            });
+        }
+    }
+}
+
+/// A status taken over from another writer gets promoter's hash for the same revision: the
+/// `promoter approve` records of that revision are rewritten for it.
+pub fn revise_records(p: &ClusterPromotion, old: Option<&str>, new: &str, d: &mut Decision) {
+    for stage in &p.spec.stages {
+        if let Some(mut r) = annotations::approval(p, &stage.name)
+            && r.revision.is_some()
+            && r.revision.as_deref() == old
+        {
+            r.revision = Some(new.to_string());
+            d.record(RecordOp::ReviseApprovalRecord {
+                stage: stage.name.clone(),
+                record: r,
+            });
+        }
+    }
+}
