@@ -393,15 +393,21 @@ fn parse_set(s: &str) -> Option<Vec<String>> {
     )
 }
 
+/// A label map from pairs, for tests.
+#[cfg(test)]
+pub(crate) fn label_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        label_map(pairs)
     }
 
     #[test]

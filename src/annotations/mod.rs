@@ -12,6 +12,20 @@
 //!   the status write that records the promotion; the grant approves that stage of that run only.
 //! * `promoter.dev/completed`: the run whose last stage was promoted past. Only a new run (a new
 //!   revision) undoes a completion.
+//! * `promoter.dev/history`: the bounded revision history ([`history`]).
+//! * `promoter.dev/failed`, `rollback`, `aborted`, `retry`: what holds or releases the current run
+//!   ([`run_holds`]).
+//! * `promoter.dev/freeze-bypass`: `promoter freeze bypass` ([`freeze_bypass`]).
+//!
+//! The settings annotations (`progress-deadline`, `failure-policy`, …) are in [`crate::settings`].
+
+pub mod freeze_bypass;
+pub mod history;
+pub mod run_holds;
+
+pub use freeze_bypass::{FreezeBypass, freeze_bypass};
+pub use history::{Cause, History, HistoryEntry, RolledBack};
+pub use run_holds::{Aborted, Failed, Retry, Rollback, aborted, failed, retry, rollback};
 
 use crate::api::{ClusterPromotion, ClusterPromotionStatus};
 use serde::{Deserialize, Serialize};
@@ -24,6 +38,25 @@ pub const APPROVAL_PREFIX: &str = "promoter.dev/approval.";
 pub const GRANT_PREFIX: &str = "promoter.dev/grant.";
 /// The run whose rollout is complete.
 pub const COMPLETED: &str = "promoter.dev/completed";
+/// The bounded revision history.
+pub const HISTORY: &str = "promoter.dev/history";
+/// A stage of the current run missed its progress deadline.
+pub const FAILED: &str = "promoter.dev/failed";
+/// A rollback of the current run.
+pub const ROLLBACK: &str = "promoter.dev/rollback";
+/// `promoter abort` of the current run.
+pub const ABORTED: &str = "promoter.dev/aborted";
+/// `promoter resume` of a rolled-back revision.
+pub const RETRY: &str = "promoter.dev/retry";
+/// `promoter freeze bypass`.
+pub const FREEZE_BYPASS: &str = "promoter.dev/freeze-bypass";
+/// On a PromotionFreeze: who created it with `promoter freeze create` (a [`Record`]).
+pub const CREATED_BY: &str = "promoter.dev/created-by";
+
+/// A record's annotation value: compact JSON, as the records above are written.
+pub fn encode(record: &impl Serialize) -> String {
+    serde_json::to_string(record).unwrap_or_default()
+}
 
 /// Who did something, and when (the value of the annotations above, as JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,7 +111,7 @@ pub struct Grant {
     pub approval: Option<Record>,
 }
 
-fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
+pub(crate) fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
     p.metadata.annotations.as_ref()?.get(key).cloned()
 }
 

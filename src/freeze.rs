@@ -1,0 +1,374 @@
+//! Freeze evaluation, pure: given the PromotionFreezes, `now` and a promotion's labels, which
+//! freezes hold it, where each freeze stands (Scheduled, Active, Expired, Invalid and why), the
+//! next moment any of them changes, and whether a bypass record lets a promotion pass a freeze.
+//! The pass's planner, `status`, `explain`, `doctor` and `freeze list` all read freezes here.
+//!
+//! A freeze's selector is over ClusterPromotion labels, and unlike a stage's `clusterSelector`
+//! (Sveltos: empty selects nothing) an absent or empty `promotionSelector` selects every
+//! promotion. The range is `[start, end)`: absent start = from creation, absent end = until the
+//! object is deleted. A freeze whose selector does not parse or whose end is not after its start
+//! is Invalid: it holds nothing, and says why.
+
+use crate::annotations::FreezeBypass;
+use crate::api::{FreezePhase, PromotionFreeze, PromotionFreezeSpec, PromotionFreezeStatus};
+use crate::labels::{Requirement, matches_all, to_selector_string};
+use crate::validation::Violation;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+/// One freeze, evaluated at one moment.
+#[derive(Clone, Debug)]
+pub struct Evaluated<'a> {
+    pub freeze: &'a PromotionFreeze,
+    pub name: &'a str,
+    pub phase: FreezePhase,
+    /// Why it is Invalid; otherwise when it starts or ends.
+    pub message: String,
+    /// When its phase changes next (its start when Scheduled, its end when Active).
+    pub next_change: Option<DateTime<Utc>>,
+    /// The compiled selector; None for every promotion (and for an Invalid freeze, unused).
+    selector: Option<Vec<Requirement>>,
+}
+
+/// What makes a freeze Invalid, each at its field path: a selector that does not parse, an end
+/// not after the start.
+pub fn problems(spec: &PromotionFreezeSpec) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if let Some(s) = &spec.promotion_selector
+        && let Err(e) = s.requirements()
+    {
+        out.push(Violation {
+            path: "spec.promotionSelector".into(),
+            message: e.to_string(),
+        });
+    }
+    if let (Some(start), Some(end)) = (spec.start, spec.end)
+        && end <= start
+    {
+        out.push(Violation {
+            path: "spec.end".into(),
+            message: format!("Invalid value: \"{end}\": must be after spec.start ({start})"),
+        });
+    }
+    out
+}
+
+fn until(end: Option<DateTime<Utc>>) -> String {
+    match end {
+        Some(e) => format!("until {}", crate::api::Timestamp::new(e)),
+        None => "until lifted".into(),
+    }
+}
+
+/// One freeze at `now`.
+pub fn evaluate(freeze: &PromotionFreeze, now: DateTime<Utc>) -> Evaluated<'_> {
+    let spec = &freeze.spec;
+    let name = freeze.metadata.name.as_deref().unwrap_or_default();
+    let start = spec.start.map(|t| t.as_datetime());
+    let end = spec.end.map(|t| t.as_datetime());
+    let problems = problems(spec);
+    let evaluated = |phase, message: String, next_change| Evaluated {
+        freeze,
+        name,
+        phase,
+        message,
+        next_change,
+        selector: None,
+    };
+    if !problems.is_empty() {
+        let why: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return evaluated(FreezePhase::Invalid, why.join("; "), None);
+    }
+    let selector = spec
+        .promotion_selector
+        .as_ref()
+        .filter(|s| !s.is_empty())
+        .and_then(|s| s.requirements().ok());
+    let mut e = match (start, end) {
+        (Some(s), _) if now < s => evaluated(
+            FreezePhase::Scheduled,
+            format!("starts {} {}", crate::api::Timestamp::new(s), until(end)),
+            Some(s),
+        ),
+        (_, Some(e)) if now >= e => evaluated(
+            FreezePhase::Expired,
+            format!("ended {}", crate::api::Timestamp::new(e)),
+            None,
+        ),
+        _ => evaluated(FreezePhase::Active, format!("active {}", until(end)), end),
+    };
+    e.selector = selector;
+    e
+}
+
+impl Evaluated<'_> {
+    /// Whether the freeze's selector picks a promotion with these labels (whatever its phase; an
+    /// Invalid freeze picks nothing).
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.phase != FreezePhase::Invalid
+            && self
+                .selector
+                .as_ref()
+                .is_none_or(|r| matches_all(r, labels))
+    }
+
+    /// Whether it holds a promotion with these labels now.
+    pub fn holds(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.phase == FreezePhase::Active && self.selects(labels)
+    }
+
+    pub fn reason(&self) -> &str {
+        &self.freeze.spec.reason
+    }
+
+    /// `until <end>` or `until lifted`, as status texts say it.
+    pub fn until(&self) -> String {
+        until(self.freeze.spec.end.map(|t| t.as_datetime()))
+    }
+
+    /// The selector as `kubectl get -l` writes it, or `every promotion`.
+    pub fn selector_text(&self) -> String {
+        match &self.selector {
+            Some(r) => to_selector_string(r),
+            None if self.phase == FreezePhase::Invalid => "(invalid)".into(),
+            None => "every promotion".into(),
+        }
+    }
+
+    /// The status the freeze should have: its phase, the message, the generation seen.
+    pub fn status(&self) -> PromotionFreezeStatus {
+        PromotionFreezeStatus {
+            phase: Some(self.phase),
+            message: Some(self.message.clone()),
+            observed_generation: self.freeze.metadata.generation,
+        }
+    }
+}
+
+/// Every freeze, evaluated once per pass (selectors compiled once), in name order.
+#[derive(Clone, Debug, Default)]
+pub struct Freezes<'a> {
+    pub all: Vec<Evaluated<'a>>,
+}
+
+impl<'a> Freezes<'a> {
+    pub fn new(freezes: &'a [PromotionFreeze], now: DateTime<Utc>) -> Freezes<'a> {
+        let mut all: Vec<Evaluated<'a>> = freezes.iter().map(|f| evaluate(f, now)).collect();
+        all.sort_by(|a, b| a.name.cmp(b.name));
+        Freezes { all }
+    }
+
+    /// The Active freezes that select a promotion with these labels, in name order.
+    pub fn holding(&self, labels: &BTreeMap<String, String>) -> Vec<&Evaluated<'a>> {
+        self.all.iter().filter(|f| f.holds(labels)).collect()
+    }
+
+    /// The next moment a freeze that selects these labels starts or ends (a pass's `next_check`).
+    pub fn next_change_for(&self, labels: &BTreeMap<String, String>) -> Option<DateTime<Utc>> {
+        self.all
+            .iter()
+            .filter(|f| f.selects(labels))
+            .filter_map(|f| f.next_change)
+            .min()
+    }
+
+    /// The next moment any freeze starts or ends.
+    pub fn next_change(&self) -> Option<DateTime<Utc>> {
+        self.all.iter().filter_map(|f| f.next_change).min()
+    }
+
+    pub fn invalid(&self) -> impl Iterator<Item = &Evaluated<'a>> {
+        self.all.iter().filter(|f| f.phase == FreezePhase::Invalid)
+    }
+}
+
+/// Whether `bypass` lets a promotion start a stage while the freeze `freeze` holds it at `now`:
+/// until is still ahead, and it names this freeze or none.
+pub fn bypass_allows(bypass: &FreezeBypass, freeze: &str, now: DateTime<Utc>) -> bool {
+    bypass.until.as_datetime() > now && bypass.freeze.as_deref().is_none_or(|f| f == freeze)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Timestamp;
+    use serde_json::json;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        Timestamp::parse(s).unwrap().as_datetime()
+    }
+
+    fn freeze(name: &str, spec: serde_json::Value) -> PromotionFreeze {
+        serde_json::from_value(json!({
+            "apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+            "metadata": {"name": name, "generation": 3}, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    use crate::labels::label_map as labels;
+
+    #[test]
+    fn phases_over_time() {
+        let f = freeze(
+            "holidays",
+            json!({"reason": "CAB-123", "start": "2026-12-20T00:00:00Z", "end": "2027-01-04T00:00:00Z"}),
+        );
+        let table = [
+            (
+                "2026-12-19T23:59:59Z",
+                FreezePhase::Scheduled,
+                Some("2026-12-20T00:00:00Z"),
+                "starts 2026-12-20T00:00:00Z until 2027-01-04T00:00:00Z",
+            ),
+            (
+                "2026-12-20T00:00:00Z",
+                FreezePhase::Active,
+                Some("2027-01-04T00:00:00Z"),
+                "active until 2027-01-04T00:00:00Z",
+            ),
+            (
+                "2027-01-03T23:59:59Z",
+                FreezePhase::Active,
+                Some("2027-01-04T00:00:00Z"),
+                "active until 2027-01-04T00:00:00Z",
+            ),
+            (
+                "2027-01-04T00:00:00Z",
+                FreezePhase::Expired,
+                None,
+                "ended 2027-01-04T00:00:00Z",
+            ),
+        ];
+        for (now, phase, next, message) in table {
+            let e = evaluate(&f, t(now));
+            assert_eq!(e.phase, phase, "{now}");
+            assert_eq!(e.next_change, next.map(t), "{now}");
+            assert_eq!(e.message, message, "{now}");
+        }
+        let open = freeze("incident", json!({"reason": "INC-9"}));
+        let e = evaluate(&open, t("2026-01-01T00:00:00Z"));
+        assert_eq!((e.phase, e.next_change), (FreezePhase::Active, None));
+        assert_eq!(e.until(), "until lifted");
+        assert_eq!(e.status().observed_generation, Some(3));
+        assert_eq!(e.status().phase, Some(FreezePhase::Active));
+    }
+
+    #[test]
+    fn invalid_freezes_hold_nothing_and_say_why() {
+        let now = t("2026-12-25T00:00:00Z");
+        let bad_selector = freeze(
+            "bad-selector",
+            json!({"reason": "x", "promotionSelector": {"matchExpressions": [{"key": "tier", "operator": "Near"}]}}),
+        );
+        let backwards = freeze(
+            "backwards",
+            json!({"reason": "x", "start": "2026-12-20T00:00:00Z", "end": "2026-12-20T00:00:00Z"}),
+        );
+        for (f, why) in [
+            (
+                &bad_selector,
+                "spec.promotionSelector: matchExpressions[0]: unknown operator \"Near\"",
+            ),
+            (
+                &backwards,
+                "spec.end: Invalid value: \"2026-12-20T00:00:00Z\": must be after spec.start (2026-12-20T00:00:00Z)",
+            ),
+        ] {
+            let e = evaluate(f, now);
+            assert_eq!(e.phase, FreezePhase::Invalid);
+            assert!(e.message.starts_with(why), "{}", e.message);
+            assert!(!e.holds(&labels(&[])) && !e.holds(&labels(&[("tier", "prod")])));
+            assert_eq!(e.next_change, None);
+        }
+        let all = [bad_selector, backwards];
+        let freezes = Freezes::new(&all, now);
+        let names: Vec<&str> = freezes.invalid().map(|f| f.name).collect();
+        assert_eq!(names, ["backwards", "bad-selector"]);
+    }
+
+    #[test]
+    fn selectors_pick_promotions_by_their_labels() {
+        let now = t("2026-12-25T00:00:00Z");
+        let all = [
+            freeze(
+                "prod",
+                json!({"reason": "prod only", "promotionSelector": {"matchLabels": {"tier": "prod"}}}),
+            ),
+            freeze(
+                "everything",
+                json!({"reason": "all", "promotionSelector": {}}),
+            ),
+            freeze(
+                "later",
+                json!({"reason": "later", "start": "2026-12-26T00:00:00Z",
+                                   "promotionSelector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["prod"]}]}}),
+            ),
+            freeze(
+                "not-payments",
+                json!({"reason": "r", "end": "2026-12-25T12:00:00Z",
+                                   "promotionSelector": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["payments"]}]}}),
+            ),
+        ];
+        let freezes = Freezes::new(&all, now);
+        let holding = |l: &[(&str, &str)]| -> Vec<&str> {
+            freezes.holding(&labels(l)).iter().map(|f| f.name).collect()
+        };
+        assert_eq!(
+            holding(&[("tier", "prod")]),
+            ["everything", "not-payments", "prod"]
+        );
+        assert_eq!(holding(&[("team", "payments")]), ["everything"]);
+        assert_eq!(
+            freezes.next_change_for(&labels(&[("tier", "prod"), ("team", "payments")])),
+            Some(t("2026-12-26T00:00:00Z"))
+        );
+        assert_eq!(
+            freezes.next_change_for(&labels(&[("tier", "dev")])),
+            Some(t("2026-12-25T12:00:00Z"))
+        );
+        assert_eq!(freezes.next_change(), Some(t("2026-12-25T12:00:00Z")));
+        let texts: Vec<String> = freezes.all.iter().map(|f| f.selector_text()).collect();
+        assert_eq!(
+            texts,
+            [
+                "every promotion",
+                "tier=prod",
+                "team!=payments",
+                "tier=prod"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bypass_passes_until_it_ends_and_only_the_freeze_it_names() {
+        let now = t("2026-12-25T10:00:00Z");
+        let bypass = |until: &str, freeze: Option<&str>| FreezeBypass {
+            by: "alice".into(),
+            at: None,
+            reason: "hotfix".into(),
+            until: Timestamp::parse(until).unwrap(),
+            freeze: freeze.map(String::from),
+        };
+        assert!(bypass_allows(
+            &bypass("2026-12-25T14:00:00Z", None),
+            "holidays",
+            now
+        ));
+        assert!(bypass_allows(
+            &bypass("2026-12-25T14:00:00Z", Some("holidays")),
+            "holidays",
+            now
+        ));
+        assert!(!bypass_allows(
+            &bypass("2026-12-25T14:00:00Z", Some("incident")),
+            "holidays",
+            now
+        ));
+        assert!(!bypass_allows(
+            &bypass("2026-12-25T10:00:00Z", None),
+            "holidays",
+            now
+        ));
+    }
+}
