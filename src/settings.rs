@@ -14,6 +14,7 @@
 //! field path and kube-apiserver's wording; `lint` reports the same text.
 
 use crate::api::ClusterPromotion;
+use crate::api::flag_duration::parse as parse_duration;
 use chrono::Duration;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -26,11 +27,6 @@ pub const REVISION_HISTORY_LIMIT: &str = "promoter.dev/revision-history-limit";
 
 pub const DEFAULT_HISTORY_LIMIT: usize = 10;
 pub const MAX_HISTORY_LIMIT: usize = 50;
-
-/// The flag grammar (`30s`, `10m`, `1.5h`, `1d`).
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    crate::sim::run::parse_duration(s)
-}
 
 /// What happens when a stage misses its progress deadline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
