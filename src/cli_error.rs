@@ -85,9 +85,14 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
 
 fn api_hint(code: u16, message: &str, doing: &[String]) -> Option<String> {
     let about_promotions = doing.iter().any(|d| d.contains("ClusterPromotion"));
+    let about_own_kinds = doing
+        .iter()
+        .any(|d| d.contains("PromotionFreeze") || d.contains("PromotionRevision"));
     match code {
         404 if message.contains("could not find the requested resource") => {
-            Some(if about_promotions {
+            Some(if about_own_kinds {
+                "promoter's own CRDs (PromotionFreeze, PromotionRevision) are not installed: promoter crd --own | kubectl apply -f -".into()
+            } else if about_promotions {
                 "the ClusterPromotion CRD is not installed: promoter crd | kubectl apply -f -"
                     .into()
             } else {
@@ -98,7 +103,7 @@ fn api_hint(code: u16, message: &str, doing: &[String]) -> Option<String> {
         403 => Some(
             "the identity in use lacks this permission (the message names verb and resource); \
              cronjob/clusterrole.yaml is the role a pass needs, cronjob/approver-clusterrole.yaml \
-             the role for approve/pause/resume"
+             the role for approve, pause, resume, abort, rollback and freeze"
                 .into(),
         ),
         _ => None,
@@ -146,6 +151,14 @@ mod tests {
         .context("listing ClusterPromotions")
         .unwrap_err();
         assert!(render(&e).contains("promoter crd | kubectl apply -f -"));
+        let e = Err::<(), _>(api(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ))
+        .context("listing PromotionFreezes")
+        .unwrap_err();
+        assert!(render(&e).contains("promoter crd --own | kubectl apply -f -"));
         let e = Err::<(), _>(api(403, "Forbidden", "clusterpromotions.config.projectsveltos.io is forbidden: User \"bob\" cannot list resource \"clusterpromotions\""))
             .context("listing ClusterPromotions")
             .unwrap_err();

@@ -4,7 +4,7 @@
 mod common;
 
 use chrono::Duration;
-use common::{Env, Scripted};
+use common::{Env, Scripted, events_of};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
@@ -18,28 +18,6 @@ const FLEET: &[(&str, &str, &str)] = &[
     ("staging", "staging01", "staging"),
     ("prod", "prod01", "prod"),
 ];
-
-/// The Events about one promotion, in the order they were written.
-async fn events_of(env: &Env, name: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(env.client.clone(), "default");
-    let mut out: Vec<Event> = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .collect();
-    out.sort_by_key(|e| {
-        e.metadata
-            .resource_version
-            .as_deref()
-            .unwrap()
-            .parse::<u64>()
-            .unwrap()
-    });
-    out
-}
 
 fn reasons(events: &[Event]) -> Vec<&str> {
     events

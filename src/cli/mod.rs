@@ -7,6 +7,7 @@
 
 mod control;
 mod doctor;
+mod freeze;
 mod inspect;
 mod jsonpath;
 mod lint;
@@ -61,6 +62,9 @@ enum Command {
     Approve(control::ApproveArgs),
     Pause(control::PauseArgs),
     Resume(control::ResumeArgs),
+    Abort(control::AbortArgs),
+    Rollback(control::RollbackArgs),
+    Freeze(freeze::FreezeArgs),
     Lint(lint::LintArgs),
     Doctor(doctor::DoctorArgs),
     /// Print shell completions (bash, zsh, fish, …).
@@ -171,6 +175,9 @@ async fn dispatch(
         Command::Approve(args) => control::approve(args, client).await,
         Command::Pause(args) => control::pause(args, client).await,
         Command::Resume(args) => control::resume(args, client).await,
+        Command::Abort(args) => control::abort(args, client).await,
+        Command::Rollback(args) => control::rollback(args, client).await,
+        Command::Freeze(args) => freeze::run(args, client).await,
         Command::Lint(args) => lint::run(args),
         Command::Doctor(args) => doctor::run(args, client).await,
         Command::Completions { shell } => {

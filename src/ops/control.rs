@@ -1,7 +1,12 @@
-//! `approve`, `pause` and `resume`: the only writes an operator makes, each one guarded.
+//! `approve`, `pause`, `resume` and `abort`: writes an operator makes to a promotion, each one a
+//! JSON patch guarded by the resourceVersion read (`rollback` and `freeze bypass` use the same
+//! helpers, in [`super::rollback`] and [`super::freeze`]).
 
-use crate::annotations::{PAUSED, Record, Run, approval_key, completed, grant, paused};
-use crate::api::ClusterPromotion;
+use crate::annotations::{
+    ABORTED, Aborted, FAILED, History, PAUSED, RETRY, Record, Retry, Run, aborted, approval_key,
+    completed, encode, failed, grant, paused, retry, rollback,
+};
+use crate::api::{ClusterPromotion, Timestamp, revision_id};
 use crate::pass::decision::Reason;
 use crate::pass::events;
 use anyhow::Context as _;
@@ -90,7 +95,7 @@ impl Actor {
         })
     }
 
-    fn record(&self, now: DateTime<Utc>, revision: Option<String>) -> Record {
+    pub(crate) fn record(&self, now: DateTime<Utc>, revision: Option<String>) -> Record {
         Record {
             by: self.by.clone(),
             at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -100,7 +105,7 @@ impl Actor {
     }
 
     /// `<text>` or `<text>: <reason>`, the Event's note.
-    fn note(&self, text: String) -> String {
+    pub(crate) fn note(&self, text: String) -> String {
         match &self.reason {
             Some(r) => format!("{text}: {r}"),
             None => text,
@@ -109,12 +114,12 @@ impl Actor {
 }
 
 /// The promotion was written between our read and our guarded patch.
-struct Changed;
+pub(crate) struct Changed;
 
 /// Runs a read-and-guarded-patch until it is not refused for a concurrent change: the minute's
 /// pass may write the promotion between our read and our patch, and the person should not have to
 /// run the command again.
-async fn retrying<T, F, Fut>(name: &str, what: &str, mut once: F) -> anyhow::Result<T>
+pub(crate) async fn retrying<T, F, Fut>(name: &str, what: &str, mut once: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<Result<T, Changed>>>,
@@ -134,13 +139,17 @@ where
     }
 }
 
-/// A JSON patch that the API server applies only to the resourceVersion read: `Err(Changed)` when
-/// it was refused for a concurrent change (a failed `test` is 422, a conflict 409).
-async fn guarded_patch(
+/// `ops` as a JSON patch of `read` that the API server applies only to the resourceVersion read
+/// (its first operation tests it): `Err(Changed)` when it was refused for a concurrent change (a
+/// failed `test` is 422, a conflict 409).
+pub(crate) async fn guarded_patch(
     api: &Api<ClusterPromotion>,
-    name: &str,
+    read: &ClusterPromotion,
     ops: Vec<serde_json::Value>,
 ) -> anyhow::Result<Result<ClusterPromotion, Changed>> {
+    let name = read.metadata.name.as_deref().unwrap_or_default();
+    let guard = json!({"op": "test", "path": "/metadata/resourceVersion", "value": read.metadata.resource_version});
+    let ops = std::iter::once(guard).chain(ops).collect();
     let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))?;
     match api
         .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
@@ -218,24 +227,43 @@ async fn approve_once(
     let record = actor.record(now, revision);
     let value = serde_json::to_string(&record)?;
     let mut ops = vec![
-        json!({"op": "test", "path": "/metadata/resourceVersion", "value": p.metadata.resource_version}),
         json!({"op": "test", "path": format!("/spec/stages/{idx}/name"), "value": stage}),
         json!({"op": "add", "path": format!("/spec/stages/{idx}/trigger/manual/approved"), "value": true}),
     ];
-    ops.push(set_annotation(&p, &approval_key(&stage), value));
-    Ok(guarded_patch(api, name, ops)
+    ops.extend(set_annotations(
+        &p,
+        &[(approval_key(&stage).as_str(), value)],
+    ));
+    Ok(guarded_patch(api, &p, ops)
         .await?
         .map(|updated| (stage, pre_approval, record, updated)))
 }
 
-/// The JSON-patch operation that sets one annotation (creating the map when there is none).
-fn set_annotation(p: &ClusterPromotion, key: &str, value: String) -> serde_json::Value {
+/// The JSON-patch operations that set annotations (creating the map, once, when there is none).
+pub(crate) fn set_annotations(
+    p: &ClusterPromotion,
+    values: &[(&str, String)],
+) -> Vec<serde_json::Value> {
     match p.metadata.annotations {
-        Some(_) => {
-            json!({"op": "add", "path": format!("/metadata/annotations/{}", escape(key)), "value": value})
+        Some(_) => values
+            .iter()
+            .map(|(key, value)| {
+                json!({"op": "add", "path": format!("/metadata/annotations/{}", escape(key)), "value": value})
+            })
+            .collect(),
+        None => {
+            let map: serde_json::Map<String, serde_json::Value> = values
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            vec![json!({"op": "add", "path": "/metadata/annotations", "value": map})]
         }
-        None => json!({"op": "add", "path": "/metadata/annotations", "value": {key: value}}),
     }
+}
+
+/// The JSON-patch operation that removes one annotation.
+fn remove_annotation(key: &str) -> serde_json::Value {
+    json!({"op": "remove", "path": format!("/metadata/annotations/{}", escape(key))})
 }
 
 /// Whether the current run has passed stage `idx`: a later stage is current, the run is complete,
@@ -255,9 +283,18 @@ pub fn passed_in_current_run(p: &ClusterPromotion, idx: usize) -> bool {
         || grant(p, stage).is_some_and(|g| g.run == run)
 }
 
-/// Pauses or resumes with a JSON patch guarded by the resourceVersion read, retried when the
-/// promotion changed in between; records a `Paused` or `Resumed` Event. Pausing a paused promotion
-/// or resuming one that is not paused writes nothing and records nothing.
+/// `bob since 2026-…` (or just who, for a hand-written record without a time).
+fn since(r: &Record) -> String {
+    if r.at.is_empty() {
+        r.by.clone()
+    } else {
+        format!("{} since {}", r.by, r.at)
+    }
+}
+
+/// Pauses, or resumes (see [`resume`]), with a JSON patch guarded by the resourceVersion read,
+/// retried when the promotion changed in between; records a `Paused` or `Resumed` Event. Pausing
+/// a paused promotion or resuming one that nothing holds writes nothing and records nothing.
 pub async fn set_paused(
     client: &kube::Client,
     name: &str,
@@ -265,64 +302,207 @@ pub async fn set_paused(
     actor: &Actor,
     now: DateTime<Utc>,
 ) -> anyhow::Result<String> {
+    if !pause {
+        return resume(client, name, actor, now).await;
+    }
     let api: Api<ClusterPromotion> = Api::all(client.clone());
-    let what = if pause { "pausing" } else { "resuming" };
-    let outcome = retrying(name, what, || pause_once(&api, name, pause, actor, now)).await?;
-    let since = |r: &Record| {
-        if r.at.is_empty() {
-            r.by.clone()
-        } else {
-            format!("{} since {}", r.by, r.at)
-        }
-    };
+    let outcome = retrying(name, "pausing", || pause_once(&api, name, actor, now)).await?;
     Ok(match outcome {
-        PauseOutcome::Unchanged(Some(r)) => format!("{name} is already paused by {}", since(&r)),
-        PauseOutcome::Unchanged(None) => format!("{name} is not paused"),
-        PauseOutcome::Written(updated, _) if pause => {
+        Err(r) => format!("{name} is already paused by {}", since(&r)),
+        Ok(updated) => {
             let note = actor.note(format!("Paused by {}", actor.by));
             events::emit_action(client, &updated, Reason::Paused, note, now).await;
             format!("paused {name}: passes leave it alone until `promoter resume {name}`")
         }
-        PauseOutcome::Written(updated, ended) => {
-            let was = ended.map(|r| format!(" (paused by {})", since(&r)));
-            let note = actor.note(format!(
-                "Resumed by {}{}",
-                actor.by,
-                was.unwrap_or_default()
-            ));
-            events::emit_action(client, &updated, Reason::Resumed, note, now).await;
+    })
+}
+
+/// Written, or the pause already recorded.
+async fn pause_once(
+    api: &Api<ClusterPromotion>,
+    name: &str,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Result<Result<ClusterPromotion, Record>, Changed>> {
+    let p = api.get(name).await?;
+    if let Some(current) = paused(&p) {
+        return Ok(Ok(Err(current)));
+    }
+    let ops = set_annotations(&p, &[(PAUSED, encode(&actor.record(now, None)))]);
+    Ok(guarded_patch(api, &p, ops).await?.map(Ok))
+}
+
+/// Lifts everything that holds the promotion, in one guarded patch, and says which: the pause;
+/// an abort of the current run (removed); a halted failure of the current run (`resumed` set: the
+/// stage gets a fresh deadline); a rollback of the current run, or a new spec held because its
+/// revision was rolled back (a `retry` record: that revision rolls out again from stage 1).
+/// Records a `Resumed` Event naming each.
+pub async fn resume(
+    client: &kube::Client,
+    name: &str,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<String> {
+    let api: Api<ClusterPromotion> = Api::all(client.clone());
+    let (updated, lifted) =
+        retrying(name, "resuming", || resume_once(&api, name, actor, now)).await?;
+    let Some(updated) = updated else {
+        return Ok(format!(
+            "{name} is not paused, aborted, halted by a missed deadline or rolled back; nothing to resume"
+        ));
+    };
+    let note = actor.note(format!("Resumed by {} ({})", actor.by, lifted.join("; ")));
+    events::emit_action(client, &updated, Reason::Resumed, note, now).await;
+    // A plain pause reads as it always has.
+    Ok(
+        if lifted.len() == 1 && lifted[0].starts_with("paused by ") {
             format!("resumed {name}")
+        } else {
+            format!("resumed {name}: {}", lifted.join("; "))
+        },
+    )
+}
+
+/// The promotion as written (None: nothing held it) and what was lifted, one phrase each.
+async fn resume_once(
+    api: &Api<ClusterPromotion>,
+    name: &str,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Result<(Option<ClusterPromotion>, Vec<String>), Changed>> {
+    let p = api.get(name).await?;
+    let mut removals = Vec::new();
+    let mut sets: Vec<(&str, String)> = Vec::new();
+    let mut lifted = Vec::new();
+    if let Some(r) = paused(&p) {
+        removals.push(PAUSED);
+        lifted.push(format!("paused by {}", since(&r)));
+    }
+    let run = p.status.as_ref().and_then(Run::of);
+    if let Some(run) = &run {
+        if let Some(a) = aborted(&p).filter(|a| a.run == *run) {
+            removals.push(ABORTED);
+            lifted.push(format!("aborted by {} at {}", a.by, a.at));
+        }
+        if let Some(mut f) = failed(&p).filter(|f| f.run == *run && f.resumed.is_none()) {
+            f.resumed = Some(actor.record(now, None));
+            lifted.push(format!(
+                "stage {} missed its progress deadline ({}) at {}: it gets a new deadline",
+                f.stage, f.deadline, f.at
+            ));
+            sets.push((FAILED, encode(&f)));
+        }
+    }
+    let retrying_revision = retry(&p).map(|r| r.revision);
+    let spec_revision = crate::hash::revision_hash(&p);
+    let to_retry = match &run {
+        // The spec is a new revision: it restarts unless the history says it was rolled back.
+        Some(run) if run.revision != spec_revision => History::of(&p)
+            .rolled_back(&spec_revision)
+            .map(|rb| {
+                format!(
+                    "revision {} was rolled back at {} ({}): it may roll out again",
+                    revision_id(&spec_revision),
+                    rb.at,
+                    rb.cause.as_str()
+                )
+            })
+            .map(|why| (spec_revision.clone(), why)),
+        Some(run) => rollback(&p).filter(|r| r.from == *run).map(|r| {
+            (
+                run.revision.clone(),
+                format!(
+                    "the rollback to revision {}: revision {} rolls out again from the first stage",
+                    revision_id(&r.to),
+                    revision_id(&run.revision)
+                ),
+            )
+        }),
+        None => None,
+    };
+    if let Some((revision, why)) = to_retry
+        && retrying_revision.as_deref() != Some(revision.as_str())
+    {
+        let record = Retry {
+            revision,
+            by: actor.by.clone(),
+            at: Timestamp::new(now),
+            reason: actor.reason.clone(),
+        };
+        sets.push((RETRY, encode(&record)));
+        lifted.push(why);
+    }
+    if lifted.is_empty() {
+        return Ok(Ok((None, lifted)));
+    }
+    let mut ops: Vec<serde_json::Value> = removals.into_iter().map(remove_annotation).collect();
+    if !sets.is_empty() {
+        ops.extend(set_annotations(&p, &sets));
+    }
+    Ok(guarded_patch(api, &p, ops)
+        .await?
+        .map(|updated| (Some(updated), lifted)))
+}
+
+/// Records an abort of the current run (`promoter.dev/aborted`): passes hold it where it is, with
+/// no profile writes, until `promoter resume` or a new revision; an `Aborted` Event. Refuses when
+/// nothing runs (not started, complete, rolled back).
+pub async fn abort(
+    client: &kube::Client,
+    name: &str,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<String> {
+    let api: Api<ClusterPromotion> = Api::all(client.clone());
+    let outcome = retrying(name, "aborting", || abort_once(&api, name, actor, now)).await?;
+    Ok(match outcome {
+        Err(a) => format!(
+            "{name}'s current run is already aborted by {} at {}",
+            a.by, a.at
+        ),
+        Ok(updated) => {
+            let stage = updated
+                .status
+                .as_ref()
+                .and_then(|s| s.current_stage_name.clone())
+                .unwrap_or_default();
+            let note = actor.note(format!("Aborted by {} at stage {stage}", actor.by));
+            events::emit_action(client, &updated, Reason::Aborted, note, now).await;
+            format!(
+                "aborted {name} at stage {stage}: passes hold it where it is until `promoter resume {name}` or a new revision"
+            )
         }
     })
 }
 
-enum PauseOutcome {
-    /// Nothing to do: already paused (by this record), or not paused.
-    Unchanged(Option<Record>),
-    /// Written; for a resume, the pause it ended.
-    Written(Box<ClusterPromotion>, Option<Record>),
-}
-
-async fn pause_once(
+async fn abort_once(
     api: &Api<ClusterPromotion>,
     name: &str,
-    pause: bool,
     actor: &Actor,
     now: DateTime<Utc>,
-) -> anyhow::Result<Result<PauseOutcome, Changed>> {
+) -> anyhow::Result<Result<Result<ClusterPromotion, Aborted>, Changed>> {
     let p = api.get(name).await?;
-    let current = paused(&p);
-    let test = json!({"op": "test", "path": "/metadata/resourceVersion", "value": p.metadata.resource_version});
-    let op = match (pause, &current) {
-        (true, Some(_)) | (false, None) => return Ok(Ok(PauseOutcome::Unchanged(current))),
-        (true, None) => {
-            set_annotation(&p, PAUSED, serde_json::to_string(&actor.record(now, None))?)
-        }
-        (false, Some(_)) => {
-            json!({"op": "remove", "path": format!("/metadata/annotations/{}", escape(PAUSED))})
-        }
+    let Some(run) = p.status.as_ref().and_then(Run::of) else {
+        anyhow::bail!("{name} has not started; nothing runs to abort");
     };
-    Ok(guarded_patch(api, name, vec![test, op])
-        .await?
-        .map(|updated| PauseOutcome::Written(Box::new(updated), current)))
+    if completed(&p).as_ref() == Some(&run) {
+        anyhow::bail!(
+            "{name} has completed revision {}; nothing runs to abort",
+            revision_id(&run.revision)
+        );
+    }
+    if rollback(&p).is_some_and(|r| r.from == run && r.completed_at.is_some()) {
+        anyhow::bail!("{name} is rolled back and holds; nothing runs to abort");
+    }
+    if let Some(a) = aborted(&p).filter(|a| a.run == run) {
+        return Ok(Ok(Err(a)));
+    }
+    let record = Aborted {
+        run,
+        by: actor.by.clone(),
+        at: Timestamp::new(now),
+        reason: actor.reason.clone(),
+    };
+    let ops = set_annotations(&p, &[(ABORTED, encode(&record))]);
+    Ok(guarded_patch(api, &p, ops).await?.map(Ok))
 }

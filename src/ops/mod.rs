@@ -1,11 +1,14 @@
-//! Operating rollouts: `status`, `explain`, `approve`, `pause`/`resume`, `lint`, `doctor`.
+//! Operating rollouts: `status`, `explain`, `approve`, `pause`/`resume`, `abort`, `rollback`,
+//! `freeze`, `lint`, `doctor`.
 
 pub mod control;
 pub mod crd_schema;
 pub mod doctor;
 pub mod explain;
+pub mod freeze;
 pub mod identity;
 pub mod inspect;
 pub mod lint;
+pub mod rollback;
 pub mod suggest;
 pub mod yaml_spans;

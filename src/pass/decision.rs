@@ -193,6 +193,12 @@ pub enum Reason {
     Paused,
     /// `promoter resume`.
     Resumed,
+    /// `promoter rollback`.
+    RollbackRequested,
+    /// `promoter abort`.
+    Aborted,
+    /// `promoter freeze bypass`.
+    FreezeBypassGranted,
 }
 
 impl Reason {
@@ -212,6 +218,9 @@ impl Reason {
             Reason::Approved => "Approved",
             Reason::Paused => "Paused",
             Reason::Resumed => "Resumed",
+            Reason::RollbackRequested => "RollbackRequested",
+            Reason::Aborted => "Aborted",
+            Reason::FreezeBypassGranted => "FreezeBypassGranted",
         }
     }
 
@@ -233,6 +242,9 @@ impl Reason {
             Reason::Approved => "Approve",
             Reason::Paused => "Pause",
             Reason::Resumed => "Resume",
+            Reason::RollbackRequested => "Rollback",
+            Reason::Aborted => "Abort",
+            Reason::FreezeBypassGranted => "FreezeBypass",
             _ => "ClusterPromotion",
         }
     }

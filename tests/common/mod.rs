@@ -227,6 +227,29 @@ pub fn sveltos_event(message: &str) -> k8s_openapi::api::core::v1::Event {
     }
 }
 
+/// The Events about one promotion, in the order they were written.
+pub async fn events_of(env: &Env, name: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+    use k8s_openapi::api::events::v1::Event;
+    let api: kube::Api<Event> = kube::Api::namespaced(env.client.clone(), "default");
+    let mut out: Vec<Event> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    out.sort_by_key(|e| {
+        e.metadata
+            .resource_version
+            .as_deref()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    });
+    out
+}
+
 pub fn rand_suffix() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

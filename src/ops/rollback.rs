@@ -1,0 +1,195 @@
+//! `promoter rollback`: records a rollback of the current run to a completed revision, for the
+//! next pass to carry out stage by stage (`promoter.dev/rollback`, with the run's history entry
+//! marked rolled back in the same guarded patch, so the revision is never promoted again without
+//! a person).
+
+use super::control::{Actor, Changed, guarded_patch, retrying, set_annotations};
+use crate::annotations::{
+    Cause, History, HistoryEntry, ROLLBACK, Rollback, RolledBack, Run, encode, rollback,
+};
+use crate::api::{ClusterPromotion, PromotionRevision, Timestamp, revision_name};
+use crate::pass::decision::Reason;
+use crate::pass::events;
+use crate::settings::{RollbackOrder, Settings};
+use chrono::{DateTime, Utc};
+use kube::api::Api;
+
+/// What `promoter rollback` was asked for.
+#[derive(Clone, Debug, Default)]
+pub struct RollbackRequest {
+    /// `--to-revision`: an id (`1a2b3c4d5e`) or a revision hash; default: the last known good.
+    pub to_revision: Option<String>,
+    /// `--order`; default: the promotion's `promoter.dev/rollback-order`.
+    pub order: Option<RollbackOrder>,
+}
+
+enum Outcome {
+    /// A rollback of this run to this revision is already recorded.
+    Recorded(Rollback),
+    Written(Box<ClusterPromotion>, Rollback, String),
+}
+
+/// Records a rollback of `name`'s current run; an Event `RollbackRequested`. Refuses when nothing
+/// has started, when there is no completed revision to roll back to, or when another rollback
+/// of this run is recorded; one to the same revision is already done (not an error).
+pub async fn request_rollback(
+    client: &kube::Client,
+    name: &str,
+    request: &RollbackRequest,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<String> {
+    let api: Api<ClusterPromotion> = Api::all(client.clone());
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    let outcome = retrying(name, "recording the rollback", || {
+        once(&api, &revisions, name, request, actor, now)
+    })
+    .await?;
+    Ok(match outcome {
+        Outcome::Recorded(r) => format!(
+            "{name} is already rolling back to revision {} (requested by {} at {}); nothing to do",
+            crate::api::revision_id(&r.to),
+            r.by,
+            r.at
+        ),
+        Outcome::Written(updated, r, from_id) => {
+            let to = crate::api::revision_id(&r.to);
+            let note = actor.note(format!(
+                "Rollback of revision {from_id} to revision {to} ({}) requested by {}",
+                r.order.as_str(),
+                actor.by
+            ));
+            events::emit_action(client, &updated, Reason::RollbackRequested, note, now).await;
+            format!(
+                "requested the rollback of {name} from revision {from_id} to revision {to} ({}): the next pass starts it",
+                r.order.as_str()
+            )
+        }
+    })
+}
+
+async fn once(
+    api: &Api<ClusterPromotion>,
+    revisions: &Api<PromotionRevision>,
+    name: &str,
+    request: &RollbackRequest,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Result<Outcome, Changed>> {
+    let p = api.get(name).await?;
+    let Some(run) = p.status.as_ref().and_then(Run::of) else {
+        anyhow::bail!("{name} has not started; there is nothing to roll back");
+    };
+    let mut history = History::of(&p);
+    if let Some(existing) = rollback(&p).filter(|r| r.from == run) {
+        let same = match &request.to_revision {
+            None => true,
+            Some(wanted) => history
+                .find(wanted)
+                .is_some_and(|e| e.revision == existing.to),
+        };
+        if same {
+            return Ok(Ok(Outcome::Recorded(existing)));
+        }
+        anyhow::bail!(
+            "a rollback of {name}'s current run to revision {} is already recorded (by {} at {}); `promoter resume {name}` lifts it",
+            crate::api::revision_id(&existing.to),
+            existing.by,
+            existing.at
+        );
+    }
+    let target = target(revisions, name, &history, &run, request).await?;
+    let settings = Settings::of(&p);
+    let at = Timestamp::new(now);
+    let record = Rollback {
+        from: run.clone(),
+        to: target.revision.clone(),
+        order: request.order.unwrap_or(settings.rollback_order),
+        cause: Cause::Manual,
+        by: actor.by.clone(),
+        at,
+        reason: actor.reason.clone(),
+        completed_at: None,
+    };
+    history.record_rollback(
+        &run.revision,
+        Timestamp::parse(&run.since).ok(),
+        RolledBack {
+            at,
+            cause: Cause::Manual,
+            by: actor.by.clone(),
+            to: target.id.clone(),
+        },
+        settings.revision_history_limit,
+    );
+    let ops = set_annotations(
+        &p,
+        &[
+            (ROLLBACK, encode(&record)),
+            (crate::annotations::HISTORY, history.to_annotation()),
+        ],
+    );
+    let from_id = crate::api::revision_id(&run.revision);
+    Ok(guarded_patch(api, &p, ops)
+        .await?
+        .map(|updated| Outcome::Written(Box::new(updated), record, from_id)))
+}
+
+/// The revision to roll back to: the one named (which must have completed and have its stored
+/// PromotionRevision), or the last known good.
+async fn target(
+    revisions: &Api<PromotionRevision>,
+    name: &str,
+    history: &History,
+    run: &Run,
+    request: &RollbackRequest,
+) -> anyhow::Result<HistoryEntry> {
+    if let Some(wanted) = &request.to_revision {
+        let Some(entry) = history.find(wanted) else {
+            let ids = history.0.iter().map(|e| e.id.as_str());
+            anyhow::bail!(
+                "{name} has no revision {wanted:?} in its history{}",
+                crate::ops::suggest::did_you_mean(wanted, ids)
+            );
+        };
+        if entry.revision == run.revision {
+            anyhow::bail!(
+                "revision {} is the current one of {name}; name an earlier one",
+                entry.id
+            );
+        }
+        if entry.completed_at.is_none() {
+            anyhow::bail!(
+                "revision {} of {name} never completed its rollout; only a completed revision can be rolled back to",
+                entry.id
+            );
+        }
+        if !stored(revisions, name, entry).await? {
+            anyhow::bail!(
+                "cannot roll back to revision {}: PromotionRevision {} is gone",
+                entry.id,
+                revision_name(name, &entry.revision)
+            );
+        }
+        return Ok(entry.clone());
+    }
+    for entry in history.candidates(&run.revision) {
+        if stored(revisions, name, entry).await? {
+            return Ok(entry.clone());
+        }
+    }
+    anyhow::bail!("{name} has no completed revision to roll back to")
+}
+
+/// Whether the revision's PromotionRevision object exists (and is this promotion's revision).
+async fn stored(
+    revisions: &Api<PromotionRevision>,
+    name: &str,
+    entry: &HistoryEntry,
+) -> anyhow::Result<bool> {
+    let object = revision_name(name, &entry.revision);
+    let found = revisions.get_opt(&object).await.map_err(|e| {
+        anyhow::Error::new(e).context(format!("reading PromotionRevision {object}"))
+    })?;
+    Ok(found.is_some_and(|r| r.spec.revision == entry.revision && r.spec.promotion == name))
+}
