@@ -37,9 +37,17 @@ pub fn problems(spec: &PromotionFreezeSpec) -> Vec<Violation> {
     if let Some(s) = &spec.promotion_selector
         && let Err(e) = s.requirements()
     {
+        // The error starts with the field inside the selector (`matchExpressions[0]: …`).
+        let text = e.to_string();
+        let (field, message) = text.split_once(": ").unwrap_or(("", text.as_str()));
         out.push(Violation {
-            path: "spec.promotionSelector".into(),
-            message: e.to_string(),
+            path: ["spec.promotionSelector", field]
+                .iter()
+                .filter(|p| !p.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join("."),
+            message: message.to_string(),
         });
     }
     if let (Some(start), Some(end)) = (spec.start, spec.end)
@@ -268,7 +276,7 @@ mod tests {
         for (f, why) in [
             (
                 &bad_selector,
-                "spec.promotionSelector: matchExpressions[0]: unknown operator \"Near\"",
+                "spec.promotionSelector.matchExpressions[0]: unknown operator \"Near\"",
             ),
             (
                 &backwards,

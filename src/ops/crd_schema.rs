@@ -82,23 +82,53 @@ fn crd_json() -> Result<Value, String> {
     serde_json::to_value(crate::crd::cluster_promotion_crd()).map_err(|e| format!("CRD: {e}"))
 }
 
+/// A CRD's first version's schema, compiled for objects of its group, version and kind.
+fn compile_crd(crd: &Value) -> Result<CrdSchema, String> {
+    let text = |pointer: &str| {
+        crd.pointer(pointer)
+            .and_then(Value::as_str)
+            .ok_or(format!("CRD has no {pointer}"))
+    };
+    let api_version = format!(
+        "{}/{}",
+        text("/spec/group")?,
+        text("/spec/versions/0/name")?
+    );
+    let schema = crd
+        .pointer("/spec/versions/0/schema/openAPIV3Schema")
+        .ok_or("CRD has no openAPIV3Schema")?;
+    CrdSchema::compile(schema, &api_version, text("/spec/names/kind")?)
+}
+
 /// promoter's own ClusterPromotion CRD (what `promoter crd` prints), compiled once.
 pub fn cluster_promotion() -> Result<&'static CrdSchema, String> {
     static SCHEMA: OnceLock<Result<CrdSchema, String>> = OnceLock::new();
     SCHEMA
-        .get_or_init(|| {
-            let crd = crd_json()?;
-            let schema = crd
-                .pointer("/spec/versions/0/schema/openAPIV3Schema")
-                .ok_or("CRD has no openAPIV3Schema")?;
-            CrdSchema::compile(
-                schema,
-                "config.projectsveltos.io/v1beta1",
-                "ClusterPromotion",
-            )
-        })
+        .get_or_init(|| compile_crd(&crd_json()?))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// The schema of one of promoter's own kinds (`PromotionFreeze`, `PromotionRevision`), compiled
+/// once; None for another kind.
+pub fn own_kind(kind: &str) -> Option<Result<&'static CrdSchema, String>> {
+    static SCHEMAS: OnceLock<Vec<(String, Result<CrdSchema, String>)>> = OnceLock::new();
+    let schemas = SCHEMAS.get_or_init(|| {
+        crate::crd::own_crds()
+            .into_iter()
+            .map(|crd| {
+                let kind = crd.spec.names.kind.clone();
+                let compiled = serde_json::to_value(crd)
+                    .map_err(|e| format!("CRD: {e}"))
+                    .and_then(|v| compile_crd(&v));
+                (kind, compiled)
+            })
+            .collect()
+    });
+    schemas
+        .iter()
+        .find(|(k, _)| k == kind)
+        .map(|(_, s)| s.as_ref().map_err(Clone::clone))
 }
 
 /// The ClusterPromotion CRD's CEL rules (`x-kubernetes-validations`, e.g. "ChartName must be

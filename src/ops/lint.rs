@@ -126,6 +126,13 @@ fn lint_promotion(
             sink.push(Severity::Error, v.path.clone(), v.message.clone());
         }
     }
+    // promoter's settings annotations: what would block the promotion, and what never triggers.
+    for e in crate::settings::parse(p).1 {
+        sink.push(Severity::Error, e.path(), e.message);
+    }
+    for w in crate::settings::warnings(p) {
+        sink.push(Severity::Warning, w.path(), w.message);
+    }
     let name = p.metadata.name.clone().unwrap_or_default();
     if let Some(ps) = &p.spec.profile_spec {
         for field in [
@@ -412,6 +419,12 @@ fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, no
         );
         return;
     };
+    if api_version.starts_with("promoter.dev/")
+        && let Some(schema) = crd_schema::own_kind(kind)
+    {
+        lint_own_kind(sink, raw, kind, schema);
+        return;
+    }
     // Other kinds (a ConfigMap a policyRef names, a fleet's clusters) are not promoter's to check.
     if kind != "ClusterPromotion" || !api_version.starts_with("config.projectsveltos.io/") {
         return;
@@ -447,15 +460,60 @@ fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, no
     }
 }
 
+/// A `PromotionFreeze` or `PromotionRevision`: its CRD's schema as the API server checks it, and
+/// for a freeze what would make it Invalid (a selector that does not parse, an end not after its
+/// start).
+fn lint_own_kind(
+    sink: &mut Sink,
+    raw: &Value,
+    kind: &str,
+    schema: Result<&crd_schema::CrdSchema, String>,
+) {
+    let errors = match schema {
+        Ok(schema) => schema.validate(raw),
+        Err(e) => vec![SchemaError {
+            path: String::new(),
+            message: format!("cannot check against the CRD: {e}"),
+        }],
+    };
+    let reported: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
+    for e in errors {
+        sink.push(Severity::Error, e.path, e.message);
+    }
+    if kind == "PromotionFreeze"
+        && let Ok(f) = serde_json::from_value::<crate::api::PromotionFreeze>(raw.clone())
+    {
+        for v in crate::freeze::problems(&f.spec) {
+            if !reported.iter().any(|r| related(r, &v.path)) {
+                sink.push(Severity::Error, v.path, v.message);
+            }
+        }
+    }
+}
+
+/// A field path as the YAML spans name it: an annotation's `metadata.annotations[key]` is the
+/// key `metadata.annotations.key` of the mapping.
+fn spans_path(path: &str) -> String {
+    match path.split_once('[') {
+        Some((map, rest))
+            if rest.ends_with(']') && !rest.starts_with(|c: char| c.is_ascii_digit()) =>
+        {
+            format!("{map}.{}", &rest[..rest.len() - 1])
+        }
+        _ => path.to_string(),
+    }
+}
+
 /// Line and column of each diagnostic's field (or its nearest parent) in its document.
 fn locate(spans: &DocSpans, diagnostics: &mut [Diagnostic]) {
     for d in diagnostics {
+        let path = spans_path(&d.path);
         let value = spans
             .scalars
-            .get(&d.path)
+            .get(&path)
             .filter(|_| !d.message.starts_with("unknown field"))
             .copied();
-        if let Some((line, column)) = value.or_else(|| spans.find(&d.path)) {
+        if let Some((line, column)) = value.or_else(|| spans.find(&path)) {
             d.line = Some(line);
             d.column = Some(column);
         }
