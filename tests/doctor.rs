@@ -11,10 +11,15 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 fn doctor(env: &Env, user: &str) -> (i32, Vec<Value>, String) {
+    doctor_at(&env.server, user)
+}
+
+/// `promoter doctor -o json` against `server` as `user`: (exit code, checks, output).
+fn doctor_at(server: &promoter::fake::FakeApiServer, user: &str) -> (i32, Vec<Value>, String) {
     let dir = std::env::temp_dir().join(format!("promoter-doctor-{}", rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
-    std::fs::write(&kc, env.server.kubeconfig_yaml(user)).unwrap();
+    std::fs::write(&kc, server.kubeconfig_yaml(user)).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
         .args(["doctor", "-o", "json", "--kubeconfig"])
         .arg(&kc)
@@ -106,4 +111,71 @@ async fn a_healthy_setup_passes_and_problems_are_named() {
     let (v, detail) = verdict(&checks, "another controller");
     assert_eq!(v, "Failed");
     assert!(detail.contains("v1.13.0"), "{detail}");
+}
+
+/// promoter's own CRDs are checked like the others; the active freezes are listed (name, reason,
+/// selector, until) and an invalid one is a failing check of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn own_crds_and_freezes() {
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    let (_, checks, out) = doctor(&env, "admin");
+    assert_eq!(
+        verdict(&checks, "CRD promotionfreezes.promoter.dev").0,
+        "Ok",
+        "{out}"
+    );
+    assert_eq!(
+        verdict(&checks, "CRD promotionrevisions.promoter.dev").0,
+        "Ok"
+    );
+    assert_eq!(
+        verdict(&checks, "PromotionFreezes"),
+        ("Ok", "none active (0 in all)")
+    );
+    let freezes = promoter::fake::promotion_freeze_type();
+    for (name, spec) in [
+        (
+            "holidays",
+            json!({"reason": "CAB-123", "promotionSelector": {"matchLabels": {"tier": "prod"}},
+            "end": "2099-01-04T00:00:00Z"}),
+        ),
+        (
+            "backwards",
+            json!({"reason": "x", "start": "2099-01-04T00:00:00Z", "end": "2098-01-04T00:00:00Z"}),
+        ),
+    ] {
+        let freeze = json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+            "metadata": {"name": name}, "spec": spec});
+        env.server.store().seed(&freezes, freeze).unwrap();
+    }
+    let (code, checks, out) = doctor(&env, "admin");
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(
+        verdict(&checks, "PromotionFreezes"),
+        (
+            "Ok",
+            "1 active: holidays (\"CAB-123\"; tier=prod; until 2099-01-04T00:00:00Z)"
+        )
+    );
+    let (v, detail) = verdict(&checks, "PromotionFreeze backwards");
+    assert_eq!(v, "Failed");
+    assert!(
+        detail.starts_with("Invalid, holds nothing: spec.end: "),
+        "{detail}"
+    );
+
+    // Without promoter's CRDs: named, with the command that installs them.
+    let bare = promoter::fake::FakeApiServer::start().await.unwrap();
+    for rt in promoter::fake::sveltos_types() {
+        bare.register(rt);
+    }
+    let (_, checks, _) = doctor_at(&bare, "admin");
+    assert_eq!(
+        verdict(&checks, "CRD promotionfreezes.promoter.dev"),
+        (
+            "Failed",
+            "not served (promoter.dev/v1alpha1): promoter crd --own | kubectl apply -f -"
+        )
+    );
+    assert_eq!(verdict(&checks, "PromotionFreezes").0, "Skipped");
 }

@@ -51,6 +51,7 @@ fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
 
 pub async fn doctor(client: &kube::Client, o: &Options) -> Vec<Check> {
     let mut out = crds(client).await;
+    out.extend(freezes(client, o.now).await);
     out.push(permissions(client).await);
     out.push(cronjob(client, o).await);
     out.extend(sveltos(client, o).await);
@@ -67,6 +68,8 @@ async fn crds(client: &kube::Client) -> Vec<Check> {
         ("config.projectsveltos.io/v1beta1", "clusterprofiles", true),
         ("config.projectsveltos.io/v1beta1", "clustersummaries", true),
         ("lib.projectsveltos.io/v1beta1", "sveltosclusters", true),
+        ("promoter.dev/v1alpha1", "promotionfreezes", true),
+        ("promoter.dev/v1alpha1", "promotionrevisions", true),
         ("cluster.x-k8s.io/v1beta1", "clusters", false),
     ];
     let mut out = Vec::new();
@@ -83,6 +86,8 @@ async fn crds(client: &kube::Client) -> Vec<Check> {
                 Verdict::Failed,
                 if plural == "clusterpromotions" {
                     format!("not served ({gv}): promoter crd | kubectl apply -f -")
+                } else if gv.starts_with("promoter.dev/") {
+                    format!("not served ({gv}): promoter crd --own | kubectl apply -f -")
                 } else {
                     format!("not served ({gv}): is Sveltos installed?")
                 },
@@ -94,6 +99,58 @@ async fn crds(client: &kube::Client) -> Vec<Check> {
             ),
         });
     }
+    out
+}
+
+/// The PromotionFreezes: the active ones (name, reason, selector, until), and one failing check
+/// per invalid one (it holds nothing, and its author should know).
+async fn freezes(client: &kube::Client, now: DateTime<Utc>) -> Vec<Check> {
+    let name = "PromotionFreezes";
+    let api: Api<crate::api::PromotionFreeze> = Api::all(client.clone());
+    let list = match api.list(&Default::default()).await {
+        Ok(l) => l.items,
+        Err(kube::Error::Api(s)) if s.code == 404 => {
+            return vec![check(name, Verdict::Skipped, "the CRD is not served")];
+        }
+        Err(e) => {
+            return vec![check(
+                name,
+                Verdict::Warning,
+                crate::cli_error::render(&e.into()),
+            )];
+        }
+    };
+    let evaluated = crate::freeze::Freezes::new(&list, now);
+    let active: Vec<String> = evaluated
+        .all
+        .iter()
+        .filter(|f| f.phase == crate::api::FreezePhase::Active)
+        .map(|f| {
+            format!(
+                "{} ({:?}; {}; {})",
+                f.name,
+                f.reason(),
+                f.selector_text(),
+                f.until()
+            )
+        })
+        .collect();
+    let mut out = vec![check(
+        name,
+        Verdict::Ok,
+        if active.is_empty() {
+            format!("none active ({} in all)", list.len())
+        } else {
+            format!("{} active: {}", active.len(), active.join(", "))
+        },
+    )];
+    out.extend(evaluated.invalid().map(|f| {
+        check(
+            &format!("PromotionFreeze {}", f.name),
+            Verdict::Failed,
+            format!("Invalid, holds nothing: {}", f.message),
+        )
+    }));
     out
 }
 
