@@ -223,6 +223,20 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
     )
 }
 
+/// TODO(issue 24, the pass's decision work): the pass does not read PromotionFreezes or write
+/// PromotionRevisions yet, so dropping these verbs breaks nothing today. When it does, extend
+/// `scenario` with a rollback and a freeze and empty this list: the proof then covers them too.
+const NOT_YET_USED_BY_THE_PASS: &[(&str, &str)] = &[
+    ("promotionfreezes", "get"),
+    ("promotionfreezes", "list"),
+    ("promotionfreezes/status", "update"),
+    ("promotionfreezes/status", "patch"),
+    ("promotionrevisions", "get"),
+    ("promotionrevisions", "list"),
+    ("promotionrevisions", "create"),
+    ("promotionrevisions", "delete"),
+];
+
 #[tokio::test]
 async fn the_cluster_role_is_sufficient_and_minimal() {
     let role: ClusterRole = serde_json::from_value(manifest("clusterrole.yaml")).unwrap();
@@ -230,8 +244,24 @@ async fn the_cluster_role_is_sufficient_and_minimal() {
     assert_eq!(forbidden, 0, "the shipped role lacks a permission");
     assert!(done, "the rollout completed under the shipped role");
     let rules = role.rules.clone().unwrap();
+    let granted = |resource: &str, verb: &str| {
+        rules.iter().any(|r| {
+            r.resources.iter().flatten().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb)
+        })
+    };
+    for (resource, verb) in NOT_YET_USED_BY_THE_PASS {
+        assert!(granted(resource, verb), "{verb} {resource} is in the role");
+    }
     for (i, rule) in rules.iter().enumerate() {
         for verb in &rule.verbs {
+            if rule
+                .resources
+                .iter()
+                .flatten()
+                .any(|r| NOT_YET_USED_BY_THE_PASS.contains(&(r.as_str(), verb.as_str())))
+            {
+                continue;
+            }
             let mut reduced = role.clone();
             let r = &mut reduced.rules.as_mut().unwrap()[i];
             r.verbs.retain(|v| v != verb);
@@ -262,7 +292,8 @@ fn approver_roles() -> std::collections::BTreeMap<String, ClusterRole> {
 }
 
 /// What a release manager does, through the real binary, as a user bound only to
-/// promoter-approver: status, explain, approve, pause, resume. Each needs no other permission.
+/// promoter-approver: status, explain, approve, pause, resume, abort, rollback and the freeze
+/// commands. Each needs no other permission.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_approver_role_is_enough_to_operate_a_rollout() {
     let roles = approver_roles();
@@ -291,12 +322,38 @@ async fn the_approver_role_is_enough_to_operate_a_rollout() {
     let kc = dir.join("kubeconfig");
     std::fs::write(&kc, env.server.kubeconfig_yaml("alice")).unwrap();
     let name = "kyverno-prog-rollout-man";
+    // A completed earlier revision, stored, for `rollback` to restore.
+    let p = env.promotion(name).unwrap();
+    let at = promoter::api::Timestamp::parse("2026-02-10T07:00:00Z").unwrap();
+    let mut history = promoter::annotations::History::default();
+    history.record_completion("b2xk", None, at, 10);
+    env.store_json_patch(
+        name,
+        json!([{"op": "add", "path": "/metadata/annotations", "value": {promoter::annotations::HISTORY: history.to_annotation()}}]),
+    );
+    let revision = promoter::api::PromotionRevision::of(&p, "b2xk", "c3Q=", None, at);
+    env.server
+        .store()
+        .seed(
+            &promoter::fake::promotion_revision_type(),
+            serde_json::to_value(revision).unwrap(),
+        )
+        .unwrap();
     for args in [
         vec!["status"],
         vec!["explain", name],
         vec!["approve", name, "--stage", "staging"],
         vec!["pause", name],
         vec!["resume", name],
+        vec!["abort", name, "--reason", "INC-1"],
+        vec!["rollback", name, "--reason", "INC-1"],
+        vec!["resume", name],
+        vec!["freeze", "create", "incident", "--reason", "INC-1"],
+        vec!["freeze", "list"],
+        vec![
+            "freeze", "bypass", name, "--reason", "hotfix", "--until", "1h", "--freeze", "incident",
+        ],
+        vec!["freeze", "delete", "incident"],
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
             .args(&args)
