@@ -27,8 +27,8 @@ fn every_seed_manifest_loads_and_round_trips() {
             }
         }
     }
-    // The nine ClusterPromotion manifests of the seed documents.
-    assert_eq!(promotions, 9, "promotions found in {files:?}");
+    // The nine ClusterPromotion manifests of the seed documents, and rollback-on-deadline.yaml.
+    assert_eq!(promotions, 10, "promotions found in {files:?}");
 }
 
 /// A value for every property the schema declares, recursively, plus an unknown field in every
