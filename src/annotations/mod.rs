@@ -27,7 +27,7 @@ pub use freeze_bypass::{FreezeBypass, freeze_bypass};
 pub use history::{Cause, History, HistoryEntry, RolledBack};
 pub use run_holds::{Aborted, Failed, Retry, Rollback, aborted, failed, retry, rollback};
 
-use crate::api::{ClusterPromotion, ClusterPromotionStatus};
+use crate::api::{ClusterPromotion, ClusterPromotionStatus, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// Set by `promoter pause`; every pass leaves the promotion alone while it is present.
@@ -83,6 +83,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// When the run started (`since`), as the history keys a run's entry; None without one.
+    pub fn started_at(&self) -> Option<Timestamp> {
+        Timestamp::parse(&self.since).ok()
+    }
+
     /// The run the status records, if it has started. A restart writes the first stage's entry
     /// first, so the first entry is the first stage's.
     pub fn of(status: &ClusterPromotionStatus) -> Option<Run> {

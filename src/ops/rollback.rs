@@ -113,7 +113,7 @@ async fn once(
     };
     history.record_rollback(
         &run.revision,
-        Timestamp::parse(&run.since).ok(),
+        run.started_at(),
         RolledBack {
             at,
             cause: Cause::Manual,
