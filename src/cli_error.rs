@@ -91,10 +91,15 @@ fn api_hint(code: u16, message: &str, doing: &[String]) -> Option<String> {
     match code {
         404 if message.contains("could not find the requested resource") => {
             Some(if about_own_kinds {
-                "promoter's own CRDs (PromotionFreeze, PromotionRevision) are not installed: promoter crd --own | kubectl apply -f -".into()
+                format!(
+                    "promoter's own CRDs (PromotionFreeze, PromotionRevision) are not installed: {} crd --own | kubectl apply -f -",
+                    crate::invocation::command()
+                )
             } else if about_promotions {
-                "the ClusterPromotion CRD is not installed: promoter crd | kubectl apply -f -"
-                    .into()
+                format!(
+                    "the ClusterPromotion CRD is not installed: {} crd | kubectl apply -f -",
+                    crate::invocation::command()
+                )
             } else {
                 "a CRD promoter reads is not served here: is Sveltos installed (ClusterProfile, ClusterSummary, SveltosCluster)?".into()
             })

@@ -12,6 +12,7 @@ pub mod freeze;
 pub mod guard;
 pub mod hash;
 pub mod health;
+pub mod invocation;
 pub mod labels;
 pub mod logging;
 pub mod manifest;

@@ -12,6 +12,7 @@ mod inspect;
 mod jsonpath;
 mod lint;
 pub mod output;
+mod plugin;
 mod sim;
 mod step;
 
@@ -123,7 +124,19 @@ fn restore_sigpipe() {
 /// Parses the command line, runs the command, and maps its outcome to the exit status.
 pub fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = match Cli::try_parse() {
+    match plugin::Invocation::of(std::env::args_os().next().as_ref()) {
+        plugin::Invocation::Completion => return plugin::complete(std::env::args_os().skip(1)),
+        plugin::Invocation::Plugin => promoter::invocation::set_plugin(),
+        plugin::Invocation::Promoter => {}
+    }
+    let mut command = plugin::command();
+    let parsed = command
+        .try_get_matches_from_mut(std::env::args_os())
+        .and_then(|mut m| {
+            use clap::FromArgMatches;
+            Cli::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut command))
+        });
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with 0; a usage error exits 1 (2 means "a promotion is
@@ -181,11 +194,10 @@ async fn dispatch(
         Command::Lint(args) => lint::run(args),
         Command::Doctor(args) => doctor::run(args, client).await,
         Command::Completions { shell } => {
-            use clap::CommandFactory;
             clap_complete::generate(
                 shell,
-                &mut Cli::command(),
-                "promoter",
+                &mut plugin::command(),
+                plugin::completion_bin_name(),
                 &mut std::io::stdout(),
             );
             Ok(ExitCode::SUCCESS)

@@ -312,7 +312,10 @@ pub async fn set_paused(
         Ok(updated) => {
             let note = actor.note(format!("Paused by {}", actor.by));
             events::emit_action(client, &updated, Reason::Paused, note, now).await;
-            format!("paused {name}: passes leave it alone until `promoter resume {name}`")
+            format!(
+                "paused {name}: passes leave it alone until `{} resume {name}`",
+                crate::invocation::command()
+            )
         }
     })
 }
@@ -469,7 +472,8 @@ pub async fn abort(
             let note = actor.note(format!("Aborted by {} at stage {stage}", actor.by));
             events::emit_action(client, &updated, Reason::Aborted, note, now).await;
             format!(
-                "aborted {name} at stage {stage}: passes hold it where it is until `promoter resume {name}` or a new revision"
+                "aborted {name} at stage {stage}: passes hold it where it is until `{} resume {name}` or a new revision",
+                crate::invocation::command()
             )
         }
     })

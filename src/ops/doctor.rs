@@ -85,9 +85,15 @@ async fn crds(client: &kube::Client) -> Vec<Check> {
                 &name,
                 Verdict::Failed,
                 if plural == "clusterpromotions" {
-                    format!("not served ({gv}): promoter crd | kubectl apply -f -")
+                    format!(
+                        "not served ({gv}): {} crd | kubectl apply -f -",
+                        crate::invocation::command()
+                    )
                 } else if gv.starts_with("promoter.dev/") {
-                    format!("not served ({gv}): promoter crd --own | kubectl apply -f -")
+                    format!(
+                        "not served ({gv}): {} crd --own | kubectl apply -f -",
+                        crate::invocation::command()
+                    )
                 } else {
                     format!("not served ({gv}): is Sveltos installed?")
                 },

@@ -340,7 +340,8 @@ impl Explanation {
         if let Some(by) = &self.paused_by {
             let _ = writeln!(
                 out,
-                "  paused by {by}; `promoter resume {name}` lets passes act again"
+                "  paused by {by}; `{} resume {name}` lets passes act again",
+                crate::invocation::command()
             );
         }
         let _ = writeln!(
@@ -455,7 +456,8 @@ impl Explanation {
                     }
                     (true, None) => "approved".into(),
                     (false, _) => format!(
-                        "not approved (`promoter approve {name} --stage {}`)",
+                        "not approved (`{} approve {name} --stage {}`)",
+                        crate::invocation::command(),
                         s.name
                     ),
                 };

@@ -92,10 +92,11 @@ async fn once(
             return Ok(Ok(Outcome::Recorded(existing)));
         }
         anyhow::bail!(
-            "a rollback of {name}'s current run to revision {} is already recorded (by {} at {}); `promoter resume {name}` lifts it",
+            "a rollback of {name}'s current run to revision {} is already recorded (by {} at {}); `{} resume {name}` lifts it",
             crate::api::revision_id(&existing.to),
             existing.by,
-            existing.at
+            existing.at,
+            crate::invocation::command()
         );
     }
     let target = target(revisions, name, &history, &run, request).await?;
