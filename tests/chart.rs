@@ -5,7 +5,8 @@
 //! comparing. The Namespace is rendered only with `namespace.create=true` (`helm install
 //! --create-namespace` creates it otherwise, before any object of the chart, and Helm cannot own
 //! it); with it, the rendering is exactly the kustomization's. So the chart's ClusterRole has the
-//! rules tests/cronjob.rs proves sufficient and minimal.
+//! rules tests/cronjob.rs proves sufficient and minimal. promoter's own CRDs are the chart's
+//! `crds/` (a link to cronjob/crds.yaml), rendered as `helm template --include-crds` does.
 //!
 //! Renderer: `helm template` when a `helm` binary is on the PATH, else Helm's Go SDK (v4) through
 //! the PyPI package helm-python-sdk (tests/chart/render.py; `.ci/run` installs it). Without either,
@@ -49,7 +50,7 @@ fn renderer(action: &str, release: &str) -> Result<Command, String> {
     if let Some(helm) = find_on_path("helm") {
         let mut c = Command::new(helm);
         match action {
-            "template" => c.args(["template", release]),
+            "template" => c.args(["template", release, "--include-crds"]),
             _ => c.args(["lint", "--strict"]),
         };
         return Ok(c);
@@ -175,7 +176,11 @@ fn default_values_render_what_cronjob_installs() {
     let (Some(chart), Some(installed)) = (render(&[]), kustomized()) else {
         return;
     };
-    for o in &chart {
+    // Helm installs crds/ as they are (a link to cronjob/crds.yaml); the templates get its labels.
+    for o in chart
+        .iter()
+        .filter(|o| o["kind"] != "CustomResourceDefinition")
+    {
         let labels = &o["metadata"]["labels"];
         for l in HELM_LABELS {
             assert!(labels[l].is_string(), "{} lacks {l}", key(o));
@@ -244,7 +249,10 @@ fn every_setting_reaches_the_cronjob() {
     let pod = template.spec.unwrap();
     assert_eq!(pod.image_pull_secrets.unwrap()[0].name, "registry");
     assert_eq!(pod.node_selector.unwrap()["kubernetes.io/os"], "linux");
-    assert_eq!(pod.tolerations.unwrap()[0].operator.as_deref(), Some("Exists"));
+    assert_eq!(
+        pod.tolerations.unwrap()[0].operator.as_deref(),
+        Some("Exists")
+    );
     let c = &pod.containers[0];
     assert_eq!(
         c.image.as_deref(),
@@ -268,7 +276,10 @@ fn every_setting_reaches_the_cronjob() {
         ("PROMOTER_LOG_LEVEL", "promoter=debug"),
         ("PROMOTER_DEADLINE", "90s"),
         ("PROMOTER_SHARD", "1/3"),
-        ("PROMOTER_PUSHGATEWAY_URL", "http://pushgateway.monitoring:9091"),
+        (
+            "PROMOTER_PUSHGATEWAY_URL",
+            "http://pushgateway.monitoring:9091",
+        ),
         ("PROMOTER_PUSHGATEWAY_INSTANCE", "mgmt"),
         ("PROMOTER_CAPI_ONBOARD_ANNOTATION", "onboard"),
     ]
@@ -297,7 +308,15 @@ fn every_setting_reaches_the_cronjob() {
     // A digest pins the image instead of the tag.
     let chart = render(&["image.digest=sha256:0123"]).unwrap();
     let cron: CronJob = typed(&chart, "CronJob", "promoter");
-    let pod = cron.spec.unwrap().job_template.spec.unwrap().template.spec.unwrap();
+    let pod = cron
+        .spec
+        .unwrap()
+        .job_template
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap();
     assert_eq!(
         pod.containers[0].image.as_deref(),
         Some("ghcr.io/promoter-dev/promoter@sha256:0123")
@@ -334,10 +353,18 @@ fn names_follow_the_release_and_parts_can_be_left_out() {
     typed::<ClusterRole>(&chart, "ClusterRole", &format!("{name}-view"));
     typed::<ClusterRole>(&chart, "ClusterRole", &format!("{name}-edit"));
     let cron: CronJob = typed(&chart, "CronJob", name);
-    let pod = cron.spec.unwrap().job_template.spec.unwrap().template.spec.unwrap();
+    let pod = cron
+        .spec
+        .unwrap()
+        .job_template
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some(name));
 
-    // Without RBAC and with an existing service account: only the CronJob.
+    // Without RBAC and with an existing service account: only the CronJob (and the CRDs).
     let chart = render(&[
         "rbac.create=false",
         "rbac.approverRoles=false",
@@ -345,12 +372,26 @@ fn names_follow_the_release_and_parts_can_be_left_out() {
         "serviceAccount.name=existing",
     ])
     .unwrap();
+    let mut keys: Vec<String> = chart.iter().map(key).collect();
+    keys.sort();
     assert_eq!(
-        chart.iter().map(key).collect::<Vec<_>>(),
-        [format!("CronJob {NAMESPACE}/promoter")]
+        keys,
+        [
+            format!("CronJob {NAMESPACE}/promoter"),
+            "CustomResourceDefinition /promotionfreezes.promoter.dev".into(),
+            "CustomResourceDefinition /promotionrevisions.promoter.dev".into(),
+        ]
     );
     let cron: CronJob = typed(&chart, "CronJob", "promoter");
-    let pod = cron.spec.unwrap().job_template.spec.unwrap().template.spec.unwrap();
+    let pod = cron
+        .spec
+        .unwrap()
+        .job_template
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("existing"));
     // An existing service account must be named.
     let err = render_as("promoter", &["serviceAccount.create=false"]).unwrap_err();

@@ -2,7 +2,7 @@
 """Renders or lints a Helm chart with Helm's own engine, for tests/chart.rs when no `helm` binary
 is on the PATH: the helm-python-sdk package (PyPI) binds Helm's Go SDK (v4) through a C library.
 
-  render.py template CHART_DIR --name NAME --namespace NS [--set K=V]...   # like `helm template`
+  render.py template CHART_DIR --name NAME --namespace NS [--set K=V]...   # `helm template --include-crds`
   render.py lint CHART_DIR [--set K=V]...                                  # like `helm lint --strict`
 
 Exits 3, saying why, when helm-python-sdk cannot be imported (the test then skips).
@@ -50,9 +50,13 @@ def main():
             rendered = chart.render(
                 values(args.set), name=args.name, namespace=args.namespace, is_install=True
             )
+            crds = chart.crds
     except helm.HelmError as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    # crds/ first, as Helm installs them, unrendered.
+    for crd in crds:
+        print(f"---\n# Source: {crd['filename']}\n{crd['data']}")
     for source in sorted(rendered):
         text = rendered[source]
         if source.endswith("NOTES.txt") or not text.strip():
