@@ -12,13 +12,16 @@
 //! the PyPI package helm-python-sdk (tests/chart/render.py; `.ci/run` installs it). Without either,
 //! or without `kubectl` (for `kubectl kustomize`), the tests say SKIPPED and pass.
 
+mod common;
+
+use common::{on_path, succeeded};
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, PodSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const NAMESPACE: &str = "promoter-system";
@@ -35,19 +38,9 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|p| p.join(name))
-        .find(|p| {
-            p.metadata()
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-}
-
 /// The renderer's command for `template` (with the release name) or `lint`, or why there is none.
 fn renderer(action: &str, release: &str) -> Result<Command, String> {
-    if let Some(helm) = find_on_path("helm") {
+    if let Some(helm) = on_path("helm") {
         let mut c = Command::new(helm);
         match action {
             "template" => c.args(["template", release, "--include-crds"]),
@@ -113,21 +106,16 @@ fn documents(text: &str) -> Vec<Value> {
 
 /// What `kubectl apply -k cronjob/` applies.
 fn kustomized() -> Option<Vec<Value>> {
-    let Some(kubectl) = find_on_path("kubectl") else {
+    let Some(kubectl) = on_path("kubectl") else {
         eprintln!("SKIPPED: no kubectl on the PATH for `kubectl kustomize cronjob/`");
         return None;
     };
-    let out = Command::new(kubectl)
-        .arg("kustomize")
-        .arg(root().join("cronjob"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        Command::new(kubectl)
+            .arg("kustomize")
+            .arg(root().join("cronjob")),
     );
-    Some(documents(&String::from_utf8_lossy(&out.stdout)))
+    Some(documents(&out))
 }
 
 fn key(o: &Value) -> String {
@@ -211,6 +199,13 @@ fn typed<K: DeserializeOwned + serde::Serialize>(objects: &[Value], kind: &str, 
         "{kind} {name} has fields its type does not know"
     );
     obj
+}
+
+/// The pod template of the CronJob `name`.
+fn pod_of(chart: &[Value], name: &str) -> PodSpec {
+    let cron: CronJob = typed(chart, "CronJob", name);
+    let job = cron.spec.unwrap().job_template.spec.unwrap();
+    job.template.spec.unwrap()
 }
 
 #[test]
@@ -307,16 +302,7 @@ fn every_setting_reaches_the_cronjob() {
 
     // A digest pins the image instead of the tag.
     let chart = render(&["image.digest=sha256:0123"]).unwrap();
-    let cron: CronJob = typed(&chart, "CronJob", "promoter");
-    let pod = cron
-        .spec
-        .unwrap()
-        .job_template
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap();
+    let pod = pod_of(&chart, "promoter");
     assert_eq!(
         pod.containers[0].image.as_deref(),
         Some("ghcr.io/promoter-dev/promoter@sha256:0123")
@@ -352,16 +338,7 @@ fn names_follow_the_release_and_parts_can_be_left_out() {
     assert_eq!(cronjob_rule.resource_names.unwrap(), [name]);
     typed::<ClusterRole>(&chart, "ClusterRole", &format!("{name}-view"));
     typed::<ClusterRole>(&chart, "ClusterRole", &format!("{name}-edit"));
-    let cron: CronJob = typed(&chart, "CronJob", name);
-    let pod = cron
-        .spec
-        .unwrap()
-        .job_template
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap();
+    let pod = pod_of(&chart, name);
     assert_eq!(pod.service_account_name.as_deref(), Some(name));
 
     // Without RBAC and with an existing service account: only the CronJob (and the CRDs).
@@ -382,16 +359,7 @@ fn names_follow_the_release_and_parts_can_be_left_out() {
             "CustomResourceDefinition /promotionrevisions.promoter.dev".into(),
         ]
     );
-    let cron: CronJob = typed(&chart, "CronJob", "promoter");
-    let pod = cron
-        .spec
-        .unwrap()
-        .job_template
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap();
+    let pod = pod_of(&chart, "promoter");
     assert_eq!(pod.service_account_name.as_deref(), Some("existing"));
     // An existing service account must be named.
     let err = render_as("promoter", &["serviceAccount.create=false"]).unwrap_err();

