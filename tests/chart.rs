@@ -185,20 +185,13 @@ fn default_values_render_what_cronjob_installs() {
     assert_same(normalised(chart), installed);
 }
 
-/// Parses into the typed object and back: an unknown (misspelt) field would not survive.
+/// The object of this kind and name, typed (no unknown field).
 fn typed<K: DeserializeOwned + serde::Serialize>(objects: &[Value], kind: &str, name: &str) -> K {
     let raw = objects
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-        .clone();
-    let obj: K = serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{kind}: {e}"));
-    assert_eq!(
-        serde_json::to_value(&obj).unwrap(),
-        raw,
-        "{kind} {name} has fields its type does not know"
-    );
-    obj
+        .unwrap_or_else(|| panic!("no {kind} {name}"));
+    common::round_trip(raw, &format!("{kind} {name}"))
 }
 
 /// The pod template of the CronJob `name`.

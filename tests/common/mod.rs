@@ -318,3 +318,14 @@ pub fn succeeded(command: &mut std::process::Command) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Parses into the typed object and back: an unknown (misspelt) field would not survive.
+pub fn round_trip<K: serde::de::DeserializeOwned + serde::Serialize>(raw: &Value, what: &str) -> K {
+    let obj: K = serde_json::from_value(raw.clone()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(
+        &serde_json::to_value(&obj).unwrap(),
+        raw,
+        "{what} has fields its type does not know"
+    );
+    obj
+}
