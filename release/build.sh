@@ -53,6 +53,7 @@ base_url="${PROMOTER_RELEASE_URL:-https://github.com/promoter-dev/promoter/relea
 profile_dir="${profile}"
 [ "${profile}" = dev ] && profile_dir=debug
 host_arch="$(uname -m)"
+target_dir="${CARGO_TARGET_DIR:-target}"
 
 triple_of() {
   case "$1" in
@@ -85,7 +86,7 @@ for platform in "${platforms[@]}"; do
   how="$(cargo_command_for "${triple}")"
   echo "== ${triple}: cargo ${how} --profile ${profile}"
   cargo "${how}" --locked --profile "${profile}" --target "${triple}" -p promoter --bin promoter
-  binary="target/${triple}/${profile_dir}/promoter"
+  binary="${target_dir}/${triple}/${profile_dir}/promoter"
   # Static: no program interpreter and no shared library needed (readelf reads any architecture).
   if readelf -lW "${binary}" | grep -q 'Requesting program interpreter' \
     || readelf -dW "${binary}" | grep -q '(NEEDED)'; then
