@@ -5,8 +5,9 @@
 //! comparing. The Namespace is rendered only with `namespace.create=true` (`helm install
 //! --create-namespace` creates it otherwise, before any object of the chart, and Helm cannot own
 //! it); with it, the rendering is exactly the kustomization's. So the chart's ClusterRole has the
-//! rules tests/cronjob.rs proves sufficient and minimal. promoter's own CRDs are the chart's
-//! `crds/` (a link to cronjob/crds.yaml), rendered as `helm template --include-crds` does.
+//! rules tests/cronjob.rs proves sufficient and minimal (the chart reads them, and the approver
+//! roles, from cronjob/ through links in `files/`). promoter's own CRDs are the chart's `crds/` (a
+//! link to cronjob/crds.yaml), rendered as `helm template --include-crds` does.
 //!
 //! Renderer: `helm template` when a `helm` binary is on the PATH, else Helm's Go SDK (v4) through
 //! the PyPI package helm-python-sdk (tests/chart/render.py; `.ci/run` installs it). Without either,
