@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Every phase a promotion can be in, in the order the one-hot gauges list them.
-pub const PHASES: [Phase; 8] = [
+pub const PHASES: [Phase; 12] = [
     Phase::Progressing,
     Phase::Waiting,
     Phase::AwaitingApproval,
@@ -26,6 +26,10 @@ pub const PHASES: [Phase; 8] = [
     Phase::Error,
     Phase::Deleting,
     Phase::Paused,
+    Phase::Frozen,
+    Phase::RollingBack,
+    Phase::RolledBack,
+    Phase::Aborted,
 ];
 
 pub fn phase_name(p: Phase) -> &'static str {
@@ -38,6 +42,10 @@ pub fn phase_name(p: Phase) -> &'static str {
         Phase::Error => "Error",
         Phase::Deleting => "Deleting",
         Phase::Paused => "Paused",
+        Phase::Frozen => "Frozen",
+        Phase::RollingBack => "RollingBack",
+        Phase::RolledBack => "RolledBack",
+        Phase::Aborted => "Aborted",
     }
 }
 

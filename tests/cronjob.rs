@@ -148,11 +148,33 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
     env.server.store().seed(&promoter::fake::cluster_profile_type(), json!({
         "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile", "metadata": {"name": "main-prod"},
         "spec": {"clusterSelector": {"matchLabels": {"env": "legacy"}}}})).unwrap();
+    // Issue 24: a freeze that ended before the rollout (it holds nothing; the pass writes its
+    // status), and a promotion that completes two revisions with a history of one (its first
+    // stored revision is deleted).
+    env.server.store().seed(&promoter::fake::promotion_freeze_type(), json!({
+        "apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze", "metadata": {"name": "over"},
+        "spec": {"reason": "last week's freeze", "start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}})).unwrap();
+    let mut history = kept.clone();
+    history.metadata.name = Some("history".into());
+    history.metadata.annotations = Some(
+        [(
+            "promoter.dev/revision-history-limit".to_string(),
+            "1".to_string(),
+        )]
+        .into(),
+    );
+    env.apply_promotion(&history);
     env.server
         .set_authorizer(Arc::new(Rbac::bind(SA, role, &["admin"])));
     let sa = env.server.client_as(SA).await.unwrap();
     let mut deleted = false;
     for tick in 0..30 {
+        if tick == 8 {
+            let mut v2 = history.clone();
+            v2.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] =
+                json!("2.0.0");
+            env.apply_promotion(&v2);
+        }
         if tick == 2 {
             // A new revision mid-rollout: stage 1's profile is updated in place.
             let mut v2 = main.clone();
@@ -205,9 +227,26 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
             .iter()
             .any(|r| r.name == "main")
     });
+    let freeze_status = env
+        .server
+        .store()
+        .get(&promoter::fake::promotion_freeze_type(), "", "over")
+        .ok()
+        .and_then(|v| v.pointer("/status/phase").cloned());
+    let revisions: Vec<Value> = env
+        .server
+        .store()
+        .all(&promoter::fake::promotion_revision_type())
+        .into_iter()
+        .filter(|r| r["spec"]["promotion"] == "history")
+        .collect();
+    let history_trimmed = revisions.len() == 1
+        && revisions[0]["spec"]["profileSpec"]["helmCharts"][0]["chartVersion"] == "2.0.0";
     (
         forbidden,
         main_done
+            && freeze_status == Some(json!("Expired"))
+            && history_trimmed
             && unreadable_reported
             && adopted
             && approval_reset
@@ -215,20 +254,6 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
             && env.profile("preverification-main-dev").is_none(),
     )
 }
-
-/// TODO(issue 24, the pass's decision work): the pass does not read PromotionFreezes or write
-/// PromotionRevisions yet, so dropping these verbs breaks nothing today. When it does, extend
-/// `scenario` with a rollback and a freeze and empty this list: the proof then covers them too.
-const NOT_YET_USED_BY_THE_PASS: &[(&str, &str)] = &[
-    ("promotionfreezes", "get"),
-    ("promotionfreezes", "list"),
-    ("promotionfreezes/status", "update"),
-    ("promotionfreezes/status", "patch"),
-    ("promotionrevisions", "get"),
-    ("promotionrevisions", "list"),
-    ("promotionrevisions", "create"),
-    ("promotionrevisions", "delete"),
-];
 
 #[tokio::test]
 async fn the_cluster_role_is_sufficient_and_minimal() {
@@ -242,19 +267,17 @@ async fn the_cluster_role_is_sufficient_and_minimal() {
             r.resources.iter().flatten().any(|x| x == resource) && r.verbs.iter().any(|v| v == verb)
         })
     };
-    for (resource, verb) in NOT_YET_USED_BY_THE_PASS {
+    for (resource, verb) in [
+        ("promotionfreezes", "list"),
+        ("promotionfreezes/status", "patch"),
+        ("promotionrevisions", "get"),
+        ("promotionrevisions", "create"),
+        ("promotionrevisions", "delete"),
+    ] {
         assert!(granted(resource, verb), "{verb} {resource} is in the role");
     }
     for (i, rule) in rules.iter().enumerate() {
         for verb in &rule.verbs {
-            if rule
-                .resources
-                .iter()
-                .flatten()
-                .any(|r| NOT_YET_USED_BY_THE_PASS.contains(&(r.as_str(), verb.as_str())))
-            {
-                continue;
-            }
             let mut reduced = role.clone();
             let r = &mut reduced.rules.as_mut().unwrap()[i];
             r.verbs.retain(|v| v != verb);

@@ -41,6 +41,7 @@ fn opts() -> SimOptions {
         approvals: Vec::new(),
         failures: Vec::new(),
         updates: Vec::new(),
+        freezes: Vec::new(),
         default_tz: chrono_tz::Tz::UTC,
         progress: false,
     }

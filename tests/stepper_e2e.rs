@@ -332,11 +332,11 @@ async fn quiet_when_complete_and_while_soaking() {
         report.promotions[0]
     );
     assert_eq!(env.server.writes(), 0, "{:#?}", env.server.requests());
-    // An active pass reads: promotions, profiles, the summaries of the watched profiles,
-    // SveltosClusters (4 lists), and discovers whether Cluster API is served.
+    // An active pass reads: promotions, profiles, PromotionFreezes, the summaries of the watched
+    // profiles, SveltosClusters (5 lists), and discovers whether Cluster API is served.
     assert_eq!(
         env.server.count(|r| r.verb == "list"),
-        4,
+        5,
         "{:#?}",
         env.server.requests()
     );
@@ -353,8 +353,8 @@ async fn quiet_when_complete_and_while_soaking() {
     );
     assert_eq!(
         env.server.count(|r| r.verb == "list"),
-        6,
-        "two list calls per steady pass"
+        9,
+        "three list calls per steady pass: promotions, profiles, freezes"
     );
 }
 

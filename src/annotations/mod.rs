@@ -116,6 +116,14 @@ pub struct Grant {
     pub approval: Option<Record>,
 }
 
+/// Whether the promotion carries the annotation `key` (whatever its value).
+pub fn has(p: &ClusterPromotion, key: &str) -> bool {
+    p.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(key))
+}
+
 pub(crate) fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
     p.metadata.annotations.as_ref()?.get(key).cloned()
 }

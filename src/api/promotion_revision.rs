@@ -30,7 +30,8 @@ pub const PROMOTION_LABEL: &str = "promoter.dev/promotion";
     plural = "promotionrevisions",
     singular = "promotionrevision",
     shortname = "prev",
-    category = "promoter"
+    category = "promoter",
+    derive = "PartialEq"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct PromotionRevisionSpec {

@@ -6,7 +6,8 @@ use chrono::{DateTime, Utc};
 use promoter::api::flag_duration;
 use promoter::client::ClientArgs;
 use promoter::sim::{
-    Fleet, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimOptions, SimReport, SimWorld,
+    Fleet, ScriptedApproval, ScriptedFailure, ScriptedFreeze, ScriptedUpdate, SimOptions,
+    SimReport, SimWorld,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ pub struct SimArgs {
     /// Time zone of promotion windows without a `CRON_TZ=` prefix (IANA name).
     #[arg(long, default_value = "UTC")]
     timezone: String,
+    /// Place a freeze of every promotion on the timeline: `FROM..[TO][=REASON]` (offsets from the
+    /// start; open-ended without TO), e.g. `1d..2d=holidays`.
+    #[arg(long, value_name = "FROM..TO")]
+    freeze: Vec<String>,
     /// Output format.
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
@@ -45,6 +50,7 @@ pub struct SimArgs {
 ///   promoter simulate examples/blog-kyverno-manual.yaml --approve staging@1h
 ///   promoter simulate examples/blog-kyverno-failure.yaml --fail dev-1
 ///   promoter simulate examples/blog-kyverno-auto.yaml --update examples/blog-kyverno-update.yaml@1d
+///   promoter simulate examples/blog-kyverno-auto.yaml --freeze 10m..1d=holidays
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SimulateArgs {
@@ -60,8 +66,9 @@ pub struct SimulateArgs {
     /// Simulated start time, RFC 3339 (default: now, to the minute).
     #[arg(long)]
     start: Option<String>,
-    /// Make a cluster's deployments fail from an offset on: `CLUSTER[@OFFSET]`.
-    #[arg(long, value_name = "CLUSTER[@OFFSET]")]
+    /// Make a cluster's deployments fail from an offset on: `CLUSTER[@OFFSET][:TEXT]` (with TEXT,
+    /// only deployments whose spec contains it, e.g. `staging@1d:3.6.0`).
+    #[arg(long, value_name = "CLUSTER[@OFFSET][:TEXT]")]
     fail: Vec<String>,
     /// Apply a new revision of the promotions at an offset: `FILE@OFFSET`.
     #[arg(long, value_name = "FILE@OFFSET")]
@@ -107,6 +114,12 @@ fn sim_options(
             .map_err(|e| anyhow::anyhow!(e))?,
         failures,
         updates,
+        freezes: sim
+            .freeze
+            .iter()
+            .map(|s| ScriptedFreeze::parse(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!(e))?,
         default_tz: timezone(&sim.timezone)?,
         progress: true,
     })

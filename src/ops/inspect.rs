@@ -3,7 +3,9 @@
 //! next pass would make (a dry run: health checks are not run; their last results are in the status).
 
 use crate::api::{ClusterPromotion, StageStatus, Timestamp};
+use crate::pass::FAILED_DEADLINE;
 use crate::pass::deployment;
+use crate::pass::gates::freeze::FROZEN;
 use crate::pass::profiles::profile_name;
 use crate::pass::stage_status::description_text;
 use crate::pass::{Context, Decision, HealthResults, Phase, World, decide};
@@ -36,6 +38,14 @@ pub enum ObservedPhase {
     Blocked,
     Paused,
     Deleting,
+    /// A PromotionFreeze holds it: the current stage finishes, the next does not start.
+    Frozen,
+    /// Stages are going back to the last known good revision.
+    RollingBack,
+    /// Rolled back; holds until the spec changes or `promoter resume`.
+    RolledBack,
+    /// `promoter abort`: holds where it is until the spec changes or `promoter resume`.
+    Aborted,
 }
 
 /// The decision the next pass would make, if nothing changes before it runs.
@@ -142,6 +152,76 @@ fn time_in(text: &str) -> Option<DateTime<Utc>> {
     Timestamp::parse(t).ok().map(|t| t.as_datetime())
 }
 
+/// What holds the recorded run, from promoter's records about it: an abort, a rollback, a missed
+/// deadline under `halt` (see `pass::planner`).
+fn run_hold(
+    p: &ClusterPromotion,
+    status: &crate::api::ClusterPromotionStatus,
+) -> Option<(ObservedPhase, Option<DateTime<Utc>>, Option<String>)> {
+    use crate::annotations::{aborted, failed, rollback};
+    let run = crate::annotations::Run::of(status)?;
+    if let Some(a) = aborted(p).filter(|a| a.run == run) {
+        let why = a.reason.map(|r| format!(": {r}")).unwrap_or_default();
+        return Some((
+            ObservedPhase::Aborted,
+            None,
+            Some(format!("aborted by {} at {}{why}", a.by, a.at)),
+        ));
+    }
+    if let Some(r) = rollback(p).filter(|r| r.from == run) {
+        let id = crate::api::revision_id(&r.to);
+        return Some(match r.completed_at {
+            Some(at) => (
+                ObservedPhase::RolledBack,
+                None,
+                Some(format!(
+                    "rolled back to revision {id} at {at} ({}); holds until the spec changes or `promoter resume`",
+                    r.cause.as_str()
+                )),
+            ),
+            None => (
+                ObservedPhase::RollingBack,
+                None,
+                Some(format!(
+                    "rolling back to revision {id} ({}, {}) since {}",
+                    r.cause.as_str(),
+                    r.order.as_str(),
+                    r.at
+                )),
+            ),
+        });
+    }
+    let f = failed(p).filter(|f| f.run == run && f.resumed.is_none())?;
+    Some((
+        ObservedPhase::Failed,
+        None,
+        Some(format!(
+            "stage {} missed its progress deadline ({}) at {}: {}",
+            f.stage, f.deadline, f.at, f.why
+        )),
+    ))
+}
+
+/// A new revision the last pass held back (a freeze; a revision rolled back before), as its
+/// description says.
+fn held_new_revision(
+    p: &ClusterPromotion,
+    stage: &str,
+) -> Option<(ObservedPhase, Option<DateTime<Utc>>, Option<String>)> {
+    let description = stored(p, stage)?
+        .current_status_description
+        .as_deref()
+        .map(description_text)?;
+    let phase = if description.starts_with(FROZEN) {
+        ObservedPhase::Frozen
+    } else if description.starts_with("Held:") {
+        ObservedPhase::RolledBack
+    } else {
+        return None;
+    };
+    Some((phase, None, Some(description.to_string())))
+}
+
 /// The observed phase of the current stage, from what the last pass recorded and the live objects.
 fn observed(
     p: &ClusterPromotion,
@@ -164,6 +244,10 @@ fn observed(
         d if d.starts_with("Window Closed") => (WindowClosed, time_in(d)),
         d if d.starts_with("Blocked:") => (Blocked, None),
         d if d.starts_with("Paused: promotion paused") => (Paused, None),
+        d if d.starts_with(FROZEN) => (Frozen, None),
+        d if d.starts_with("Held:") => (RolledBack, None),
+        d if d.starts_with("Aborted by") => (Aborted, None),
+        FAILED_DEADLINE => (Failed, None),
         _ => (Progressing, None),
     };
     // A deployment that failed shows in the live ClusterSummaries before any pass says so.
@@ -211,9 +295,13 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
             None,
             Some(message.trim().to_string()),
         )
+    } else if let Some(held) = run_hold(p, &status) {
+        held
     } else if status.current_stage_name.is_none() {
         let why = "no pass has processed this ClusterPromotion yet";
         (ObservedPhase::Pending, None, Some(why.to_string()))
+    } else if let Some(held) = held_new_revision(p, &stage).filter(|_| !picked_up) {
+        held
     } else if index.is_none() || !picked_up {
         let why = "the spec changed since the last pass; its status is of an earlier revision";
         (ObservedPhase::Pending, None, Some(why.to_string()))
@@ -313,9 +401,9 @@ pub fn exit_code(phase: ObservedPhase) -> u8 {
     match phase {
         Complete => 0,
         Pending | Progressing | Soaking | WindowClosed | RunningChecks | ChecksFailing | Paused
-        | Deleting => 3,
+        | Deleting | Frozen | RollingBack => 3,
         AwaitingApproval => 4,
-        Failed | Blocked => 5,
+        Failed | Blocked | RolledBack | Aborted => 5,
     }
 }
 
@@ -327,6 +415,8 @@ pub fn settled(phase: ObservedPhase) -> bool {
             | ObservedPhase::AwaitingApproval
             | ObservedPhase::Failed
             | ObservedPhase::Blocked
+            | ObservedPhase::RolledBack
+            | ObservedPhase::Aborted
     )
 }
 

@@ -12,10 +12,9 @@
 
 use super::decision::{Action, Decision, RecordOp};
 use super::world::World;
-use crate::annotations::{COMPLETED, approval_key, grant_key};
-use crate::api::ClusterProfile;
-use crate::api::ClusterPromotion;
+use crate::annotations::{COMPLETED, FAILED, HISTORY, ROLLBACK, approval_key, grant_key};
 use crate::api::promotion::FINALIZER;
+use crate::api::{ClusterProfile, ClusterPromotion, PromotionRevision};
 use chrono::{DateTime, Utc};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::{Value, json};
@@ -92,8 +91,14 @@ pub async fn act(
     let name = d.promotion.clone();
     let promotions: Api<ClusterPromotion> = Api::all(client.clone());
     let profiles: Api<ClusterProfile> = Api::all(client.clone());
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    let apis = Apis {
+        promotions: &promotions,
+        profiles: &profiles,
+        revisions: &revisions,
+    };
     for action in &d.actions {
-        match apply_action(&promotions, &profiles, &mut current, action, world).await {
+        match apply_action(&apis, &mut current, action, world).await {
             Ok(Some(line)) => out.done.push(line),
             Ok(None) => {}
             Err(e) if settled(&e, &name, &describe(action), writes_promotion(action)).is_some() => {
@@ -139,7 +144,7 @@ pub async fn act(
     }
     // What the status decided. If this fails, the next pass redoes it from the recorded status.
     for action in &d.after_status {
-        match apply_action(&promotions, &profiles, &mut current, action, world).await {
+        match apply_action(&apis, &mut current, action, world).await {
             Ok(Some(line)) => out.done.push(line),
             Ok(None) => {}
             Err(e) if settled(&e, &name, &describe(action), writes_promotion(action)).is_some() => {
@@ -166,6 +171,13 @@ pub(crate) fn describe(action: &Action) -> String {
         Action::Apply(p) => format!("applying ClusterProfile {}", p.name),
         Action::Delete { name } => format!("deleting ClusterProfile {name}"),
         Action::Disown { name } => format!("removing the owner reference of ClusterProfile {name}"),
+        Action::StoreRevision(r) => format!(
+            "storing PromotionRevision {}",
+            r.metadata.name.as_deref().unwrap_or_default()
+        ),
+        Action::DeleteRevision { name } => {
+            format!("deleting PromotionRevision {name} (beyond the revision history)")
+        }
         Action::Record(ops) => ops
             .iter()
             .map(|op| match op {
@@ -187,23 +199,74 @@ pub(crate) fn describe(action: &Action) -> String {
                         "withdrawing the approval of stage {stage} given to an earlier revision"
                     )
                 }
+                RecordOp::History(_) => "recording the revision history".into(),
+                RecordOp::Failed(f) => {
+                    format!(
+                        "recording that stage {} missed its progress deadline",
+                        f.stage
+                    )
+                }
+                RecordOp::Rollback(r) if r.completed_at.is_some() => {
+                    "recording the rollback's completion".into()
+                }
+                RecordOp::Rollback(r) => format!(
+                    "recording a rollback to revision {}",
+                    crate::api::revision_id(&r.to)
+                ),
+                RecordOp::Drop(hold) => format!("dropping {}", hold.key()),
             })
             .collect::<Vec<_>>()
             .join(", "),
     }
 }
 
+/// The APIs a decision writes to.
+struct Apis<'a> {
+    promotions: &'a Api<ClusterPromotion>,
+    profiles: &'a Api<ClusterProfile>,
+    revisions: &'a Api<PromotionRevision>,
+}
+
 /// One action. `Ok(None)`: nothing needed doing after all (already gone, already reset).
 async fn apply_action(
-    promotions: &Api<ClusterPromotion>,
-    profiles: &Api<ClusterProfile>,
+    apis: &Apis<'_>,
     current: &mut ClusterPromotion,
     action: &Action,
     world: &World,
 ) -> kube::Result<Option<String>> {
+    let (promotions, profiles) = (apis.promotions, apis.profiles);
     let name = current.metadata.name.clone().unwrap_or_default();
     let rv = current.metadata.resource_version.clone();
     match action {
+        Action::StoreRevision(revision) => {
+            // Content-addressed: one that exists is the same revision, stored by an earlier or a
+            // concurrent pass. Looked up first, so that a pass that keeps dying right after its
+            // first write still gets to its record patch.
+            let name = revision.metadata.name.clone().unwrap_or_default();
+            if apis.revisions.get_opt(&name).await?.is_some() {
+                return Ok(None);
+            }
+            match apis
+                .revisions
+                .create(&PostParams::default(), revision)
+                .await
+            {
+                Ok(_) => Ok(Some(describe(action))),
+                Err(e) if is_status(&e, 409) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        Action::DeleteRevision { name: revision } => {
+            match apis
+                .revisions
+                .delete(revision, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => Ok(Some(describe(action))),
+                Err(e) if is_status(&e, 404) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
         Action::AddFinalizer | Action::RemoveFinalizer => {
             let mut finalizers = finalizers_without(current);
             if *action == Action::AddFinalizer {
@@ -373,6 +436,10 @@ fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> {
             RecordOp::ReviseApprovalRecord { stage, record } => {
                 out.push(set(&approval_key(stage), to_json(record)));
             }
+            RecordOp::History(h) => out.push(set(HISTORY, h.to_annotation())),
+            RecordOp::Failed(f) => out.push(set(FAILED, to_json(f))),
+            RecordOp::Rollback(r) => out.push(set(ROLLBACK, to_json(r))),
+            RecordOp::Drop(hold) => remove(&mut out, hold.key()),
             RecordOp::WithdrawApproval { index, stage } => {
                 let approved = format!("/spec/stages/{index}/trigger/manual/approved");
                 out.push(json!({"op": "test", "path": format!("/spec/stages/{index}/name"), "value": stage}));

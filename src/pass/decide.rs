@@ -49,7 +49,7 @@ use super::planner;
 use super::profiles::{has_owner_reference, owned_by, preverification_name, profile_name};
 use super::stage_status::{entry, set_description};
 use super::world::World;
-use crate::annotations;
+use crate::annotations::{self, Run};
 use crate::api::promotion::FINALIZER;
 use crate::api::{ClusterProfile, ClusterPromotion};
 use crate::validation::check_generated_name;
@@ -130,6 +130,20 @@ pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
         return Vec::new();
     };
     let stage = &p.spec.stages[idx];
+    let run = Run::of(&status);
+    if let Some(r) = annotations::rollback(p).filter(|r| Some(&r.from) == run.as_ref()) {
+        // A rollback in progress judges every stage it may restore.
+        if r.completed_at.is_some() {
+            return Vec::new();
+        }
+        return p
+            .spec
+            .stages
+            .iter()
+            .map(|s| profile_name(name, &s.name))
+            .filter(|n| check_generated_name(n).is_ok())
+            .collect();
+    }
     if annotations::is_complete(p) {
         return Vec::new();
     }

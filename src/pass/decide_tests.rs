@@ -94,6 +94,13 @@ fn apply(p: &mut ClusterPromotion, world: &mut World, d: &Decision) {
                 }
             }
             Action::Record(ops) => apply_records(p, ops),
+            Action::StoreRevision(r) => {
+                let name = r.metadata.name.clone().unwrap_or_default();
+                world.revisions.insert(name, Some((**r).clone()));
+            }
+            Action::DeleteRevision { name } => {
+                world.revisions.insert(name.clone(), None);
+            }
         }
     }
     if let Some(s) = &d.status {
@@ -135,6 +142,24 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
             }
             RecordOp::ReviseApprovalRecord { stage, record } => {
                 a.insert(approval_key(stage), serde_json::to_string(record).unwrap());
+            }
+            RecordOp::History(h) => {
+                a.insert(crate::annotations::HISTORY.into(), h.to_annotation());
+            }
+            RecordOp::Failed(f) => {
+                a.insert(
+                    crate::annotations::FAILED.into(),
+                    serde_json::to_string(f).unwrap(),
+                );
+            }
+            RecordOp::Rollback(r) => {
+                a.insert(
+                    crate::annotations::ROLLBACK.into(),
+                    serde_json::to_string(r).unwrap(),
+                );
+            }
+            RecordOp::Drop(hold) => {
+                a.remove(hold.key());
             }
             RecordOp::WithdrawApproval { index, stage } => {
                 a.remove(&approval_key(stage));
@@ -1223,9 +1248,14 @@ fn issue14_p5_legacy_completion_is_adopted_once() {
     p.metadata.annotations = None; // as upstream leaves it
     let d = run(&mut p, &mut w, min + 2);
     assert_eq!(d.phase, Phase::Complete);
+    // Recorded once, with its revision stored and added to the history (so it can be rolled
+    // back to).
     assert!(
-        matches!(&d.actions[..], [Action::Record(ops)] if matches!(ops[..], [RecordOp::Complete(_)]))
+        matches!(&d.actions[..], [Action::StoreRevision(_), Action::Record(ops)]
+            if matches!(ops[..], [RecordOp::History(_), RecordOp::Complete(_)]))
     );
+    apply(&mut p, &mut w, &d);
+    assert!(!run(&mut p, &mut w, min + 3).writes());
 }
 
 /// Problem 6: nothing that changes what a cluster runs precedes the status write.
@@ -1269,8 +1299,13 @@ fn issue14_p6_a_pass_dying_after_one_write_progresses() {
     set_approved(&mut p, 1, Some(true));
     for min in 0..80 {
         let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
-        // Only the first write of the pass happens.
-        let first = d.actions.first().cloned();
+        // Only the first write of the pass happens. Storing a revision that is stored already is
+        // no write (the API server answers AlreadyExists).
+        let first = d
+            .actions
+            .iter()
+            .find(|a| !matches!(a, Action::StoreRevision(r) if w.revisions.get(r.metadata.name.as_deref().unwrap_or_default()).is_some_and(Option::is_some)))
+            .cloned();
         let killed = match first {
             Some(a) => Decision {
                 actions: vec![a],
@@ -1543,3 +1578,6 @@ fn a_takeover_keeps_the_approval_given_for_that_run() {
 
 #[path = "events_tests.rs"]
 mod events_tests;
+
+#[path = "decide_failure_tests.rs"]
+mod failure_policy;

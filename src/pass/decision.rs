@@ -4,8 +4,8 @@
 //! `decide` and its gates write it, `act` applies it, `events` records its notes.
 
 use super::profiles::DesiredProfile;
-use crate::annotations::{Grant, Record, Run};
-use crate::api::ClusterPromotionStatus;
+use crate::annotations::{Failed, Grant, History, Record, Rollback, Run};
+use crate::api::{ClusterPromotionStatus, PromotionRevision};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
@@ -44,6 +44,14 @@ pub enum Phase {
     Deleting,
     /// `promoter pause`: left alone until resumed.
     Paused,
+    /// A freeze holds the promotion: the current stage finishes, the next one does not start.
+    Frozen,
+    /// Stages are being rolled back to the last known good revision (or `--to-revision`).
+    RollingBack,
+    /// Rolled back: the promotion holds until its spec changes or `promoter resume`.
+    RolledBack,
+    /// `promoter abort`: the run holds where it is until its spec changes or `promoter resume`.
+    Aborted,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +70,13 @@ pub enum Action {
     /// promoter's records on the promotion, in one JSON patch guarded by the resourceVersion the
     /// pass observed (a concurrent writer makes it fail, and the pass stops).
     Record(Vec<RecordOp>),
+    /// Stores a completed revision (`PromotionRevision`, content-addressed: one that already
+    /// exists is the same revision, and is left as it is).
+    StoreRevision(Box<PromotionRevision>),
+    /// Deletes a stored revision the history no longer refers to.
+    DeleteRevision {
+        name: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +105,38 @@ pub enum RecordOp {
     ReviseApprovalRecord { stage: String, record: Record },
     /// Removes an approval (and its record) that `promoter approve` gave an earlier revision.
     WithdrawApproval { index: usize, stage: String },
+    /// Writes the revision history (`promoter.dev/history`) as a whole.
+    History(History),
+    /// A stage of the run missed its progress deadline (`promoter.dev/failed`).
+    Failed(Failed),
+    /// A rollback of the run starts, or (with `completed_at`) is complete (`promoter.dev/rollback`).
+    Rollback(Rollback),
+    /// Removes a record that holds or releases a run (the run it was about is over).
+    Drop(Hold),
+}
+
+/// The records about one run that a new run makes void.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    Failed,
+    Rollback,
+    Aborted,
+    Retry,
+}
+
+impl Hold {
+    pub const ALL: [Hold; 4] = [Hold::Failed, Hold::Rollback, Hold::Aborted, Hold::Retry];
+
+    /// The annotation that holds it.
+    pub fn key(self) -> &'static str {
+        use crate::annotations::{ABORTED, FAILED, RETRY, ROLLBACK};
+        match self {
+            Hold::Failed => FAILED,
+            Hold::Rollback => ROLLBACK,
+            Hold::Aborted => ABORTED,
+            Hold::Retry => RETRY,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,6 +164,9 @@ pub struct Decision {
     pub next_check: Option<DateTime<Utc>>,
     /// The stage whose postDelayHealthChecks must be evaluated before this decision is final.
     pub needs_health: Option<String>,
+    /// The stored `PromotionRevision` (its name) a rollback needs: the pass reads it and decides
+    /// again.
+    pub needs_revision: Option<String>,
 }
 
 impl Decision {
@@ -132,6 +182,7 @@ impl Decision {
             events: Vec::new(),
             next_check: None,
             needs_health: None,
+            needs_revision: None,
         }
     }
 
@@ -154,6 +205,14 @@ impl Decision {
     pub(super) fn outcome(&mut self, phase: Phase, summary: String) {
         self.phase = phase;
         self.summary = summary;
+    }
+
+    /// The earliest of the current `next_check` and `t`.
+    pub(super) fn check_by(&mut self, t: Option<DateTime<Utc>>) {
+        self.next_check = match (self.next_check, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 
     pub fn writes(&self) -> bool {
@@ -199,6 +258,20 @@ pub enum Reason {
     Aborted,
     /// `promoter freeze bypass`.
     FreezeBypassGranted,
+    /// A stage did not complete within its progress deadline (Warning).
+    ProgressDeadlineExceeded,
+    /// A rollback to the last known good revision starts (Warning).
+    RollbackStarted,
+    /// A stage of a rollback runs the revision rolled back to on every matching cluster.
+    StageRolledBack,
+    /// Every stage of a rollback is rolled back; the promotion holds (Warning).
+    RolledBack,
+    /// A freeze holds the promotion: the next stage does not start.
+    Frozen,
+    /// A stage started while a freeze held the promotion, under a recorded bypass.
+    FreezeBypassed,
+    /// A PromotionFreeze that holds nothing because it is invalid (Warning, on the freeze).
+    InvalidFreeze,
 }
 
 impl Reason {
@@ -221,6 +294,13 @@ impl Reason {
             Reason::RollbackRequested => "RollbackRequested",
             Reason::Aborted => "Aborted",
             Reason::FreezeBypassGranted => "FreezeBypassGranted",
+            Reason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
+            Reason::RollbackStarted => "RollbackStarted",
+            Reason::StageRolledBack => "StageRolledBack",
+            Reason::RolledBack => "RolledBack",
+            Reason::Frozen => "Frozen",
+            Reason::FreezeBypassed => "FreezeBypassed",
+            Reason::InvalidFreeze => "InvalidFreeze",
         }
     }
 
@@ -232,6 +312,10 @@ impl Reason {
                 | Reason::DeploymentFailed
                 | Reason::Blocked
                 | Reason::FieldsPruned
+                | Reason::ProgressDeadlineExceeded
+                | Reason::RollbackStarted
+                | Reason::RolledBack
+                | Reason::InvalidFreeze
         )
     }
 

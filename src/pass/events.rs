@@ -97,7 +97,29 @@ fn reporting_instance() -> String {
 
 /// The Event of one note about `p`, as a real API server accepts it.
 pub fn event(p: &ClusterPromotion, note: &EventNote, action: &str, now: DateTime<Utc>) -> Event {
-    let name = p.metadata.name.clone().unwrap_or_default();
+    event_regarding(&promotion_reference(p), note, action, now)
+}
+
+/// The object an Event about `p` regards.
+fn promotion_reference(p: &ClusterPromotion) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("config.projectsveltos.io/v1beta1".into()),
+        kind: Some("ClusterPromotion".into()),
+        name: p.metadata.name.clone(),
+        uid: p.metadata.uid.clone(),
+        resource_version: p.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+/// The Event of one note about the object `regarding` (a ClusterPromotion, a PromotionFreeze).
+pub fn event_regarding(
+    regarding: &ObjectReference,
+    note: &EventNote,
+    action: &str,
+    now: DateTime<Utc>,
+) -> Event {
+    let name = regarding.name.clone().unwrap_or_default();
     // `eventTime` is a MicroTime: RFC 3339 with microseconds; it is required on this API.
     let event_time = k8s_openapi::jiff::Timestamp::from_microsecond(now.timestamp_micros())
         .ok()
@@ -114,14 +136,7 @@ pub fn event(p: &ClusterPromotion, note: &EventNote, action: &str, now: DateTime
         type_: Some(if note.warning { "Warning" } else { "Normal" }.into()),
         reporting_controller: Some(REPORTING_CONTROLLER.into()),
         reporting_instance: Some(reporting_instance()),
-        regarding: Some(ObjectReference {
-            api_version: Some("config.projectsveltos.io/v1beta1".into()),
-            kind: Some("ClusterPromotion".into()),
-            name: Some(name),
-            uid: p.metadata.uid.clone(),
-            resource_version: p.metadata.resource_version.clone(),
-            ..Default::default()
-        }),
+        regarding: Some(regarding.clone()),
         ..Default::default()
     }
 }
@@ -135,16 +150,30 @@ pub async fn emit(
     action: &str,
     now: DateTime<Utc>,
 ) -> usize {
+    emit_regarding(client, &promotion_reference(p), notes, action, now).await
+}
+
+/// [`emit`] about any object.
+pub async fn emit_regarding(
+    client: &kube::Client,
+    regarding: &ObjectReference,
+    notes: &[EventNote],
+    action: &str,
+    now: DateTime<Utc>,
+) -> usize {
     let events: Api<Event> = Api::namespaced(client.clone(), EVENT_NAMESPACE);
     let mut recorded = 0;
     for note in notes {
         match events
-            .create(&PostParams::default(), &event(p, note, action, now))
+            .create(
+                &PostParams::default(),
+                &event_regarding(regarding, note, action, now),
+            )
             .await
         {
             Ok(_) => recorded += 1,
             Err(e) => tracing::warn!(
-                promotion = p.metadata.name.as_deref().unwrap_or_default(),
+                object = regarding.name.as_deref().unwrap_or_default(),
                 reason = %note.reason,
                 error = %e,
                 "could not record the event {:?}",

@@ -1,17 +1,21 @@
 //! One reconciliation pass: observe the cluster, decide per promotion (pure), act idempotently.
 
 pub mod act;
+pub mod deadline;
 pub mod decide;
 pub mod decision;
 pub mod deployment;
 pub mod events;
-mod gates;
+pub mod freeze_status;
+pub mod gates;
 pub mod observe;
 pub mod ownership;
 mod planner;
 mod problems;
 mod profile_writes;
 pub mod profiles;
+pub mod revisions;
+pub mod rollback;
 pub mod shard;
 pub mod stage_status;
 pub mod summaries;
@@ -22,6 +26,7 @@ pub mod world;
 pub use crate::api::inventory::ClusterKind;
 pub use decide::decide;
 pub use decision::{Action, Context, Decision, HealthResults, HealthVerdict, Phase};
+pub use planner::FAILED_DEADLINE;
 pub use world::{InventoryCluster, World};
 
 use crate::api::ClusterPromotion;
@@ -121,9 +126,14 @@ pub struct PromotionReport {
 }
 
 impl PromotionReport {
-    /// In error for the exit code: invalid, failing deployment, or a write that failed.
+    /// In error for the exit code: invalid, failing deployment, a missed progress deadline and
+    /// what follows it (a rollback, rolled back), or a write that failed.
     pub fn in_error(&self) -> bool {
-        self.error.is_some() || matches!(self.phase, Phase::Error | Phase::Failed)
+        self.error.is_some()
+            || matches!(
+                self.phase,
+                Phase::Error | Phase::Failed | Phase::RollingBack | Phase::RolledBack
+            )
     }
 }
 
@@ -174,7 +184,9 @@ fn planned_line(a: &Action) -> String {
         Action::Apply(p) => format!("apply ClusterProfile {}", p.name),
         Action::Delete { name } => format!("delete ClusterProfile {name}"),
         Action::Disown { name } => format!("remove owner reference from ClusterProfile {name}"),
-        Action::Record(_) => act::describe(a),
+        Action::Record(_) | Action::StoreRevision(_) | Action::DeleteRevision { .. } => {
+            act::describe(a)
+        }
     }
 }
 
@@ -260,14 +272,35 @@ pub async fn decide_all_until(
     ctx: &Context,
     deadline: Option<tokio::time::Instant>,
 ) -> Vec<Decision> {
-    let mut decisions: Vec<Decision> = promotions
+    decide_all_with_results(promotions, world, health, ctx, deadline)
+        .await
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect()
+}
+
+/// [`decide_all_until`], each decision with the health verdicts it was made from (a promotion
+/// decided again in the same pass, after a read, is decided from the same verdicts).
+async fn decide_all_with_results(
+    promotions: &[ClusterPromotion],
+    world: &World,
+    health: &dyn HealthEvaluator,
+    ctx: &Context,
+    deadline: Option<tokio::time::Instant>,
+) -> Vec<(Decision, HealthResults)> {
+    let mut decisions: Vec<(Decision, HealthResults)> = promotions
         .iter()
-        .map(|p| decide(p, world, &HealthResults::new(), ctx))
+        .map(|p| {
+            (
+                decide(p, world, &HealthResults::new(), ctx),
+                HealthResults::new(),
+            )
+        })
         .collect();
     let (indices, requests): (Vec<usize>, Vec<HealthRequest>) = decisions
         .iter()
         .enumerate()
-        .filter_map(|(i, d)| {
+        .filter_map(|(i, (d, _))| {
             let stage = d.needs_health.clone()?;
             Some((
                 i,
@@ -303,7 +336,7 @@ pub async fn decide_all_until(
     };
     for ((i, r), v) in indices.into_iter().zip(&requests).zip(verdicts) {
         let results = HealthResults::from([(r.stage.clone(), v)]);
-        decisions[i] = decide(&promotions[i], world, &results, ctx);
+        decisions[i] = (decide(&promotions[i], world, &results, ctx), results);
     }
     decisions
 }
@@ -455,7 +488,7 @@ async fn pass_body(
             .filter(|h| *h > now)
             .unwrap_or(now)
     });
-    let decisions = decide_all_until(
+    let decisions = decide_all_with_results(
         &promotions,
         &observation.world,
         health,
@@ -463,10 +496,21 @@ async fn pass_body(
         health_deadline,
     )
     .await;
-    for (p, mut d) in promotions.iter().zip(decisions) {
+    for (p, (mut d, results)) in promotions.iter().zip(decisions) {
         let reached = !past(limits.deadline);
         if reached && ownership::fetch_unlisted(client, &mut observation.world, &d).await {
             d = decide_with_health(p, &observation.world, health, &ctx).await;
+        }
+        if let Some(name) = d.needs_revision.clone() {
+            // A rollback reads the one revision it restores, then is decided again.
+            if let Err(e) = revisions::fetch(client, &mut observation.world, &name).await {
+                let why = format!("reading PromotionRevision {name} failed: {e}");
+                let r = not_decided(p, &why);
+                tracing::error!(promotion = %r.name, "{why}; not decided in this pass");
+                report.promotions.push(r);
+                continue;
+            }
+            d = decide(p, &observation.world, &results, &ctx);
         }
         let mut r = PromotionReport {
             name: d.promotion.clone(),
@@ -513,6 +557,16 @@ async fn pass_body(
             }
         }
         report.promotions.push(r);
+    }
+    // The freezes' own status, by one stepper only (the first shard), for the whole fleet.
+    if !opts.dry_run
+        && !past(limits.deadline)
+        && only.is_none()
+        && limits.shard.is_none_or(|s| s.index == 0)
+    {
+        for line in freeze_status::write(client, &observation.world.freezes, opts.now).await {
+            tracing::info!("{line}");
+        }
     }
     Ok(report)
 }

@@ -9,7 +9,8 @@ use super::world::{ExcludedCluster, InventoryCluster, World};
 use crate::api::inventory::{CAPI_GROUP, ClusterKind};
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
 use crate::api::{
-    CapiClusterFacts, ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster,
+    CapiClusterFacts, ClusterProfile, ClusterPromotion, ClusterSummary, PromotionFreeze,
+    SveltosCluster,
 };
 use anyhow::Context as _;
 use kube::Resource;
@@ -133,17 +134,26 @@ pub struct Unread {
     /// The cluster inventory (SveltosClusters, Cluster API Clusters) could not be read: every
     /// promotion with a stage in progress needs it.
     pub inventory: Option<String>,
+    /// The PromotionFreezes could not be listed: no promotion may start a stage without knowing
+    /// whether a freeze holds it, so none is decided (a freeze fails closed).
+    pub freezes: Option<String>,
 }
 
 impl Unread {
     pub fn is_empty(&self) -> bool {
-        self.profiles.is_none() && self.summaries.is_empty() && self.inventory.is_none()
+        self.profiles.is_none()
+            && self.summaries.is_empty()
+            && self.inventory.is_none()
+            && self.freezes.is_none()
     }
 
     /// Why `p` cannot be decided from this observation, if a read it needs failed.
     pub fn missing_for(&self, p: &ClusterPromotion) -> Option<String> {
         if let Some(e) = &self.profiles {
             return Some(format!("listing generated ClusterProfiles failed: {e}"));
+        }
+        if let Some(e) = &self.freezes {
+            return Some(format!("listing PromotionFreezes failed: {e}"));
         }
         let watched = watched_profiles(p);
         if watched.is_empty() {
@@ -171,6 +181,11 @@ impl Unread {
                     .map(|(p, e)| format!("listing ClusterSummaries of {p}: {e}"))
             })
             .or_else(|| self.inventory.clone())
+            .or_else(|| {
+                self.freezes
+                    .clone()
+                    .map(|e| format!("listing PromotionFreezes: {e}"))
+            })
     }
 }
 
@@ -240,6 +255,14 @@ pub async fn observe_pass(
             return done(promotions, undecodable, world, unread);
         }
     }
+    match freezes(client).await {
+        Ok(f) => world.freezes = f,
+        Err(e) => {
+            let e = format!("{e:#}");
+            tracing::error!(error = %e, "listing PromotionFreezes failed; no promotion is decided in this pass (a freeze fails closed)");
+            unread.freezes = Some(e);
+        }
+    }
 
     let mut watched: Vec<String> = promotions.iter().flat_map(watched_profiles).collect();
     watched.sort();
@@ -264,6 +287,34 @@ pub async fn observe_pass(
         }
     }
     done(promotions, undecodable, world, unread)
+}
+
+/// The PromotionFreezes. None when promoter.dev's CRD is not served (nothing can be frozen then);
+/// one that does not decode holds nothing and is named in the log (as an Invalid freeze would).
+pub async fn freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreeze>> {
+    let listed = list_tolerant(
+        client,
+        &PromotionFreeze::url_path(&(), None),
+        ListParams::default(),
+        |out: &mut Vec<PromotionFreeze>, item: Result<PromotionFreeze, Unreadable>| match item {
+            Ok(f) => out.push(f),
+            Err(u) => {
+                tracing::error!(freeze = %u.name, error = %u.error, "cannot read this PromotionFreeze; it holds nothing")
+            }
+        },
+    )
+    .await;
+    match listed {
+        Ok(f) => Ok(f),
+        Err(e)
+            if e.downcast_ref::<kube::Error>()
+                .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 404)) =>
+        {
+            tracing::debug!("PromotionFreezes are not served (promoter crd --own installs them)");
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e.context("listing PromotionFreezes")),
+    }
 }
 
 /// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks; each page

@@ -3,20 +3,29 @@
 //! current stage is deployed, passes its gates (`gates`) in order, and [`Planner::advance`]
 //! starts the next stage.
 
-use super::decision::{Action, BLOCKED, Context, Decision, HealthResults, Phase, Reason, RecordOp};
+use super::deadline;
+use super::decision::{
+    Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
+};
 use super::deployment::{self, DeploymentCheck};
+use super::gates::freeze::{self, FreezeCheck};
 use super::gates::{GATES, GatedStage, Wait, approval};
 use super::problems::problems;
 use super::profile_writes::{
     Observed, delete_after, delete_if_present, ensure, ensure_after, is_deleting,
 };
 use super::profiles::{DesiredProfile, main_profile, owned_by, preverification_name, profile_name};
+use super::rollback;
 use super::stage_status::{description_text, entry, set_description, set_failure};
 use super::takeover;
 use super::world::World;
-use crate::annotations::{self, Run};
-use crate::api::{ClusterPromotion, ClusterPromotionStatus, Stage, StageStatus, Timestamp};
+use crate::annotations::{self, Aborted, Cause, Failed, History, Rollback, Run};
+use crate::api::{
+    ClusterPromotion, ClusterPromotionStatus, PromotionRevision, Stage, StageStatus, Timestamp,
+    revision_id, revision_name,
+};
 use crate::hash::{revision_hash, stages_hash};
+use crate::settings::{Deadline, FailurePolicy, Settings};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 
@@ -83,9 +92,118 @@ impl Planner<'_> {
         }
         self.run = Run::of(status);
         match cur_idx {
-            Some(i) if !changed && has_entry => self.progress(status, i),
-            _ => self.restart(status, ps_hash, st_hash),
+            Some(i) if !changed && has_entry => self.continue_run(status, i, ps_hash, st_hash),
+            _ => self.start_run(status, ps_hash, st_hash),
         }
+    }
+
+    /// The records that hold the current run, in precedence order: an abort, a rollback (which a
+    /// `retry` of its revision turns into a new run), a missed deadline under `halt`.
+    fn continue_run(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        idx: usize,
+        ps_hash: String,
+        st_hash: String,
+    ) {
+        let Some(run) = self.run.clone() else {
+            return self.progress(status, idx);
+        };
+        if let Some(a) = annotations::aborted(self.p).filter(|a| a.run == run) {
+            return self.hold_aborted(status, &a);
+        }
+        if let Some(r) = annotations::rollback(self.p).filter(|r| r.from == run) {
+            if annotations::retry(self.p).is_some_and(|t| t.revision == run.revision) {
+                return self.restart(status, ps_hash, st_hash);
+            }
+            return rollback::plan(self.p, self.world, self.ctx, &run, &r, status, self.d);
+        }
+        if let Some(f) = annotations::failed(self.p).filter(|f| f.run == run && f.resumed.is_none())
+        {
+            return self.hold_failed(status, idx, &f);
+        }
+        self.progress(status, idx)
+    }
+
+    /// A new revision (or the first pass) starts a run at stage 1, unless a freeze holds the
+    /// promotion (nothing new starts) or the revision was rolled back before and no person asked
+    /// for it again (`promoter resume` writes `promoter.dev/retry`).
+    fn start_run(&mut self, status: &mut ClusterPromotionStatus, ps_hash: String, st_hash: String) {
+        let now = self.now();
+        let current = status.current_stage_name.clone().filter(|s| !s.is_empty());
+        let first = self.p.spec.stages[0].name.clone();
+        let what = if status.profile_spec_hash.is_none() {
+            format!("stage {first} (the rollout's start)")
+        } else {
+            format!("stage {first} of a new revision")
+        };
+        if let FreezeCheck::Held(h) = freeze::state(self.p, self.world, now) {
+            if let Some(stage) = &current {
+                freeze::hold(stage, &h, &what, status, self.d, now);
+            }
+            self.d.stage = current.or(Some(first));
+            self.d.next_check = h.next_change;
+            return self.d.outcome(
+                Phase::Frozen,
+                format!(
+                    "{what} held by freeze {}: {} ({})",
+                    h.freeze, h.reason, h.until
+                ),
+            );
+        }
+        let retried = annotations::retry(self.p).is_some_and(|t| t.revision == ps_hash);
+        if let Some(rb) = History::of(self.p).rolled_back(&ps_hash).cloned()
+            && !retried
+        {
+            let text = format!(
+                "Held: revision {} was rolled back at {} ({}); `promoter resume` rolls it out again",
+                revision_id(&ps_hash),
+                rb.at,
+                rb.cause.as_str()
+            );
+            if let Some(stage) = &current {
+                set_description(entry(status, stage), &text, now);
+            }
+            self.d.stage = current.or(Some(first));
+            return self.d.outcome(Phase::RolledBack, text);
+        }
+        self.restart(status, ps_hash, st_hash)
+    }
+
+    /// `promoter abort`: the run holds where it is, like a pause, until a new revision or a resume.
+    fn hold_aborted(&mut self, status: &mut ClusterPromotionStatus, a: &Aborted) {
+        let stage = status.current_stage_name.clone().unwrap_or_default();
+        let text = format!(
+            "Aborted by {} at {}{}",
+            a.by,
+            a.at,
+            a.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+        set_description(entry(status, &stage), &text, self.now());
+        self.d.stage = Some(stage);
+        self.d.outcome(
+            Phase::Aborted,
+            format!("{text}; holds until the spec changes or `promoter resume`"),
+        );
+    }
+
+    /// A stage missed its progress deadline under `halt`: the run holds; the reached stages and
+    /// the failed one keep their profiles (repairs only), nothing advances.
+    fn hold_failed(&mut self, status: &mut ClusterPromotionStatus, idx: usize, f: &Failed) {
+        let stage = self.p.spec.stages[idx].clone();
+        self.d.stage = Some(stage.name.clone());
+        self.keep_reached(status, idx);
+        let _ = ensure(self.world, self.d, main_profile(self.p, &stage));
+        self.d.outcome(
+            Phase::Failed,
+            format!(
+                "stage {} missed its progress deadline ({}) at {}: {}; `promoter resume` retries it, a new revision starts over",
+                f.stage, f.deadline, f.at, f.why
+            ),
+        );
     }
 
     /// Continues the rollout another writer recorded (see [`takeover`]): the status gets
@@ -178,6 +296,18 @@ impl Planner<'_> {
         }
         let first_time = status.profile_spec_hash.is_none();
         approval::restore_unused_grants(self.p, &ps_hash, self.d);
+        // What held or released the old run is about that run only.
+        for hold in Hold::ALL {
+            if annotations::has(self.p, hold.key()) {
+                self.d.record(RecordOp::Drop(hold));
+            }
+        }
+        let bypass_note = match freeze::state(self.p, self.world, now) {
+            FreezeCheck::Bypassed { freeze, bypass } => {
+                Some(freeze::bypassed(&first.name, &freeze, &bypass, self.d))
+            }
+            _ => None,
+        };
         // Stage 1 gets the new revision only once the status records the restart (invariant 1).
         delete_after(
             self.world,
@@ -196,11 +326,11 @@ impl Planner<'_> {
             current_stage_name: Some(first.name.clone()),
             last_promotion_time: Some(Timestamp::new(now)),
         };
-        set_description(
-            entry(status, &first.name),
-            "Clusters are being provisioned",
-            now,
-        );
+        let text = match &bypass_note {
+            Some(note) => format!("Clusters are being provisioned {note}"),
+            None => "Clusters are being provisioned".to_string(),
+        };
+        set_description(entry(status, &first.name), &text, now);
         // Upstream's description setter does not touch lastStatusCheckTime.
         entry(status, &first.name).last_status_check_time = None;
         self.d.event(
@@ -228,7 +358,7 @@ impl Planner<'_> {
             return self.keep_complete(status, &stage);
         }
         if !self.deployed(status, &stage) {
-            return;
+            return self.deadline(status, &stage, true);
         }
         // The failure message is settled once per pass, so that it (and lastStatusCheckTime) does
         // not flip between passes that learn nothing new.
@@ -241,9 +371,114 @@ impl Planner<'_> {
                 );
                 self.d.next_check = wait.next_check;
                 self.d.outcome(wait.phase, wait.summary);
+                self.deadline(status, &stage, wait.incomplete);
             }
             None => self.advance(status, idx),
         }
+    }
+
+    /// The current stage's progress deadline (`deadline`): while it is not complete it says when
+    /// the deadline falls; once it has passed, the stage failed and the failure policy decides.
+    fn deadline(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, incomplete: bool) {
+        let settings = Settings::of(self.p);
+        let Some(limit) = settings.deadline_for(&stage.name).cloned() else {
+            return;
+        };
+        let failed = annotations::failed(self.p).filter(|f| Some(&f.run) == self.run.as_ref());
+        let Some(due) = deadline::due(&limit, stage, entry(status, &stage.name), failed.as_ref())
+        else {
+            return;
+        };
+        if !incomplete {
+            return;
+        }
+        if self.now() < due {
+            self.d.check_by(Some(due));
+            self.d.summary = format!(
+                "{} (progress deadline {})",
+                self.d.summary,
+                Timestamp::new(due)
+            );
+            return;
+        }
+        self.fail(status, stage, &limit, due, &settings);
+    }
+
+    /// The stage missed its deadline: recorded (`promoter.dev/failed`), said, and then the failure
+    /// policy: `halt` holds the run; `rollback` starts a rollback to the last known good revision
+    /// in this same pass (halting when there is none).
+    fn fail(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        stage: &Stage,
+        limit: &Deadline,
+        due: DateTime<Utc>,
+        settings: &Settings,
+    ) {
+        let Some(run) = self.run.clone() else {
+            return;
+        };
+        let now = self.now();
+        let why = self.d.summary.clone();
+        let message = format!(
+            "progress deadline {} exceeded at {}: {why}",
+            limit.text,
+            Timestamp::new(due)
+        );
+        self.d.record(RecordOp::Failed(Failed {
+            run: run.clone(),
+            stage: stage.name.clone(),
+            at: Timestamp::new(now),
+            why: why.clone(),
+            deadline: limit.text.clone(),
+            resumed: None,
+        }));
+        self.d.event(
+            Reason::ProgressDeadlineExceeded,
+            format!(
+                "Stage {} did not complete within its progress deadline {} (due {}): {why}",
+                stage.name,
+                limit.text,
+                Timestamp::new(due)
+            ),
+        );
+        let e = entry(status, &stage.name);
+        set_failure(e, Some(&message), now);
+        set_description(e, FAILED_DEADLINE, now);
+        self.d.next_check = None;
+        let good = match settings.failure_policy {
+            FailurePolicy::Halt => None,
+            FailurePolicy::Rollback => History::of(self.p)
+                .candidates(&run.revision)
+                .next()
+                .cloned(),
+        };
+        let Some(good) = good else {
+            let policy = match settings.failure_policy {
+                FailurePolicy::Halt => "halted".to_string(),
+                FailurePolicy::Rollback => {
+                    "no completed revision to roll back to: halted".to_string()
+                }
+            };
+            return self.d.outcome(
+                Phase::Failed,
+                format!("stage {}: {message}; {policy}", stage.name),
+            );
+        };
+        let record = Rollback {
+            from: run.clone(),
+            to: good.revision.clone(),
+            order: settings.rollback_order,
+            cause: Cause::ProgressDeadline,
+            by: "promoter".into(),
+            at: Timestamp::new(now),
+            reason: Some(format!("stage {}: {message}", stage.name)),
+            completed_at: None,
+        };
+        self.d.record(RecordOp::Rollback(record.clone()));
+        // The forward run's repairs planned above give way to the rollback's writes.
+        self.d.actions.retain(|a| !matches!(a, Action::Apply(_)));
+        rollback::plan(self.p, self.world, self.ctx, &run, &record, status, self.d);
     }
 
     /// Stages already reached in this run keep their profiles (repairs drift or deletion): the
@@ -258,6 +493,19 @@ impl Planner<'_> {
     /// The run is complete: the last stage keeps its profile, as the reached stages do.
     fn keep_complete(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage) {
         self.keep(status, stage, true);
+        // A rollout completed before promoter kept a history: under a rollback policy its revision
+        // is stored once, so that the next revision has something to roll back to.
+        if let Some(run) = self.run.clone()
+            && Settings::of(self.p).failure_policy == FailurePolicy::Rollback
+            && History::of(self.p)
+                .entry(&run.revision)
+                .is_none_or(|e| e.completed_at.is_none())
+        {
+            let at = entry(status, &stage.name)
+                .last_successful_applied_time
+                .map_or(self.now(), |t| t.as_datetime());
+            self.record_completion(&run, at);
+        }
         let e = entry(status, &stage.name);
         set_description(e, "Successfully provisioned", self.now());
         self.d.outcome(Phase::Complete, "complete".into());
@@ -381,6 +629,7 @@ impl Planner<'_> {
         );
         let Some(next) = stages.get(idx + 1).cloned() else {
             if let Some(run) = self.run.clone() {
+                self.record_completion(&run, now);
                 self.d.record(RecordOp::Complete(run));
             }
             self.d.event(
@@ -412,6 +661,15 @@ impl Planner<'_> {
                 last_update_reconciled_time: Some(Timestamp::new(now)),
                 ..Default::default()
             });
+        if let FreezeCheck::Bypassed { freeze, bypass } = freeze::state(self.p, self.world, now) {
+            let note = freeze::bypassed(&next.name, &freeze, &bypass, self.d);
+            set_description(
+                entry(status, &next.name),
+                &format!("Clusters are being provisioned {note}"),
+                now,
+            );
+            entry(status, &next.name).last_status_check_time = None;
+        }
         status.current_stage_name = Some(next.name.clone());
         status.last_promotion_time = Some(Timestamp::new(now));
         self.d.stage = Some(next.name.clone());
@@ -495,13 +753,58 @@ impl Planner<'_> {
                 });
         match self.run.clone() {
             Some(run) if legacy => {
+                self.record_completion(&run, self.now());
                 self.d.record(RecordOp::Complete(run));
                 true
             }
             _ => false,
         }
     }
+
+    /// A run completed: its revision is stored (a `PromotionRevision`, before the record patch, so
+    /// the history never names a revision that is not stored) and added to the history, which
+    /// keeps the newest `revision-history-limit`; revisions it no longer names are deleted once
+    /// the status is written.
+    fn record_completion(&mut self, run: &Run, at: DateTime<Utc>) {
+        let limit = Settings::of(self.p).revision_history_limit;
+        let started = run.started_at();
+        let revision = PromotionRevision::of(
+            self.p,
+            &run.revision,
+            &run.stages,
+            started,
+            Timestamp::new(at),
+        );
+        let before = self
+            .d
+            .actions
+            .iter()
+            .position(|a| matches!(a, Action::Record(_)))
+            .unwrap_or(self.d.actions.len());
+        self.d
+            .actions
+            .insert(before, Action::StoreRevision(Box::new(revision)));
+        let mut history = History::of(self.p);
+        let kept: BTreeSet<String> = history
+            .kept_revisions()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        history.record_completion(&run.revision, started, Timestamp::new(at), limit);
+        for gone in kept
+            .iter()
+            .filter(|r| !history.kept_revisions().contains(r.as_str()))
+        {
+            self.d.after_status.push(Action::DeleteRevision {
+                name: revision_name(self.name, gone),
+            });
+        }
+        self.d.record(RecordOp::History(history));
+    }
 }
+
+/// The description of a stage that missed its progress deadline (its failureMessage says why).
+pub const FAILED_DEADLINE: &str = "Failed: Progress Deadline Exceeded";
 
 /// How the note on fields the served CRD dropped begins.
 const PRUNED_NOTE: &str = "The served ClusterProfile CRD is older than promoter's schema";

@@ -1,6 +1,6 @@
 //! Whether a ClusterPromotion can be processed as written: schema and name rules, selectors,
 //! promotion windows, generated names (their length, their owner) and clusters selected by more
-//! than one stage. Checked before planning; a promotion with problems is blocked and says why.
+//! than one stage, promoter's settings annotations. Checked before planning; a promotion with problems is blocked and says why.
 
 use super::decision::Context;
 use super::ownership;
@@ -18,6 +18,8 @@ pub fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<Strin
         .chain(&name_violations(p))
         .map(ToString::to_string)
         .collect();
+    // promoter's own settings (progress deadline, failure policy, …) are annotations.
+    out.extend(crate::settings::problems(p));
     let name = p.metadata.name.as_deref().unwrap_or_default();
     for (i, stage) in p.spec.stages.iter().enumerate() {
         if let Err(e) = stage

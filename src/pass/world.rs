@@ -2,9 +2,9 @@
 //! ClusterSummaries of the stages being checked, and the cluster inventory.
 
 use super::summaries::ProfileSummaries;
-use crate::api::ClusterProfile;
 use crate::api::inventory::ClusterKind;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;
+use crate::api::{ClusterProfile, PromotionFreeze, PromotionRevision};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,6 +58,10 @@ pub struct World {
     pub excluded: Vec<ExcludedCluster>,
     /// When the world was observed (the pass's clock): judges how old a summary's spec is.
     pub now: Option<DateTime<Utc>>,
+    /// The PromotionFreezes (none when promoter.dev's CRD is not installed).
+    pub freezes: Vec<PromotionFreeze>,
+    /// Stored revisions a rollback needs, read on demand, by name; `None`: read, and absent.
+    pub revisions: BTreeMap<String, Option<PromotionRevision>>,
     /// A cache (leave it at its default): built on first use, since every decision of a pass reads
     /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
     pub cache: IndexCache,
@@ -69,6 +73,8 @@ impl Clone for World {
             claims: self.claims.clone(),
             excluded: self.excluded.clone(),
             now: self.now,
+            freezes: self.freezes.clone(),
+            revisions: self.revisions.clone(),
             ..World::new(
                 self.profiles.clone(),
                 self.summaries.clone(),
@@ -106,6 +112,8 @@ impl World {
             claims: BTreeMap::new(),
             excluded: Vec::new(),
             now: None,
+            freezes: Vec::new(),
+            revisions: BTreeMap::new(),
             cache: IndexCache::default(),
         }
     }

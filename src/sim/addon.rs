@@ -44,6 +44,9 @@ pub struct AddonController {
     pub default_deploy_time: Duration,
     /// Clusters whose deployments fail, from the given time on.
     pub failing: BTreeMap<String, DateTime<Utc>>,
+    /// For a failing cluster: only the deployments whose spec (as JSON text) contains this text
+    /// fail (a revision that breaks on that cluster); the others deploy.
+    pub failing_only: BTreeMap<String, String>,
     /// Time from a summary's spec update to the controller's first status write for it; until
     /// then the summary shows the new spec with the previous statuses.
     pub status_lag: Duration,
@@ -57,6 +60,7 @@ impl Default for AddonController {
             deploy_time: BTreeMap::new(),
             default_deploy_time: Duration::minutes(1),
             failing: BTreeMap::new(),
+            failing_only: BTreeMap::new(),
             status_lag: Duration::zero(),
             oss_promotion_controller: false,
         }
@@ -250,7 +254,10 @@ impl AddonController {
                 } else {
                     json!(rfc3339(now))
                 };
-                let failing = self.failing.get(&key).is_some_and(|from| *from <= now);
+                let failing = self.failing.get(&key).is_some_and(|from| *from <= now)
+                    && self.failing_only.get(&key).is_none_or(|text| {
+                        serde_json::to_string(&spec).is_ok_and(|s| s.contains(text.as_str()))
+                    });
                 let done_at = since + self.deploy_time_of(&key);
                 let status = if now < since {
                     // The controller has not reconciled the new spec yet: the previous statuses stay.

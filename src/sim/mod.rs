@@ -12,6 +12,6 @@ pub mod timeline;
 pub use addon::{AddonController, sveltos_cluster};
 pub use fleet::{Fleet, FleetCluster};
 pub use run::{
-    AssumeHealthy, ScriptedApproval, ScriptedFailure, ScriptedUpdate, SimHealth, SimOptions,
-    SimReport, SimWorld, simulate,
+    AssumeHealthy, ScriptedApproval, ScriptedFailure, ScriptedFreeze, ScriptedUpdate, SimHealth,
+    SimOptions, SimReport, SimWorld, simulate,
 };

@@ -10,6 +10,7 @@ use super::addon::AddonController;
 use super::fleet::Fleet;
 use super::timeline::{PromotionTimeline, Stop, TimelineEvent, offset};
 use crate::api::{ClusterPromotion, flag_duration};
+use crate::fake::promotion_freeze_type;
 use crate::fake::{FakeApiServer, cluster_promotion_type, sveltos_cluster_type};
 use crate::pass::{HealthEvaluator, PassOptions, Phase, run_pass};
 use chrono::{DateTime, Duration, Utc};
@@ -91,19 +92,80 @@ fn check_approvals(
     Ok(())
 }
 
-/// `--fail CLUSTER[@OFFSET]`: the cluster's deployments fail from start + offset on.
+/// `--fail CLUSTER[@OFFSET][:TEXT]`: the cluster's deployments fail from start + offset on; with
+/// TEXT, only deployments whose spec contains it (`staging@1d:3.6.0`: that chart version breaks
+/// there, the others deploy, so a rollback to an earlier version succeeds).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScriptedFailure {
     pub cluster: String,
     pub at: Duration,
+    pub only: Option<String>,
 }
 
 impl ScriptedFailure {
     pub fn parse(s: &str) -> Result<Self, String> {
-        let (cluster, at) = s.rsplit_once('@').unwrap_or((s, "0s"));
+        let (target, only) = match s.split_once(':') {
+            Some((t, text)) if !text.is_empty() => (t, Some(text.to_string())),
+            Some(_) => return Err(format!("--fail {s:?}: expected CLUSTER[@OFFSET][:TEXT]")),
+            None => (s, None),
+        };
+        let (cluster, at) = target.rsplit_once('@').unwrap_or((target, "0s"));
         Ok(ScriptedFailure {
             cluster: cluster.to_string(),
             at: flag_duration::parse(at)?,
+            only,
+        })
+    }
+}
+
+/// `--freeze FROM..[TO][=REASON]`: a PromotionFreeze of every promotion from start + FROM to start +
+/// TO (open-ended without TO), as `promoter freeze create` would place it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptedFreeze {
+    pub from: Duration,
+    pub to: Option<Duration>,
+    pub reason: String,
+}
+
+impl ScriptedFreeze {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (range, reason) = s.split_once('=').unwrap_or((s, "simulated freeze"));
+        let bad = || format!("--freeze {s:?}: expected FROM..[TO][=REASON], e.g. 1d..2d=holidays");
+        let (from, to) = range.split_once("..").ok_or_else(bad)?;
+        let from = if from.trim().is_empty() {
+            Duration::zero()
+        } else {
+            flag_duration::parse(from).map_err(|e| format!("--freeze {s:?}: {e}"))?
+        };
+        let to = match to.trim() {
+            "" => None,
+            t => Some(flag_duration::parse(t).map_err(|e| format!("--freeze {s:?}: {e}"))?),
+        };
+        if to.is_some_and(|t| t <= from) {
+            return Err(format!("--freeze {s:?}: the end must be after the start"));
+        }
+        if reason.trim().is_empty() {
+            return Err(bad());
+        }
+        Ok(ScriptedFreeze {
+            from,
+            to,
+            reason: reason.trim().to_string(),
+        })
+    }
+
+    /// The PromotionFreeze object, for a simulation that starts at `start`.
+    fn object(&self, index: usize, start: DateTime<Utc>) -> serde_json::Value {
+        let time = |d: Duration| crate::api::Timestamp::new(start + d).to_string();
+        json!({
+            "apiVersion": "promoter.dev/v1alpha1",
+            "kind": "PromotionFreeze",
+            "metadata": {"name": format!("simulated-freeze-{}", index + 1)},
+            "spec": {
+                "reason": self.reason,
+                "start": time(self.from),
+                "end": self.to.map(time),
+            }
         })
     }
 }
@@ -134,6 +196,7 @@ pub struct SimOptions {
     pub approvals: Vec<ScriptedApproval>,
     pub failures: Vec<ScriptedFailure>,
     pub updates: Vec<ScriptedUpdate>,
+    pub freezes: Vec<ScriptedFreeze>,
     pub default_tz: Tz,
     /// Show progress on stderr when it is a terminal.
     pub progress: bool,
@@ -234,7 +297,24 @@ pub async fn simulate(
             .find(&f.cluster)
             .map(|c| c.key())
             .ok_or_else(|| anyhow::anyhow!("--fail: no cluster {:?} in the fleet", f.cluster))?;
-        addon.failing.insert(key, opts.start + f.at);
+        addon.failing.insert(key.clone(), opts.start + f.at);
+        if let Some(text) = &f.only {
+            addon.failing_only.insert(key, text.clone());
+        }
+    }
+    for (i, f) in opts.freezes.iter().enumerate() {
+        let mut obj = f.object(i, opts.start);
+        if f.to.is_none()
+            && let Some(spec) = obj
+                .get_mut("spec")
+                .and_then(serde_json::Value::as_object_mut)
+        {
+            spec.remove("end");
+        }
+        server
+            .store()
+            .seed(&promotion_freeze_type(), obj)
+            .map_err(|e| anyhow::anyhow!("--freeze: {}", e.message))?;
     }
     check_approvals(&opts.approvals, &promotions)?;
     let mut timelines = Vec::new();

@@ -2,6 +2,9 @@
 //! stage started, was provisioned, soaked, waited for its window or an approval, and was promoted.
 
 use crate::api::{ClusterPromotion, StageStatus};
+use crate::pass::FAILED_DEADLINE;
+use crate::pass::gates::freeze::FROZEN;
+use crate::pass::rollback;
 use crate::pass::stage_status::description_text;
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
@@ -175,6 +178,11 @@ impl PromotionTimeline {
                     format!("{what}: {}", s.failure_message.clone().unwrap_or_default()),
                 ));
             }
+            events.extend(
+                hold_events(&previous, &text, s)
+                    .into_iter()
+                    .map(|e| (now, e)),
+            );
             if st.promoted_at.is_none() && text == "Successfully provisioned" {
                 let at = s
                     .last_successful_applied_time
@@ -227,6 +235,55 @@ impl PromotionTimeline {
         }
         self.push(start, now, stage, "approved".into());
     }
+}
+
+/// What a freeze, a missed deadline or a rollback did to a stage, from its description's change.
+fn hold_events(previous: &str, text: &str, s: &StageStatus) -> Vec<String> {
+    let mut out = Vec::new();
+    let entered = |prefix: &str| text.starts_with(prefix) && !previous.starts_with(prefix);
+    if entered(FROZEN) {
+        out.push(format!(
+            "frozen: {}",
+            text.trim_start_matches(FROZEN).trim()
+        ));
+    }
+    if previous.starts_with(FROZEN) && !text.starts_with(FROZEN) {
+        out.push("freeze lifted".to_string());
+    }
+    // A missed deadline shows as the stage's description, or (rolled back in the same pass) in
+    // the failureMessage the rollback keeps.
+    let missed = s
+        .failure_message
+        .as_deref()
+        .filter(|m| m.starts_with("progress deadline"));
+    let rolling = text.starts_with(rollback::ROLLING_BACK) || text.starts_with(rollback::WAITING);
+    if entered(FAILED_DEADLINE) || (rolling && missed.is_some() && !is_rollback(previous)) {
+        out.push(
+            missed
+                .map(String::from)
+                .unwrap_or_else(|| "progress deadline exceeded".into()),
+        );
+    }
+    for (prefix, what) in [
+        (rollback::ROLLING_BACK, "rolling back to revision"),
+        (rollback::WAITING, "waits to roll back to revision"),
+        (rollback::ROLLED_BACK, "rolled back to revision"),
+    ] {
+        if entered(prefix) {
+            out.push(format!("{what}{}", &text[prefix.len()..]));
+        }
+    }
+    if entered("Held:") {
+        out.push(text.to_string());
+    }
+    out
+}
+
+fn is_rollback(text: &str) -> bool {
+    text.starts_with(rollback::ROLLING_BACK)
+        || text.starts_with(rollback::WAITING)
+        || text.starts_with(rollback::ROLLED_BACK)
+        || text == FAILED_DEADLINE
 }
 
 fn plural(n: usize, noun: &str) -> String {

@@ -33,7 +33,7 @@ pub fn check(
             }
             set_description(e, "Awaiting Health Checks to Pass", now);
             let summary = format!("stage {stage}: health checks failing: {message}");
-            Some(Wait::new(Phase::Waiting, summary, Some(message.clone())))
+            Some(Wait::new(Phase::Waiting, summary, Some(message.clone())).incomplete())
         }
         Some(HealthVerdict::NotEvaluated(reason)) => {
             set_description(e, "Running Post-Promotion Health Checks", now);

@@ -1,6 +1,9 @@
 //! The gates a provisioned stage passes before the next stage starts, in upstream's order: the
 //! soak ([`delay`]), the preHealthCheckDeployment ([`preverification`]), the postDelayHealthChecks
-//! ([`health`]), the promotion window ([`window`]) and manual approval ([`approval`]).
+//! ([`health`]), then promoter's [`freeze`] (a PromotionFreeze holds the next stage), the
+//! promotion window ([`window`]) and manual approval ([`approval`]). A stage is *complete* once it
+//! is past the health checks: the progress deadline (`pass::deadline`) counts only the waits before
+//! that ([`Wait::incomplete`]).
 //!
 //! A gate is one module with one [`Gate`] function: it looks at the stage and either lets it pass
 //! (`None`, with what passing means: an Event such as "window open", a consumed approval) or says
@@ -9,6 +12,7 @@
 
 pub mod approval;
 pub mod delay;
+pub mod freeze;
 pub mod health;
 pub mod preverification;
 pub mod window;
@@ -51,10 +55,11 @@ impl GatedStage<'_> {
 pub type Gate = fn(&GatedStage, &mut ClusterPromotionStatus, &mut Decision) -> Option<Wait>;
 
 /// Every gate, in the order a stage passes them.
-pub const GATES: [Gate; 5] = [
+pub const GATES: [Gate; 6] = [
     delay::check,
     preverification::check,
     health::check,
+    freeze::check,
     window::check,
     approval::check,
 ];
@@ -67,6 +72,10 @@ pub struct Wait {
     pub failure: Option<String>,
     /// When waiting on time: the moment the wait ends.
     pub next_check: Option<DateTime<Utc>>,
+    /// The stage is not complete yet (its preHealthCheckDeployment is not deployed, or its checks
+    /// fail): this wait counts against its progress deadline. A soak, a window, an approval, a
+    /// freeze or checks not evaluated yet do not.
+    pub incomplete: bool,
 }
 
 impl Wait {
@@ -76,6 +85,15 @@ impl Wait {
             summary,
             failure,
             next_check: None,
+            incomplete: false,
+        }
+    }
+
+    /// A wait that counts against the stage's progress deadline.
+    fn incomplete(self) -> Self {
+        Wait {
+            incomplete: true,
+            ..self
         }
     }
 

@@ -39,9 +39,12 @@ pub fn check(
         "stage {}: deploying preHealthCheckDeployment: {text}",
         s.stage.name
     );
-    Some(Wait::new(
-        Phase::Waiting,
-        summary,
-        Some(format!("preHealthCheckDeployment: {text}")),
-    ))
+    Some(
+        Wait::new(
+            Phase::Waiting,
+            summary,
+            Some(format!("preHealthCheckDeployment: {text}")),
+        )
+        .incomplete(),
+    )
 }

@@ -1,0 +1,651 @@
+//! Issue 24, rule by rule: the progress deadline, the failure policy (halt, rollback in reverse or
+//! all at once), abort, the hold of a rolled-back revision, freezes and their bypass, the revision
+//! history. Played with the same helpers as the rest of the decision's tests.
+
+use super::*;
+use crate::annotations::{
+    ABORTED, Aborted, FAILED, FREEZE_BYPASS, Failed, HISTORY, History, RETRY, ROLLBACK, Record,
+    Retry, Rollback, aborted, failed, rollback,
+};
+use crate::api::{PromotionFreeze, PromotionFreezeSpec, revision_id};
+use crate::pass::FAILED_DEADLINE;
+use crate::pass::decision::Reason;
+use crate::settings::{FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT, ROLLBACK_ORDER};
+
+fn annotate(p: &mut ClusterPromotion, key: &str, value: &str) {
+    p.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(key.into(), value.into());
+}
+
+fn unannotate(p: &mut ClusterPromotion, key: &str) {
+    if let Some(a) = p.metadata.annotations.as_mut() {
+        a.remove(key);
+    }
+}
+
+/// Three automatic stages, no soak: dev, staging, production.
+fn auto_stages() -> Value {
+    json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+        {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ])
+}
+
+fn new_revision(p: &mut ClusterPromotion, version: &str) {
+    let spec = p.spec.profile_spec.as_mut().unwrap();
+    spec.0["helmCharts"][0]["chartVersion"] = json!(version);
+}
+
+fn version_of(w: &World, profile: &str) -> String {
+    w.profiles[profile].spec.fields["helmCharts"][0]["chartVersion"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn events(d: &Decision) -> Vec<&str> {
+    d.events.iter().map(|e| e.reason.as_str()).collect()
+}
+
+/// A promotion whose first revision (chart 3.5.2) completed on all three stages, with `policy`
+/// annotations; returns the minute after completion.
+fn completed(annotations: &[(&str, &str)]) -> (ClusterPromotion, World, i64) {
+    let mut p = promotion(auto_stages());
+    for (k, v) in annotations {
+        annotate(&mut p, k, v);
+    }
+    let mut w = fleet();
+    let (min, d) = run_to(&mut p, &mut w, 0, "production");
+    assert_eq!(d.phase, Phase::Complete);
+    assert!(is_complete(&p));
+    (p, w, min + 1)
+}
+
+/// Stages' summaries say Provisioned except for `stuck`, whose clusters never deploy.
+fn sveltos(w: &mut World, stuck: &[&str]) {
+    for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+        if !stuck.contains(&name.as_str()) {
+            summarize(w, &name, "Provisioned");
+        }
+    }
+}
+
+#[test]
+fn a_deadline_says_when_it_falls_and_halts_the_stage_that_misses_it() {
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, PROGRESS_DEADLINE, "10m, production=none");
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    let d = run(&mut p, &mut w, 5);
+    assert_eq!(d.phase, Phase::Progressing);
+    assert!(
+        d.summary
+            .ends_with("(progress deadline 2026-02-16T06:10:00Z)"),
+        "{}",
+        d.summary
+    );
+    assert_eq!(d.next_check, Some(t(10)));
+    // Quiet while it waits: the summary is not in the status.
+    assert!(!run(&mut p, &mut w, 6).writes());
+    let d = run(&mut p, &mut w, 10);
+    assert_eq!(d.phase, Phase::Failed);
+    assert_eq!(events(&d), ["ProgressDeadlineExceeded"]);
+    assert!(
+        d.summary.contains("progress deadline 10m exceeded"),
+        "{}",
+        d.summary
+    );
+    assert!(d.summary.ends_with("halted"), "{}", d.summary);
+    let f = failed(&p).expect("the miss is recorded");
+    assert_eq!((f.stage.as_str(), f.deadline.as_str()), ("dev", "10m"));
+    assert!(description(&p, "dev").starts_with(FAILED_DEADLINE));
+    // Halted: nothing is written, even once the stage deploys late.
+    assert!(!run(&mut p, &mut w, 11).writes());
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, 12);
+    assert_eq!(d.phase, Phase::Failed);
+    assert!(!d.writes(), "{:?}", d.actions);
+    assert!(!w.profiles.contains_key("kyverno-staging"));
+    // `promoter resume`: the stage gets a fresh deadline from the resume, and goes on.
+    let mut f = failed(&p).unwrap();
+    f.resumed = Some(Record {
+        by: "alice".into(),
+        at: Timestamp::new(t(13)).to_string(),
+        revision: None,
+        reason: None,
+    });
+    annotate(&mut p, FAILED, &serde_json::to_string(&f).unwrap());
+    let d = run(&mut p, &mut w, 14);
+    assert_eq!(d.summary, "promoted dev -> staging");
+}
+
+#[test]
+fn the_soak_window_and_approval_never_count_against_the_deadline() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {"delay": "1h"}}},
+        {"name": "staging", "clusterSelector": {"matchLabels": {"env": "staging"}}, "trigger": {"manual": {}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ]));
+    annotate(&mut p, PROGRESS_DEADLINE, "10m");
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, 8);
+    // Soaking from minute 8 to 68: past 10m, but a soak is not progress.
+    let d = run(&mut p, &mut w, 40);
+    assert_eq!(d.phase, Phase::Waiting, "{}", d.summary);
+    let d = run(&mut p, &mut w, 68);
+    assert_eq!(d.summary, "promoted dev -> staging");
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, 69);
+    // Waiting for an approval for hours is not a missed deadline.
+    let d = run(&mut p, &mut w, 600);
+    assert_eq!(d.phase, Phase::AwaitingApproval);
+    assert!(failed(&p).is_none());
+}
+
+#[test]
+fn failing_checks_after_the_deadline_fail_the_stage_but_checks_not_evaluated_do_not() {
+    let mut p = promotion(json!([
+        {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
+         "trigger": {"auto": {"postDelayHealthChecks": [{"name": "ok", "group": "", "version": "v1", "kind": "Pod"}]}}},
+        {"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}
+    ]));
+    annotate(&mut p, PROGRESS_DEADLINE, "10m");
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, 1);
+    let not_evaluated =
+        HealthResults::from([("dev".into(), HealthVerdict::NotEvaluated("budget".into()))]);
+    let d = decide(&p, &w, &not_evaluated, &ctx(30));
+    assert_eq!(d.phase, Phase::Waiting);
+    assert!(failed_in(&d).is_none());
+    let failing = HealthResults::from([("dev".into(), HealthVerdict::Failing("pod x".into()))]);
+    let d = decide(&p, &w, &failing, &ctx(30));
+    assert_eq!(d.phase, Phase::Failed);
+    assert!(failed_in(&d).is_some_and(|f| f.why.contains("health checks failing: pod x")));
+    // The first look, before the checks are run, decides nothing yet.
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(30));
+    assert_eq!(d.needs_health.as_deref(), Some("dev"));
+    assert!(failed_in(&d).is_none());
+}
+
+fn failed_in(d: &Decision) -> Option<Failed> {
+    d.actions.iter().find_map(|a| match a {
+        Action::Record(ops) => ops.iter().find_map(|op| match op {
+            RecordOp::Failed(f) => Some(f.clone()),
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+/// Revision 3.5.2 completed; 9.9.9 reaches staging, whose clusters never deploy it.
+fn stuck_in_staging(order: &str) -> (ClusterPromotion, World, i64) {
+    let (mut p, mut w, min) = completed(&[
+        (PROGRESS_DEADLINE, "10m"),
+        (FAILURE_POLICY, "rollback"),
+        (ROLLBACK_ORDER, order),
+    ]);
+    let good = History::of(&p);
+    assert_eq!(good.0.len(), 1, "the completed revision is in the history");
+    assert!(good.0[0].completed_at.is_some());
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.summary, "promoted dev -> staging");
+    // staging gets 9.9.9 but never deploys it: Sveltos copies the spec, and stays Provisioning.
+    assert_eq!(version_of(&w, "kyverno-staging"), "9.9.9");
+    summarize(&mut w, "kyverno-staging", "Provisioning");
+    run(&mut p, &mut w, min + 2);
+    (p, w, min + 2)
+}
+
+#[test]
+fn a_missed_deadline_rolls_back_in_reverse_stage_by_stage_then_holds() {
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    let d = run(&mut p, &mut w, min + 10);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert_eq!(
+        events(&d),
+        ["ProgressDeadlineExceeded", "RollbackStarted"],
+        "{:?}",
+        d.events
+    );
+    let r = rollback(&p).expect("the rollback is recorded");
+    assert_eq!(r.cause, crate::annotations::Cause::ProgressDeadline);
+    assert!(History::of(&p).rolled_back(&r.from.revision).is_some());
+    // staging first, after the status write; dev waits; production was never reached.
+    assert!(
+        d.after_status
+            .iter()
+            .any(|a| matches!(a, Action::Apply(x) if x.name == "kyverno-staging"))
+    );
+    assert!(d.actions.iter().all(|a| !matches!(a, Action::Apply(_))));
+    assert_eq!(version_of(&w, "kyverno-staging"), "3.5.2");
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
+    assert_eq!(version_of(&w, "kyverno-production"), "3.5.2");
+    assert!(description(&p, "dev").starts_with("Waiting to roll back to revision"));
+    assert!(description(&p, "staging").starts_with("Rolling back to revision"));
+    // Not in the pass that applied it, and not before staging's clusters run it.
+    let d = run(&mut p, &mut w, min + 11);
+    assert_eq!(d.phase, Phase::RollingBack);
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, min + 12);
+    assert_eq!(events(&d), ["StageRolledBack"]);
+    assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
+    assert!(d.summary.contains("stage dev"), "{}", d.summary);
+    run(&mut p, &mut w, min + 13);
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, min + 14);
+    assert_eq!(d.phase, Phase::RolledBack);
+    assert_eq!(events(&d), ["StageRolledBack", "RolledBack"]);
+    assert!(rollback(&p).unwrap().completed_at.is_some());
+    assert!(description(&p, "staging").starts_with("Rolled back to revision"));
+    // Holds, quietly; a cluster that drifts later does not re-open the rollback.
+    assert!(!run(&mut p, &mut w, min + 15).writes());
+    summarize(&mut w, "kyverno-dev", "Provisioning");
+    let d = run(&mut p, &mut w, min + 16);
+    assert_eq!(d.phase, Phase::RolledBack);
+    assert!(!d.writes());
+}
+
+#[test]
+fn all_at_once_rolls_every_reached_stage_back_in_one_pass() {
+    let (mut p, mut w, min) = stuck_in_staging("all-at-once");
+    let d = run(&mut p, &mut w, min + 10);
+    let applied: Vec<&str> = d
+        .after_status
+        .iter()
+        .filter_map(|a| match a {
+            Action::Apply(x) => Some(x.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applied, ["kyverno-dev", "kyverno-staging"]);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, min + 12);
+    assert_eq!(d.phase, Phase::RolledBack, "{}", d.summary);
+}
+
+#[test]
+fn without_a_completed_revision_a_rollback_policy_halts() {
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, PROGRESS_DEADLINE, "10m");
+    annotate(&mut p, FAILURE_POLICY, "rollback");
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    let d = run(&mut p, &mut w, 10);
+    assert_eq!(d.phase, Phase::Failed);
+    assert!(
+        d.summary
+            .ends_with("no completed revision to roll back to: halted"),
+        "{}",
+        d.summary
+    );
+    assert!(rollback(&p).is_none());
+}
+
+#[test]
+fn a_rolled_back_revision_is_held_until_a_person_retries_it() {
+    let (mut p, mut w, min) = stuck_in_staging("all-at-once");
+    run(&mut p, &mut w, min + 10);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    assert_eq!(run(&mut p, &mut w, min + 12).phase, Phase::RolledBack);
+    let bad = p.status.clone().unwrap().profile_spec_hash.unwrap();
+    // A fix: a new revision rolls out from stage 1; the records of the old run go.
+    new_revision(&mut p, "9.9.10");
+    let d = run(&mut p, &mut w, min + 13);
+    assert_eq!(
+        d.summary,
+        "restarted (new revision): provisioning stage dev"
+    );
+    assert!(rollback(&p).is_none() && failed(&p).is_none());
+    // Reverting to the rolled-back revision (a GitOps revert) is held: nothing is applied.
+    new_revision(&mut p, "9.9.9");
+    let d = run(&mut p, &mut w, min + 14);
+    assert_eq!(d.phase, Phase::RolledBack, "{}", d.summary);
+    assert!(d.summary.starts_with("Held: revision"), "{}", d.summary);
+    assert!(d.after_status.is_empty() && d.actions.is_empty());
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.10");
+    // `promoter resume` names it: it rolls out again, once.
+    annotate(
+        &mut p,
+        RETRY,
+        &serde_json::to_string(&Retry {
+            revision: bad.clone(),
+            by: "alice".into(),
+            at: Timestamp::new(t(min + 15)),
+            reason: None,
+        })
+        .unwrap(),
+    );
+    let d = run(&mut p, &mut w, min + 15);
+    assert_eq!(
+        d.summary,
+        "restarted (new revision): provisioning stage dev"
+    );
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
+    assert!(
+        crate::annotations::retry(&p).is_none(),
+        "consumed by the restart"
+    );
+}
+
+#[test]
+fn resume_of_a_rolled_back_run_starts_it_again_from_stage_one() {
+    let (mut p, mut w, min) = stuck_in_staging("all-at-once");
+    run(&mut p, &mut w, min + 10);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, min + 12);
+    let run_before = Run::of(p.status.as_ref().unwrap()).unwrap();
+    annotate(
+        &mut p,
+        RETRY,
+        &serde_json::to_string(&Retry {
+            revision: run_before.revision.clone(),
+            by: "alice".into(),
+            at: Timestamp::new(t(min + 20)),
+            reason: Some("fixed the clusters".into()),
+        })
+        .unwrap(),
+    );
+    let d = run(&mut p, &mut w, min + 20);
+    assert_eq!(
+        d.summary,
+        "restarted (new revision): provisioning stage dev"
+    );
+    let run_after = Run::of(p.status.as_ref().unwrap()).unwrap();
+    assert_eq!(run_after.revision, run_before.revision);
+    assert_ne!(run_after, run_before, "a new run of the same revision");
+    assert!(rollback(&p).is_none() && crate::annotations::retry(&p).is_none());
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
+    assert_eq!(version_of(&w, "kyverno-staging"), "3.5.2");
+}
+
+#[test]
+fn a_manual_rollback_of_a_completed_run_restores_every_stage_from_the_top() {
+    let (mut p, mut w, min) = completed(&[]);
+    let first = Run::of(p.status.as_ref().unwrap()).unwrap().revision;
+    new_revision(&mut p, "9.9.9");
+    let (min, _) = run_to(&mut p, &mut w, min, "production");
+    assert!(is_complete(&p));
+    let run_now = Run::of(p.status.as_ref().unwrap()).unwrap();
+    // What `promoter rollback` writes.
+    annotate(
+        &mut p,
+        ROLLBACK,
+        &serde_json::to_string(&Rollback {
+            from: run_now.clone(),
+            to: first.clone(),
+            order: crate::settings::RollbackOrder::Reverse,
+            cause: crate::annotations::Cause::Manual,
+            by: "alice".into(),
+            at: Timestamp::new(t(min + 1)),
+            reason: Some("CVE in 9.9.9".into()),
+            completed_at: None,
+        })
+        .unwrap(),
+    );
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.phase, Phase::RollingBack);
+    assert_eq!(events(&d), ["RollbackStarted"]);
+    assert_eq!(version_of(&w, "kyverno-production"), "3.5.2");
+    assert_eq!(version_of(&w, "kyverno-staging"), "9.9.9");
+    let entry = History::of(&p);
+    let rb = entry
+        .rolled_back(&run_now.revision)
+        .expect("history says so");
+    assert_eq!(rb.to, revision_id(&first));
+    for m in 2..12 {
+        sveltos(&mut w, &[]);
+        if run(&mut p, &mut w, min + m).phase == Phase::RolledBack {
+            for s in ["dev", "staging", "production"] {
+                assert_eq!(version_of(&w, &format!("kyverno-{s}")), "3.5.2");
+            }
+            return;
+        }
+    }
+    panic!("never rolled back: {:?}", p.status);
+}
+
+#[test]
+fn a_rollback_whose_stored_revision_is_gone_says_so_and_writes_no_profile() {
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    w.revisions.clear();
+    // Read by the pass, and absent.
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 10));
+    let name = d.needs_revision.clone().expect("asks for the revision");
+    w.revisions.insert(name.clone(), None);
+    let d = run(&mut p, &mut w, min + 10);
+    assert_eq!(d.phase, Phase::Error);
+    assert!(
+        d.summary
+            .contains(&format!("PromotionRevision {name} is gone")),
+        "{}",
+        d.summary
+    );
+    assert!(
+        d.after_status
+            .iter()
+            .all(|a| !matches!(a, Action::Apply(_)))
+    );
+}
+
+#[test]
+fn abort_holds_the_run_where_it_is_and_a_new_revision_clears_it() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    let r = Run::of(p.status.as_ref().unwrap()).unwrap();
+    annotate(
+        &mut p,
+        ABORTED,
+        &serde_json::to_string(&Aborted {
+            run: r,
+            by: "bob".into(),
+            at: Timestamp::new(t(1)),
+            reason: Some("incident 42".into()),
+        })
+        .unwrap(),
+    );
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.phase, Phase::Aborted);
+    assert!(description(&p, "dev").starts_with("Aborted by bob"));
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, 3);
+    assert!(!d.writes(), "held: {:?}", d.actions);
+    assert!(!w.profiles.contains_key("kyverno-staging"));
+    new_revision(&mut p, "9.9.9");
+    let d = run(&mut p, &mut w, 4);
+    assert_eq!(
+        d.summary,
+        "restarted (new revision): provisioning stage dev"
+    );
+    assert!(aborted(&p).is_none());
+}
+
+fn freeze(
+    name: &str,
+    selector: Option<Value>,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> PromotionFreeze {
+    let mut f = PromotionFreeze::new(
+        name,
+        PromotionFreezeSpec {
+            reason: "holiday change freeze".into(),
+            promotion_selector: selector.map(|s| serde_json::from_value(s).unwrap()),
+            start: start.map(|m| Timestamp::new(t(m))),
+            end: end.map(|m| Timestamp::new(t(m))),
+        },
+    );
+    f.metadata.uid = Some(format!("uid-{name}"));
+    f
+}
+
+#[test]
+fn a_freeze_lets_the_current_stage_finish_and_holds_the_next() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    w.freezes = vec![freeze("holidays", None, Some(1), Some(30))];
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    assert_eq!(events(&d), ["StageProvisioned", "Frozen"]);
+    assert_eq!(d.next_check, Some(t(30)));
+    assert!(description(&p, "dev").starts_with("Frozen: freeze holidays"));
+    assert!(!w.profiles.contains_key("kyverno-staging"));
+    assert!(!run(&mut p, &mut w, 3).writes(), "quiet while frozen");
+    // A freeze that does not select it holds nothing.
+    w.freezes = vec![freeze(
+        "prod-only",
+        Some(json!({"matchLabels": {"tier": "prod"}})),
+        None,
+        None,
+    )];
+    let d = run(&mut p, &mut w, 4);
+    assert_eq!(d.summary, "promoted dev -> staging");
+}
+
+#[test]
+fn a_freeze_holds_a_new_revision_and_the_first_start_but_not_completion() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    w.freezes = vec![freeze("stop-the-line", None, None, None)];
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Frozen);
+    assert!(
+        p.status.is_none() && w.profiles.is_empty(),
+        "nothing starts"
+    );
+    w.freezes.clear();
+    let (min, _) = run_to(&mut p, &mut w, 1, "production");
+    // The last stage completes under a freeze: completing starts nothing.
+    assert!(is_complete(&p));
+    w.freezes = vec![freeze("stop-the-line", None, None, None)];
+    new_revision(&mut p, "9.9.9");
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.phase, Phase::Frozen);
+    assert!(d.after_status.is_empty());
+    assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
+    assert!(description(&p, "production").starts_with("Frozen: freeze stop-the-line"));
+}
+
+#[test]
+fn a_bypass_lets_one_promotion_through_and_says_so() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    w.freezes = vec![freeze("holidays", None, None, None)];
+    sveltos(&mut w, &[]);
+    assert_eq!(run(&mut p, &mut w, 1).phase, Phase::Frozen);
+    // Expired, or for another freeze: still held, and the status says why.
+    let bypass = |until: i64, freeze: Option<&str>| {
+        json!({"by": "carol", "at": Timestamp::new(t(1)).to_string(), "reason": "hotfix CVE",
+               "until": Timestamp::new(t(until)).to_string(), "freeze": freeze})
+        .to_string()
+    };
+    annotate(&mut p, FREEZE_BYPASS, &bypass(2, None));
+    let d = run(&mut p, &mut w, 3);
+    assert_eq!(d.phase, Phase::Frozen);
+    assert!(
+        description(&p, "dev").contains("the bypass by carol expired"),
+        "{}",
+        description(&p, "dev")
+    );
+    annotate(&mut p, FREEZE_BYPASS, &bypass(60, Some("other")));
+    assert_eq!(run(&mut p, &mut w, 4).phase, Phase::Frozen);
+    annotate(&mut p, FREEZE_BYPASS, r#"{"by": "carol"}"#);
+    run(&mut p, &mut w, 5);
+    assert!(
+        description(&p, "dev").contains("does not say why"),
+        "{}",
+        description(&p, "dev")
+    );
+    annotate(&mut p, FREEZE_BYPASS, &bypass(60, Some("holidays")));
+    let d = run(&mut p, &mut w, 6);
+    assert_eq!(d.summary, "promoted dev -> staging");
+    assert_eq!(events(&d), ["FreezeBypassed", "StageProvisioning"]);
+    assert!(
+        description(&p, "staging").contains("(freeze holidays bypassed by carol until"),
+        "{}",
+        description(&p, "staging")
+    );
+    unannotate(&mut p, FREEZE_BYPASS);
+}
+
+#[test]
+fn the_history_is_bounded_and_revisions_it_forgets_are_deleted() {
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, REVISION_HISTORY_LIMIT, "2");
+    let mut w = fleet();
+    let mut min = 0;
+    let mut stored = Vec::new();
+    for v in ["1.0.0", "2.0.0", "3.0.0"] {
+        new_revision(&mut p, v);
+        let (m, d) = run_to(&mut p, &mut w, min, "production");
+        min = m + 1;
+        stored.extend(d.actions.iter().filter_map(|a| match a {
+            Action::StoreRevision(r) => r.metadata.name.clone(),
+            _ => None,
+        }));
+        if v == "3.0.0" {
+            let deleted: Vec<&Action> = d
+                .after_status
+                .iter()
+                .filter(|a| matches!(a, Action::DeleteRevision { .. }))
+                .collect();
+            assert_eq!(
+                deleted,
+                [&Action::DeleteRevision {
+                    name: stored[0].clone()
+                }]
+            );
+        }
+    }
+    let h = History::of(&p);
+    assert_eq!(h.0.len(), 2);
+    assert!(p.metadata.annotations.as_ref().unwrap()[HISTORY].len() < 1024);
+}
+
+#[test]
+fn bad_settings_block_the_promotion_with_the_annotation_as_path() {
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, FAILURE_POLICY, "rolback");
+    let mut w = fleet();
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Error);
+    assert!(
+        d.summary.contains(
+            "metadata.annotations[promoter.dev/failure-policy]: Unsupported value: \"rolback\""
+        ),
+        "{}",
+        d.summary
+    );
+    assert!(w.profiles.is_empty());
+}
+
+#[test]
+fn event_reasons_of_the_failure_policy_are_warnings_where_someone_must_look() {
+    for (r, warning) in [
+        (Reason::ProgressDeadlineExceeded, true),
+        (Reason::RollbackStarted, true),
+        (Reason::RolledBack, true),
+        (Reason::StageRolledBack, false),
+        (Reason::Frozen, false),
+        (Reason::FreezeBypassed, false),
+    ] {
+        assert_eq!(r.warning(), warning, "{}", r.as_str());
+    }
+}

@@ -1,0 +1,317 @@
+//! A rollback of the current run (`promoter.dev/rollback`, written by the pass when a stage misses
+//! its progress deadline under `failure-policy: rollback`, or by `promoter rollback`): every stage
+//! the run reached, and every stage an earlier unfinished run left on another revision, goes back
+//! to a revision that completed the whole rollout (stored as a `PromotionRevision`).
+//!
+//! A rollback is a rollout with the same completion rule as a forward stage: a stage is rolled
+//! back when its profile is the one generated from the stored revision and every matching cluster
+//! runs it (in sync and Provisioned, never in the pass that applied it: `deployment::check`). It is
+//! decided from what is observed, each pass again, so a crash or a lost answer never confuses it
+//! with a forward rollout: the record names the run it rolls back, and while it exists for the
+//! current run the forward planner does not run.
+//!
+//! * `reverse` (default): the highest target first; a lower target's profile changes only once
+//!   every higher target is rolled back.
+//! * `all-at-once`: every target's profile at once; done when all are rolled back.
+//!
+//! Each target's profile changes only after the status write that describes it as rolling back
+//! (invariant 1 of `decide`). When every target is rolled back, the record gets `completedAt` and
+//! the promotion holds (phase RolledBack) until its spec changes or `promoter resume`; later passes
+//! only repair the targets' profiles back to the stored revision.
+
+use super::decision::{Context, Decision, Phase, Reason, RecordOp};
+use super::deployment;
+use super::profile_writes::{delete_after, ensure_after};
+use super::profiles::{DesiredProfile, main_profile, preverification_name};
+use super::stage_status::{description_text, entry, set_description, set_failure};
+use super::world::World;
+use crate::annotations::{History, Rollback, RolledBack, Run};
+use crate::api::sveltos::{SERVICE_ACCOUNT_NAME_LABEL, SERVICE_ACCOUNT_NAMESPACE_LABEL};
+use crate::api::{
+    ClusterPromotion, ClusterPromotionStatus, PromotionRevision, Timestamp, revision_id,
+    revision_name,
+};
+use crate::settings::{RollbackOrder, Settings};
+
+/// How a rolling-back stage's description begins.
+pub const ROLLING_BACK: &str = "Rolling back to revision";
+/// A lower stage of a `reverse` rollback, before its turn.
+pub const WAITING: &str = "Waiting to roll back to revision";
+/// A stage whose rollback is done.
+pub const ROLLED_BACK: &str = "Rolled back to revision";
+
+/// Whether a description is one of a rollback's.
+pub fn is_rollback_text(description: &str) -> bool {
+    let t = description_text(description);
+    t.starts_with(ROLLING_BACK) || t.starts_with(WAITING) || t.starts_with(ROLLED_BACK)
+}
+
+/// The promotion as it was at the stored revision: its profileSpec and tenant labels, with the
+/// current stages (their selectors decide which clusters a stage's profile reaches).
+pub fn promotion_at(p: &ClusterPromotion, rev: &PromotionRevision) -> ClusterPromotion {
+    let mut good = p.clone();
+    good.spec.profile_spec = Some(rev.spec.profile_spec.clone());
+    let labels = good.metadata.labels.get_or_insert_with(Default::default);
+    for key in [SERVICE_ACCOUNT_NAME_LABEL, SERVICE_ACCOUNT_NAMESPACE_LABEL] {
+        labels.remove(key);
+    }
+    labels.extend(rev.spec.tenant_labels.clone());
+    good
+}
+
+/// A stage the rollback returns to the stored revision.
+struct Target {
+    index: usize,
+    stage: String,
+    desired: DesiredProfile,
+    /// Its profile is the stored revision's.
+    holds: bool,
+    /// … and every matching cluster runs it; else why not.
+    deployed: Result<(), String>,
+    /// Reached by the run (it has a status entry, which describes its rollback).
+    reached: bool,
+}
+
+/// The targets, in stage order: the stages the run reached, and every stage whose profile exists and
+/// is not the stored revision's. A stage without a profile that the run never reached stays as it is.
+fn targets(
+    p: &ClusterPromotion,
+    good: &ClusterPromotion,
+    world: &World,
+    status: &ClusterPromotionStatus,
+    check_deployment: bool,
+) -> Vec<Target> {
+    let mut out = Vec::new();
+    for (index, stage) in p.spec.stages.iter().enumerate() {
+        let desired = main_profile(good, stage);
+        let observed = world
+            .profiles
+            .get(&desired.name)
+            .filter(|cp| cp.metadata.deletion_timestamp.is_none());
+        let reached = status.stages.iter().flatten().any(|s| s.name == stage.name);
+        let holds = observed.is_some_and(|cp| desired.is_applied(cp));
+        if !reached && (observed.is_none() || holds) {
+            continue;
+        }
+        let deployed = match observed {
+            Some(_) if holds && !check_deployment => Ok(()),
+            Some(cp) if holds => {
+                let check = deployment::check(
+                    cp,
+                    &stage.cluster_selector.clone().unwrap_or_default(),
+                    world,
+                );
+                if check.done {
+                    Ok(())
+                } else {
+                    Err(check.message)
+                }
+            }
+            _ => Err(format!(
+                "ClusterProfile {} is applied in this pass.",
+                desired.name
+            )),
+        };
+        out.push(Target {
+            index,
+            stage: stage.name.clone(),
+            desired,
+            holds,
+            deployed,
+            reached,
+        });
+    }
+    out
+}
+
+/// Plans the pass of a promotion whose current run `run` is being rolled back as `record` says.
+pub fn plan(
+    p: &ClusterPromotion,
+    world: &World,
+    ctx: &Context,
+    run: &Run,
+    record: &Rollback,
+    status: &mut ClusterPromotionStatus,
+    d: &mut Decision,
+) {
+    let now = ctx.now;
+    let id = revision_id(&record.to);
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let current = status.current_stage_name.clone().unwrap_or_default();
+    d.stage = Some(current.clone());
+    record_in_history(p, run, record, d);
+    let rev = match world.revisions.get(&revision_name(&name, &record.to)) {
+        None => {
+            // The pass reads the stored revision and decides again.
+            d.needs_revision = Some(revision_name(&name, &record.to));
+            d.outcome(
+                Phase::RollingBack,
+                format!("rolling back to revision {id}: reading its stored PromotionRevision"),
+            );
+            return;
+        }
+        // A stored object of another revision under this name (edited by hand) is no revision.
+        Some(r) if r.as_ref().is_none_or(|r| r.spec.revision != record.to) => {
+            let message = format!(
+                "cannot roll back to revision {id}: PromotionRevision {} is gone; `promoter rollback --to-revision` another revision, or change the spec",
+                revision_name(&name, &record.to)
+            );
+            let e = entry(status, &current);
+            if e.failure_message.as_deref() != Some(&message) {
+                d.event(
+                    Reason::Blocked,
+                    format!("ClusterPromotion {name}: {message}"),
+                );
+            }
+            set_failure(e, Some(&message), now);
+            d.outcome(Phase::Error, message);
+            return;
+        }
+        Some(r) => match r {
+            Some(rev) => rev,
+            None => return,
+        },
+    };
+    let good = promotion_at(p, rev);
+    if let Some(at) = record.completed_at {
+        // Rolled back: the targets only keep the stored revision (repairs); nothing is re-judged,
+        // so a cluster that drifts later never re-opens a finished rollback.
+        for t in targets(p, &good, world, status, false) {
+            ensure_after(world, d, t.desired);
+        }
+        return held(d, &id, at, record);
+    }
+    let targets = targets(p, &good, world, status, true);
+    let observed = p.status.clone().unwrap_or_default();
+    let was = |stage: &str| {
+        observed
+            .stages
+            .iter()
+            .flatten()
+            .find(|s| s.name == stage)
+            .and_then(|s| s.current_status_description.as_deref())
+            .map(description_text)
+            .map(String::from)
+    };
+    if !observed
+        .stages
+        .iter()
+        .flatten()
+        .filter_map(|s| s.current_status_description.as_deref())
+        .any(is_rollback_text)
+    {
+        let names: Vec<&str> = targets.iter().rev().map(|t| t.stage.as_str()).collect();
+        d.event(
+            Reason::RollbackStarted,
+            format!(
+                "Rolling back {} to revision {id} ({}, {}): {}",
+                if names.is_empty() {
+                    "no stage".to_string()
+                } else {
+                    format!("stages {}", names.join(", "))
+                },
+                record.cause.as_str(),
+                record.order.as_str(),
+                record.reason.as_deref().unwrap_or("no reason given")
+            ),
+        );
+    }
+    // Which targets change in this pass: in reverse order only the highest one not rolled back.
+    let active: Option<usize> = targets.iter().rposition(|t| t.deployed.is_err());
+    let done = targets.iter().filter(|t| t.deployed.is_ok()).count();
+    for (i, t) in targets.iter().enumerate() {
+        let turn = match record.order {
+            RollbackOrder::AllAtOnce => true,
+            RollbackOrder::Reverse => active.is_none_or(|a| i >= a),
+        };
+        if turn {
+            // The profile follows the status write that describes the stage as rolling back.
+            ensure_after(world, d, t.desired.clone());
+            delete_after(
+                world,
+                d,
+                preverification_name(&name, &p.spec.stages[t.index].name),
+            );
+        }
+        if !t.reached {
+            continue;
+        }
+        let text = match (&t.deployed, turn) {
+            (Ok(()), _) => format!("{ROLLED_BACK} {id}"),
+            (Err(_), true) => format!("{ROLLING_BACK} {id}"),
+            (Err(_), false) => format!("{WAITING} {id}"),
+        };
+        if t.deployed.is_ok() && was(&t.stage).as_deref() != Some(text.as_str()) {
+            d.event(
+                Reason::StageRolledBack,
+                format!("Stage {} rolled back to revision {id}", t.stage),
+            );
+        }
+        set_description(entry(status, &t.stage), &text, now);
+    }
+    let progress = format!("{done}/{} stages done", targets.len());
+    if let Some(a) = active {
+        let t = &targets[a];
+        let why = match &t.deployed {
+            Err(m) if t.holds => m.clone(),
+            _ => format!("applying the revision to ClusterProfile {}", t.desired.name),
+        };
+        d.outcome(
+            Phase::RollingBack,
+            format!(
+                "rolling back to revision {id} ({}): stage {}: {why} ({progress})",
+                record.cause.as_str(),
+                t.stage
+            ),
+        );
+        return;
+    }
+    d.record(RecordOp::Rollback(Rollback {
+        completed_at: Some(Timestamp::new(now)),
+        ..record.clone()
+    }));
+    d.event(
+        Reason::RolledBack,
+        format!(
+            "ClusterPromotion {name} rolled back to revision {id}; it holds until its spec changes or `promoter resume`"
+        ),
+    );
+    held(d, &id, Timestamp::new(now), record);
+}
+
+fn held(d: &mut Decision, id: &str, at: Timestamp, record: &Rollback) {
+    d.outcome(
+        Phase::RolledBack,
+        format!(
+            "rolled back to revision {id} at {at} ({}); holds until the spec changes or `promoter resume`",
+            record.cause.as_str()
+        ),
+    );
+}
+
+/// The run's history entry says it was rolled back (once: the first pass of the rollback records
+/// it, whether the pass or `promoter rollback` started it).
+fn record_in_history(p: &ClusterPromotion, run: &Run, record: &Rollback, d: &mut Decision) {
+    let mut history = History::of(p);
+    let since = run.started_at();
+    if history
+        .0
+        .iter()
+        .any(|e| e.revision == run.revision && e.started_at == since && e.rolled_back.is_some())
+    {
+        return;
+    }
+    let limit = Settings::of(p).revision_history_limit;
+    history.record_rollback(
+        &run.revision,
+        since,
+        RolledBack {
+            at: record.at,
+            cause: record.cause,
+            by: record.by.clone(),
+            to: revision_id(&record.to),
+        },
+        limit,
+    );
+    d.record(RecordOp::History(history));
+}
