@@ -409,40 +409,14 @@ pub fn group_url(base: &str, job: &str, instance: &str) -> String {
 /// Replaces the group's metrics with these (HTTP PUT). Errors are for a warning, never a failed
 /// pass.
 pub async fn push(url: &str, body: String) -> Result<(), String> {
-    use http_body_util::{BodyExt, Full};
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::TokioExecutor;
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()
-        .map_err(|e| format!("TLS roots: {e}"))?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    let client: Client<_, Full<bytes::Bytes>> = Client::builder(TokioExecutor::new()).build(https);
+    let client = crate::http_client::client()?;
     let request = http::Request::put(url)
         .header("content-type", "text/plain; version=0.0.4")
-        .body(Full::new(bytes::Bytes::from(body)))
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
         .map_err(|e| format!("{url}: {e}"))?;
-    let response = tokio::time::timeout(Duration::from_secs(5), client.request(request))
+    crate::http_client::send(&client, request, Duration::from_secs(5))
         .await
-        .map_err(|_| format!("{url}: no answer within 5 s"))?
-        .map_err(|e| format!("{url}: {e}"))?;
-    let status = response.status();
-    if status.is_success() {
-        return Ok(());
-    }
-    let body: String = response
-        .into_body()
-        .collect()
-        .await
-        .map(|b| {
-            String::from_utf8_lossy(&b.to_bytes())
-                .chars()
-                .take(200)
-                .collect()
-        })
-        .unwrap_or_default();
-    Err(format!("{url}: HTTP {status}: {body}"))
+        .map_err(|e| format!("{url}: {e}"))
 }
 
 #[cfg(test)]

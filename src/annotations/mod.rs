@@ -16,19 +16,23 @@
 //! * `promoter.dev/failed`, `rollback`, `aborted`, `retry`: what holds or releases the current run
 //!   ([`run_holds`]).
 //! * `promoter.dev/freeze-bypass`: `promoter freeze bypass` ([`freeze_bypass`]).
+//! * `promoter.dev/outbox`: the transitions still to be notified ([`outbox`]).
 //!
 //! The settings annotations (`progress-deadline`, `failure-policy`, …) are in [`crate::settings`].
 
 pub mod freeze_bypass;
 pub mod history;
+pub mod outbox;
 pub mod run_holds;
 
 pub use freeze_bypass::{FreezeBypass, freeze_bypass};
 pub use history::{Cause, History, HistoryEntry, RolledBack};
 pub use run_holds::{Aborted, Failed, Retry, Rollback, aborted, failed, retry, rollback};
 
+use crate::api::promotion_revision::hex;
 use crate::api::{ClusterPromotion, ClusterPromotionStatus, Timestamp};
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 
 /// Set by `promoter pause`; every pass leaves the promotion alone while it is present.
 pub const PAUSED: &str = "promoter.dev/paused";
@@ -154,7 +158,7 @@ fn stage_key(prefix: &str, stage: &str) -> String {
     if name_prefix.len() + stage.len() <= KEY_NAME_MAX {
         return format!("{prefix}{stage}");
     }
-    let digest = hex8(stage);
+    let digest = hex(&sha2::Sha256::digest(stage.as_bytes()), 8);
     let keep = KEY_NAME_MAX - name_prefix.len() - digest.len() - 1;
     // Stage names are DNS-1123 (ASCII), so a byte cut is a character cut; be safe regardless.
     let mut cut = keep.min(stage.len());
@@ -162,15 +166,6 @@ fn stage_key(prefix: &str, stage: &str) -> String {
         cut -= 1;
     }
     format!("{domain}/{name_prefix}{}-{digest}", &stage[..cut])
-}
-
-fn hex8(s: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(s.as_bytes())
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 pub fn approval_key(stage: &str) -> String {

@@ -61,7 +61,8 @@ fn preserved_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
 }
 
-fn hex(bytes: &[u8], digits: usize) -> String {
+/// The first `digits` hex digits of `bytes`.
+pub(crate) fn hex(bytes: &[u8], digits: usize) -> String {
     bytes
         .iter()
         .flat_map(|b| [b >> 4, b & 0xf])

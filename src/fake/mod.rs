@@ -44,6 +44,7 @@ pub mod rbac;
 pub mod resource_type;
 pub mod schema;
 pub mod store;
+pub mod webhook;
 
 pub use api_error::ApiError;
 pub use control::{

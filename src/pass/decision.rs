@@ -144,6 +144,8 @@ pub struct EventNote {
     pub warning: bool,
     pub reason: String,
     pub message: String,
+    /// The stage it is about (for notifications; an Event names it in its note).
+    pub stage: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -186,9 +188,12 @@ impl Decision {
         }
     }
 
-    /// An Event of this pass (see `events` for when a transition is one).
-    pub(super) fn event(&mut self, reason: Reason, message: String) {
-        self.events.push(reason.note(message));
+    /// An Event of this pass about `stage` (see `events` for when a transition is one).
+    pub(super) fn event(&mut self, reason: Reason, stage: Option<&str>, message: String) {
+        self.events.push(EventNote {
+            stage: stage.map(String::from),
+            ..reason.note(message)
+        });
     }
 
     /// Adds a record to the decision's one guarded record patch.
@@ -338,6 +343,7 @@ impl Reason {
             warning: self.warning(),
             reason: self.as_str().into(),
             message,
+            stage: None,
         }
     }
 }

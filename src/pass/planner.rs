@@ -220,7 +220,8 @@ impl Planner<'_> {
         status.stages_hash = Some(st_hash.to_string());
         approval::revise_records(self.p, old.as_deref(), ps_hash, self.d);
         self.adopted_from = old;
-        self.d.event(Reason::TookOver, format!(
+        let at = status.current_stage_name.clone();
+        self.d.event(Reason::TookOver, at.as_deref(), format!(
             "Took over the rollout recorded by {} at stage {}: every reached stage already runs the current revision",
             writer.describe(),
             status.current_stage_name.clone().unwrap_or_default()
@@ -241,6 +242,7 @@ impl Planner<'_> {
             if e.failure_message.as_deref() != Some(&message) {
                 self.d.event(
                     Reason::Blocked,
+                    Some(stage),
                     format!("ClusterPromotion {} is blocked: {message}", self.name),
                 );
             }
@@ -335,6 +337,7 @@ impl Planner<'_> {
         entry(status, &first.name).last_status_check_time = None;
         self.d.event(
             Reason::StageProvisioning,
+            Some(&first.name),
             format!("Provisioning stage {} (Restart)", first.name),
         );
         let why = if first_time {
@@ -435,6 +438,7 @@ impl Planner<'_> {
         }));
         self.d.event(
             Reason::ProgressDeadlineExceeded,
+            Some(&stage.name),
             format!(
                 "Stage {} did not complete within its progress deadline {} (due {}): {why}",
                 stage.name,
@@ -568,6 +572,7 @@ impl Planner<'_> {
             {
                 self.d.event(
                     Reason::DeploymentFailed,
+                    Some(&stage.name),
                     format!("Stage {}: {f}", stage.name),
                 );
             }
@@ -586,6 +591,7 @@ impl Planner<'_> {
             set_description(e, &text, now);
             self.d.event(
                 Reason::StageProvisioned,
+                Some(&stage.name),
                 format!("Stage {} provisioned", stage.name),
             );
         }
@@ -634,6 +640,7 @@ impl Planner<'_> {
             }
             self.d.event(
                 Reason::RolloutComplete,
+                Some(&stage.name),
                 format!(
                     "ClusterPromotion {} complete: stage {} provisioned",
                     self.name, stage.name
@@ -675,6 +682,7 @@ impl Planner<'_> {
         self.d.stage = Some(next.name.clone());
         self.d.event(
             Reason::StageProvisioning,
+            Some(&next.name),
             format!("Provisioning stage {}", next.name),
         );
         self.d.outcome(
@@ -722,8 +730,11 @@ impl Planner<'_> {
             return;
         }
         if let Some(n) = &note {
-            self.d
-                .event(Reason::FieldsPruned, format!("Stage {}: {n}", stage.name));
+            self.d.event(
+                Reason::FieldsPruned,
+                Some(&stage.name),
+                format!("Stage {}: {n}", stage.name),
+            );
         }
         set_failure(e, note.as_deref(), now);
     }

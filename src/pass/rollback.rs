@@ -160,6 +160,7 @@ pub fn plan(
             if e.failure_message.as_deref() != Some(&message) {
                 d.event(
                     Reason::Blocked,
+                    Some(&current),
                     format!("ClusterPromotion {name}: {message}"),
                 );
             }
@@ -203,6 +204,7 @@ pub fn plan(
         let names: Vec<&str> = targets.iter().rev().map(|t| t.stage.as_str()).collect();
         d.event(
             Reason::RollbackStarted,
+            Some(&current),
             format!(
                 "Rolling back {} to revision {id} ({}, {}): {}",
                 if names.is_empty() {
@@ -244,6 +246,7 @@ pub fn plan(
         if t.deployed.is_ok() && was(&t.stage).as_deref() != Some(text.as_str()) {
             d.event(
                 Reason::StageRolledBack,
+                Some(&t.stage),
                 format!("Stage {} rolled back to revision {id}", t.stage),
             );
         }
@@ -272,6 +275,7 @@ pub fn plan(
     }));
     d.event(
         Reason::RolledBack,
+        Some(&current),
         format!(
             "ClusterPromotion {name} rolled back to revision {id}; it holds until its spec changes or `promoter resume`"
         ),

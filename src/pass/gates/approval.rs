@@ -57,6 +57,7 @@ pub fn check(
         if was.as_deref() != Some("Paused: Awaiting Manual Approval") {
             d.event(
                 Reason::AwaitingApproval,
+                Some(stage),
                 format!("Stage {stage} awaits manual approval"),
             );
         }

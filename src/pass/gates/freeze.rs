@@ -119,6 +119,7 @@ pub fn hold(
     if !was_frozen {
         d.event(
             Reason::Frozen,
+            Some(stage),
             format!(
                 "Stage {stage}: {what} held by freeze {}: {} ({})",
                 h.freeze, h.reason, h.until
@@ -131,6 +132,7 @@ pub fn hold(
 pub fn bypassed(stage: &str, freeze: &str, b: &FreezeBypass, d: &mut Decision) -> String {
     d.event(
         Reason::FreezeBypassed,
+        Some(stage),
         format!(
             "Stage {stage} started during freeze {freeze} under the bypass by {} until {}: {}",
             b.by, b.until, b.reason

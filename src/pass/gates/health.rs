@@ -22,14 +22,14 @@ pub fn check(
         Some(HealthVerdict::Passed) => {
             if checks_were_failing(s.p, stage) {
                 let text = format!("Stage {stage}: health checks pass again");
-                d.event(Reason::ChecksPassing, text);
+                d.event(Reason::ChecksPassing, Some(stage), text);
             }
             None
         }
         Some(HealthVerdict::Failing(message)) => {
             if !checks_were_failing(s.p, stage) {
                 let text = format!("Stage {stage}: health checks failing: {message}");
-                d.event(Reason::ChecksFailing, text);
+                d.event(Reason::ChecksFailing, Some(stage), text);
             }
             set_description(e, "Awaiting Health Checks to Pass", now);
             let summary = format!("stage {stage}: health checks failing: {message}");

@@ -36,7 +36,7 @@ pub fn check(
     }
     if window_was_closed(s.p, &s.stage.name) {
         let text = format!("Stage {}: promotion window open", s.stage.name);
-        d.event(Reason::WindowOpened, text);
+        d.event(Reason::WindowOpened, Some(&s.stage.name), text);
     }
     None
 }
