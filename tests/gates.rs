@@ -65,8 +65,20 @@ struct Oracle {
     deployed: BTreeMap<(String, usize, String), DateTime<Utc>>,
     snaps: BTreeMap<String, Snap>,
     approvals: BTreeMap<(String, String), Account>,
+    /// Issue 24: the chart version of every revision hash seen in a promotion's spec.
+    versions: BTreeMap<String, String>,
+    /// Revisions a person asked to roll out again (`promoter.dev/retry`).
+    retried: std::collections::BTreeSet<String>,
     violations: Vec<String>,
     writes: usize,
+}
+
+/// The revision a generated profile carries, by its chart version (the scenarios' revisions differ
+/// only there).
+fn version_of(profile: &Value) -> Option<String> {
+    profile["spec"]["helmCharts"][0]["chartVersion"]
+        .as_str()
+        .map(String::from)
 }
 
 fn content(profile: &Value) -> String {
@@ -76,6 +88,35 @@ fn content(profile: &Value) -> String {
     }
     let labels = &profile["metadata"]["labels"];
     json!({"spec": spec, "sa": [labels["projectsveltos.io/serviceaccount-name"], labels["projectsveltos.io/serviceaccount-namespace"]]}).to_string()
+}
+
+/// Every cluster the stage selects has a summary of this profile, in sync and Provisioned.
+fn deployed_everywhere(
+    cp: &Value,
+    pname: &str,
+    stage: &promoter::api::Stage,
+    clusters: &[Value],
+    summaries: &[Value],
+) -> bool {
+    let selector = stage.cluster_selector.clone().unwrap_or_default();
+    clusters
+        .iter()
+        .filter(|c| {
+            let labels: BTreeMap<String, String> =
+                serde_json::from_value(c["metadata"]["labels"].clone()).unwrap_or_default();
+            selector.selects(&labels).unwrap_or(false)
+        })
+        .all(|c| {
+            summaries.iter().any(|cs| {
+                cs["metadata"]["labels"]["projectsveltos.io/cluster-profile-name"] == pname
+                    && cs["spec"]["clusterName"] == c["metadata"]["name"]
+                    && cs["spec"]["clusterNamespace"] == c["metadata"]["namespace"]
+                    && cs["spec"]["clusterProfileSpec"] == cp["spec"]
+                    && cs["status"]["featureSummaries"]
+                        .as_array()
+                        .is_some_and(|f| f.iter().all(|x| x["status"] == "Provisioned"))
+            })
+        })
 }
 
 impl Oracle {
@@ -98,37 +139,135 @@ impl Oracle {
                 .as_ref()
                 .and_then(|s| s.current_stage_name.as_ref())
                 .and_then(|c| p.spec.stages.iter().position(|s| s.name == *c));
+            // Issue 24: what the records say about the current run.
+            let status = p.status.clone().unwrap_or_default();
+            let run = Run::of(&status);
+            if let Some(v) = p.spec.profile_spec.as_ref().and_then(|s| {
+                s.get("helmCharts")
+                    .and_then(|h| h.pointer("/0/chartVersion"))
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            }) {
+                self.versions.insert(promoter::hash::revision_hash(&p), v);
+            }
+            if let Some(r) = annotations::retry(&p).filter(|_| user == HUMAN) {
+                self.retried.insert(r.revision);
+            }
+            let rollback = annotations::rollback(&p).filter(|r| Some(&r.from) == run.as_ref());
+            let good = rollback
+                .as_ref()
+                .and_then(|r| self.versions.get(&r.to).cloned());
+            let history = annotations::History::of(&p);
+            let reached: Vec<bool> = p
+                .spec
+                .stages
+                .iter()
+                .map(|s| status.stages.iter().flatten().any(|e| e.name == s.name))
+                .collect();
+            let everywhere: Vec<bool> = p
+                .spec
+                .stages
+                .iter()
+                .map(|stage| {
+                    let pname = format!("{name}-{}", stage.name);
+                    profiles.get(&pname).is_some_and(|cp| {
+                        deployed_everywhere(cp, &pname, stage, &clusters, &summaries)
+                    })
+                })
+                .collect();
+            let versions_now: Vec<Option<String>> = p
+                .spec
+                .stages
+                .iter()
+                .map(|s| {
+                    profiles
+                        .get(&format!("{name}-{}", s.name))
+                        .and_then(version_of)
+                })
+                .collect();
+            let freezes = store.all(&promoter::fake::promotion_freeze_type());
+            for (j, stage) in p.spec.stages.iter().enumerate() {
+                let pname = format!("{name}-{}", stage.name);
+                let key = (name.clone(), j);
+                let changed =
+                    profiles.get(&pname).map(content) != self.contents.get(&key).cloned().flatten();
+                let Some(v) = versions_now[j].clone().filter(|_| changed) else {
+                    continue;
+                };
+                let to_good = good.as_deref() == Some(v.as_str());
+                if let Some(r) = &rollback {
+                    // During a rollback of the current run, a profile only ever changes to the
+                    // revision rolled back to: it is never mixed up with a forward rollout.
+                    if !to_good {
+                        self.violations.push(format!(
+                            "write {} by {user}: {pname} changed to {v} during a rollback to {good:?}",
+                            self.writes
+                        ));
+                    }
+                    // Reverse: every higher target runs the good revision everywhere first.
+                    if r.order == promoter::settings::RollbackOrder::Reverse {
+                        for k in j + 1..p.spec.stages.len() {
+                            let target = reached[k]
+                                || versions_now[k]
+                                    .as_ref()
+                                    .is_some_and(|x| Some(x) != good.as_ref());
+                            if target && !(versions_now[k] == good && everywhere[k]) {
+                                self.violations.push(format!(
+                                    "write {} by {user}: {pname} rolled back before {} finished rolling back",
+                                    self.writes, p.spec.stages[k].name
+                                ));
+                            }
+                        }
+                    }
+                    continue;
+                }
+                // A revision rolled back before rolls out again only after a person asked.
+                let revision = self
+                    .versions
+                    .iter()
+                    .find(|(_, x)| **x == v)
+                    .map(|(h, _)| h.clone());
+                if let Some(h) = &revision
+                    && history.rolled_back(h).is_some()
+                    && !self.retried.contains(h)
+                {
+                    self.violations.push(format!(
+                        "write {} by {user}: {pname} got {v}, a rolled-back revision nobody retried",
+                        self.writes
+                    ));
+                }
+                // No stage starts during a freeze without a bypass on record.
+                for f in &freezes {
+                    let Ok(f) = serde_json::from_value::<promoter::api::PromotionFreeze>(f.clone())
+                    else {
+                        continue;
+                    };
+                    let ev = promoter::freeze::evaluate(&f, now);
+                    let labels = p.metadata.labels.clone().unwrap_or_default();
+                    if !ev.holds(&labels) {
+                        continue;
+                    }
+                    let bypassed = annotations::freeze_bypass(&p)
+                        .and_then(Result::ok)
+                        .is_some_and(|b| promoter::freeze::bypass_allows(&b, ev.name, now));
+                    if !bypassed {
+                        self.violations.push(format!(
+                            "write {} by {user}: {pname} got {v} during freeze {} without a bypass",
+                            self.writes, ev.name
+                        ));
+                    }
+                }
+            }
             for (j, stage) in p.spec.stages.iter().enumerate() {
                 let pname = format!("{name}-{}", stage.name);
                 let now_content = profiles.get(&pname).map(content);
                 // Deployed: every selected cluster has an in-sync, provisioned summary.
-                if let Some(cp) = profiles.get(&pname) {
-                    let selector = stage.cluster_selector.clone().unwrap_or_default();
-                    let everywhere = clusters
-                        .iter()
-                        .filter(|c| {
-                            let labels: BTreeMap<String, String> =
-                                serde_json::from_value(c["metadata"]["labels"].clone())
-                                    .unwrap_or_default();
-                            selector.selects(&labels).unwrap_or(false)
-                        })
-                        .all(|c| {
-                            summaries.iter().any(|cs| {
-                                cs["metadata"]["labels"]["projectsveltos.io/cluster-profile-name"]
-                                    == pname.as_str()
-                                    && cs["spec"]["clusterName"] == c["metadata"]["name"]
-                                    && cs["spec"]["clusterNamespace"] == c["metadata"]["namespace"]
-                                    && cs["spec"]["clusterProfileSpec"] == cp["spec"]
-                                    && cs["status"]["featureSummaries"].as_array().is_some_and(
-                                        |f| f.iter().all(|x| x["status"] == "Provisioned"),
-                                    )
-                            })
-                        });
-                    if everywhere {
-                        self.deployed
-                            .entry((name.clone(), j, content(cp)))
-                            .or_insert(now);
-                    }
+                if let Some(cp) = profiles.get(&pname)
+                    && everywhere[j]
+                {
+                    self.deployed
+                        .entry((name.clone(), j, content(cp)))
+                        .or_insert(now);
                 }
                 let key = (name.clone(), j);
                 let before = self.contents.get(&key).cloned().flatten();
@@ -166,8 +305,6 @@ impl Oracle {
                 self.contents.insert(key, now_content);
             }
             // The run, and the stage it is at.
-            let status = p.status.clone().unwrap_or_default();
-            let run = Run::of(&status);
             let current = status
                 .current_stage_name
                 .as_ref()
@@ -370,6 +507,70 @@ impl Lab {
         })
     }
 
+    /// The chart version of the promotion's spec.
+    fn version(&self, name: &str) -> String {
+        let p = self.env.promotion(name).unwrap();
+        p.spec.profile_spec.unwrap().0["helmCharts"][0]["chartVersion"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The current run's rollback is recorded complete.
+    fn rolled_back(&self, name: &str) -> bool {
+        self.env.promotion(name).is_some_and(|p| {
+            let run = p.status.as_ref().and_then(Run::of);
+            annotations::rollback(&p)
+                .is_some_and(|r| Some(&r.from) == run.as_ref() && r.completed_at.is_some())
+        })
+    }
+
+    /// Every stage's profile carries this chart version.
+    fn all_stages_at(&self, name: &str, version: &str) -> bool {
+        let p = self.env.promotion(name).unwrap();
+        p.spec.stages.iter().all(|s| {
+            self.env
+                .chart_version(&format!("{name}-{}", s.name))
+                .as_deref()
+                == Some(version)
+        })
+    }
+
+    async fn freeze(&self, freeze: &str) {
+        let api: kube::Api<promoter::api::PromotionFreeze> = kube::Api::all(self.human.clone());
+        let f = promoter::api::PromotionFreeze::new(
+            freeze,
+            promoter::api::PromotionFreezeSpec {
+                reason: "stop the line".into(),
+                promotion_selector: None,
+                start: None,
+                end: None,
+            },
+        );
+        api.create(&Default::default(), &f).await.unwrap();
+    }
+
+    async fn unfreeze(&self, freeze: &str) {
+        let api: kube::Api<promoter::api::PromotionFreeze> = kube::Api::all(self.human.clone());
+        api.delete(freeze, &Default::default()).await.unwrap();
+    }
+
+    /// What `promoter freeze bypass` writes: who, why, until when.
+    async fn bypass(&self, name: &str) {
+        let until = promoter::api::Timestamp::new(self.env.now() + Duration::hours(4));
+        let record =
+            json!({"by": HUMAN, "reason": "hotfix", "until": until.to_string()}).to_string();
+        let api: kube::Api<ClusterPromotion> = kube::Api::all(self.human.clone());
+        let patch = json!({"metadata": {"annotations": {"promoter.dev/freeze-bypass": record}}});
+        let _ = api
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            )
+            .await;
+    }
+
     fn violations(&self) -> Vec<String> {
         self.oracle.lock().unwrap().violations.clone()
     }
@@ -400,6 +601,14 @@ struct Plan {
     /// Seeded interleaving: approvals and spec changes land mid-pass, at random moments.
     chaos: Option<u64>,
     ticks: usize,
+    /// Issue 24: a cluster (`namespace/name`) whose deployments of specs containing this text fail.
+    failing: Option<(&'static str, &'static str)>,
+    /// The scenario ends rolled back (the revision missed its deadline), not complete.
+    rolls_back: bool,
+    /// A freeze of every promotion, created and deleted by a person at these ticks.
+    freeze: Option<(usize, usize)>,
+    /// A person bypasses the freeze for the promotion at this tick.
+    bypass_at: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -424,9 +633,20 @@ impl Rng {
 }
 
 async fn scenario(plan: &Plan) -> Outcome {
-    let lab = Lab::new().await;
+    let mut lab = Lab::new().await;
+    if let Some((cluster, text)) = plan.failing {
+        lab.env
+            .addon
+            .failing
+            .insert(cluster.into(), common::start_time());
+        lab.env
+            .addon
+            .failing_only
+            .insert(cluster.into(), text.into());
+    }
     let names = lab.env.apply_example(plan.example);
     let name = names[0].clone();
+    let first_version = lab.version(&name);
     for f in &plan.faults {
         lab.env.server.inject(f.clone());
     }
@@ -435,7 +655,25 @@ async fn scenario(plan: &Plan) -> Outcome {
     let mut tick = 0;
     let mut quiet_after_revision = plan.revision_at.is_none();
     while tick < plan.ticks {
-        if Some(tick) == plan.revision_at {
+        if let Some((from, to)) = plan.freeze {
+            if tick == from {
+                lab.freeze("stop-the-line").await;
+            }
+            if tick == to {
+                lab.unfreeze("stop-the-line").await;
+            }
+        }
+        if Some(tick) == plan.bypass_at {
+            lab.bypass(&name).await;
+        }
+        // A scenario that rolls back changes the spec once the first revision completed (there
+        // is nothing to roll back to before that), however long crashes made it take.
+        let due = if plan.rolls_back {
+            revisions == 0 && plan.revision_at.is_some_and(|t| tick >= t) && lab.complete(&name)
+        } else {
+            Some(tick) == plan.revision_at
+        };
+        if due {
             revisions += 1;
             lab.new_revision(&name, revisions).await;
             quiet_after_revision = true;
@@ -490,15 +728,27 @@ async fn scenario(plan: &Plan) -> Outcome {
         }
         lab.world_moves();
         tick += 1;
-        if quiet_after_revision && lab.complete(&name) && lab.all_stages_current(&name) {
+        if plan.rolls_back {
+            if lab.rolled_back(&name) && lab.all_stages_at(&name, &first_version) {
+                break;
+            }
+        } else if quiet_after_revision && lab.complete(&name) && lab.all_stages_current(&name) {
             break;
         }
     }
     // Late answers and late writes land now; then the oracle's last word.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let (complete, current) = if plan.rolls_back {
+        (
+            lab.rolled_back(&name),
+            lab.all_stages_at(&name, &first_version),
+        )
+    } else {
+        (lab.complete(&name), lab.all_stages_current(&name))
+    };
     Outcome {
-        complete: lab.complete(&name),
-        current: lab.all_stages_current(&name),
+        complete,
+        current,
         writes: lab
             .env
             .server
@@ -633,6 +883,199 @@ async fn crash_loops_still_complete() {
             assert_safe_and_done(&format!("{example}: every pass dies after {k} writes"), &o);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 24: a revision that misses its deadline rolls back; a freeze; both under crashes
+
+/// The guarded rollout completes 3.5.2; 9.1.0 then fails on staging, misses staging's 30 m
+/// deadline, and every reached stage rolls back to 3.5.2, the highest first.
+fn rollback_plan() -> Plan {
+    Plan {
+        example: "rollback-on-deadline.yaml",
+        revision_at: Some(14),
+        failing: Some(("staging/staging", "9.1.0")),
+        rolls_back: true,
+        ticks: 120,
+        ..Default::default()
+    }
+}
+
+/// Crash after the k-th write of the rollback scenario, for every k (CI: about ten of them), and
+/// passes that die after 1, 2 or 3 writes every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_survives_a_crash_after_every_write() {
+    let plan = rollback_plan();
+    let reference = scenario(&plan).await;
+    assert_safe_and_done("rollback", &reference);
+    let step = if campaign() {
+        1
+    } else {
+        1 + reference.writes / 10
+    };
+    let mut runs = 0;
+    for k in (1..=reference.writes).step_by(step) {
+        let mut crashed = plan.clone();
+        crashed.faults = vec![FaultRule::nth(
+            RequestMatcher::writes().user(PASS_USERS[0]),
+            k,
+            FaultAction::ResetAfter,
+        )];
+        let o = scenario(&crashed).await;
+        assert_safe_and_done(&format!("rollback, crash after write {k}"), &o);
+        runs += 1;
+    }
+    for k in 1..=3 {
+        let o = scenario(&Plan {
+            crash_loop: Some(k),
+            ticks: 240,
+            ..plan.clone()
+        })
+        .await;
+        assert_safe_and_done(&format!("rollback, every pass dies after {k} writes"), &o);
+    }
+    eprintln!(
+        "rollback: {} writes, {runs} crashed runs, 3 crash loops, 0 violations",
+        reference.writes
+    );
+}
+
+/// Two and three concurrent passes with network faults, through the whole rollback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_with_concurrent_passes_and_faults() {
+    let seeds = if campaign() { 20 } else { 2 };
+    for seed in 0..seeds {
+        for passes in [2, 3] {
+            let o = scenario(&Plan {
+                passes,
+                faults: network_faults(seed, 0.08),
+                ticks: 160,
+                ..rollback_plan()
+            })
+            .await;
+            assert_safe_and_done(&format!("rollback, seed {seed}, {passes} passes"), &o);
+        }
+    }
+}
+
+/// A freeze from the second minute to the twentieth, with crashes: no stage starts while it holds
+/// (the oracle), the rollout completes after it; a bypass lets it through early, on record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freezes_hold_under_crashes_and_a_bypass_is_on_record() {
+    let frozen = Plan {
+        example: "blog-kyverno-auto.yaml",
+        freeze: Some((2, 20)),
+        ticks: 80,
+        ..Default::default()
+    };
+    let reference = scenario(&frozen).await;
+    assert_safe_and_done("freeze", &reference);
+    assert!(reference.ticks > 20, "completed only after the freeze");
+    let bypassed = scenario(&Plan {
+        freeze: Some((2, 60)),
+        bypass_at: Some(8),
+        ..frozen.clone()
+    })
+    .await;
+    assert_safe_and_done("freeze with a bypass", &bypassed);
+    assert!(
+        bypassed.ticks < 60,
+        "the bypass let it through before the freeze ended"
+    );
+    let step = if campaign() {
+        1
+    } else {
+        1 + reference.writes / 6
+    };
+    for k in (1..=reference.writes).step_by(step) {
+        let mut crashed = frozen.clone();
+        crashed.faults = vec![FaultRule::nth(
+            RequestMatcher::writes().user(PASS_USERS[0]),
+            k,
+            FaultAction::ResetAfter,
+        )];
+        let o = scenario(&crashed).await;
+        assert_safe_and_done(&format!("freeze, crash after write {k}"), &o);
+    }
+    let o = scenario(&Plan {
+        passes: 2,
+        chaos: Some(24),
+        faults: network_faults(24, 0.08),
+        ..frozen
+    })
+    .await;
+    assert!(o.violations.is_empty(), "{:#?}", o.violations);
+}
+
+/// A revision rolled back does not come back by a revert of the spec (a GitOps revert of the fix):
+/// it waits for a person (`promoter resume` writes the retry), and then rolls out from stage 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolled_back_revision_comes_back_only_when_a_person_asks() {
+    let mut lab = Lab::new().await;
+    lab.env
+        .addon
+        .failing
+        .insert("staging/staging".into(), common::start_time());
+    lab.env
+        .addon
+        .failing_only
+        .insert("staging/staging".into(), "9.1.0".into());
+    let name = lab.env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    let mut ticks = 0;
+    let mut revised = false;
+    while !lab.rolled_back(&name) {
+        if !revised && lab.complete(&name) {
+            lab.new_revision(&name, 1).await;
+            revised = true;
+        }
+        lab.pass(0).await;
+        lab.world_moves();
+        ticks += 1;
+        assert!(ticks < 200, "never rolled back");
+    }
+    // The fix (back to 3.5.2), then the revert to the rolled-back 9.1.0.
+    let bad = lab.env.promotion(&name).unwrap();
+    let mut good = bad.clone();
+    good.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.5.2");
+    lab.env.apply_promotion(&good);
+    for _ in 0..20 {
+        lab.pass(0).await;
+        lab.world_moves();
+    }
+    assert!(lab.complete(&name), "the fix rolled out");
+    lab.env.apply_promotion(&bad);
+    for _ in 0..20 {
+        lab.pass(0).await;
+        lab.world_moves();
+    }
+    assert_eq!(
+        lab.env.chart_version(&format!("{name}-dev")).as_deref(),
+        Some("3.5.2"),
+        "held: nobody asked for 9.1.0 again"
+    );
+    let revision = promoter::hash::revision_hash(&bad);
+    let retry = json!({"revision": revision, "by": HUMAN, "at": promoter::api::Timestamp::new(lab.env.now()).to_string()})
+        .to_string();
+    let api: kube::Api<ClusterPromotion> = kube::Api::all(lab.human.clone());
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(
+            json!({"metadata": {"annotations": {"promoter.dev/retry": retry}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    for _ in 0..5 {
+        lab.pass(0).await;
+        lab.world_moves();
+    }
+    assert_eq!(
+        lab.env.chart_version(&format!("{name}-dev")).as_deref(),
+        Some("9.1.0"),
+        "a person asked: it rolls out again"
+    );
+    assert!(lab.violations().is_empty(), "{:#?}", lab.violations());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -361,3 +361,63 @@ async fn plan_through_the_binary_reports_only_what_happens() {
     assert_eq!(code, 0, "{err}");
     assert!(text.contains("+1d0h0"), "{text}");
 }
+
+/// Every `cargo run -- simulate …` line of the README runs as written (with a fixed start), and the
+/// issue-24 ones show what they promise: a missed deadline rolled back, a freeze held and lifted.
+#[test]
+fn the_readme_simulations_run_as_written() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let commands: Vec<Vec<String>> = readme
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("cargo run -- simulate "))
+        .map(|rest| {
+            let rest = rest.split(" # ").next().unwrap_or_default();
+            rest.split_whitespace().map(String::from).collect()
+        })
+        .collect();
+    assert!(commands.len() >= 9, "{commands:?}");
+    let mut seen_rollback = false;
+    let mut seen_freeze = false;
+    for args in commands {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .arg("simulate")
+            .args(&args)
+            .args(["--start", "2026-11-20T00:00:00Z"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let code = out.status.code();
+        assert!(
+            code == Some(0) || code == Some(2),
+            "simulate {args:?}: {code:?}\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if args.iter().any(|a| a.contains("rollback-on-deadline-v2")) {
+            seen_rollback = true;
+            assert_eq!(code, Some(2), "stopped rolled back:\n{text}");
+            for line in [
+                "staging     progress deadline 30m exceeded",
+                "staging     rolling back to revision",
+                "staging     rolled back to revision",
+                "dev         rolled back to revision",
+                "=> stopped at stage staging at 2026-11-21T00:42:00Z: rolled back to revision",
+            ] {
+                assert!(text.contains(line), "no {line:?} in:\n{text}");
+            }
+        }
+        if args.iter().any(|a| a.starts_with("4m..1d")) {
+            seen_freeze = true;
+            assert_eq!(code, Some(0), "{text}");
+            for line in [
+                "dev         frozen: freeze simulated-freeze-1: holidays (until 2026-11-21T00:00:00Z); stage staging waits",
+                "+1d0h00m  2026-11-21T00:00:00Z  dev         freeze lifted",
+                "+1d0h00m  2026-11-21T00:00:00Z  staging     profile applied",
+            ] {
+                assert!(text.contains(line), "no {line:?} in:\n{text}");
+            }
+        }
+    }
+    assert!(seen_rollback && seen_freeze);
+}

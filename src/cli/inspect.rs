@@ -219,7 +219,14 @@ async fn read_rows(
     tz: chrono_tz::Tz,
     last_pass: Option<&LastPass>,
 ) -> anyhow::Result<(Rows, DateTime<Utc>)> {
-    let observation = promoter::pass::observe::observe(client, args.selector.as_deref()).await?;
+    let mut observation =
+        promoter::pass::observe::observe(client, args.selector.as_deref()).await?;
+    promoter::pass::revisions::fetch_for_rollbacks(
+        client,
+        &observation.promotions,
+        &mut observation.world,
+    )
+    .await;
     let now = Utc::now();
     let mut rows: Vec<_> = observation
         .promotions
@@ -344,6 +351,12 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
         observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
     }
     promoter::ops::explain::load_summaries(&client, &p, &mut observation.world).await?;
+    promoter::pass::revisions::fetch_for_rollbacks(
+        &client,
+        std::slice::from_ref(&p),
+        &mut observation.world,
+    )
+    .await;
     let explanation =
         promoter::ops::explain::explain(&p, &observation.world, Utc::now(), tz, last_pass.as_ref());
     Printer::new(output).print(&Explained(explanation))?;

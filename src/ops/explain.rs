@@ -43,9 +43,40 @@ pub struct Explanation {
     /// The status' profileSpecHash.
     pub revision: Option<String>,
     pub paused_by: Option<String>,
+    /// promoter's settings (`promoter.dev/` annotations): deadline, failure policy, history.
+    pub policy: PolicyExplanation,
+    /// When the current stage's progress deadline falls, if it has one and has not completed.
+    pub deadline: Option<DateTime<Utc>>,
+    /// The PromotionFreezes that select this promotion, and the bypass on record.
+    pub freezes: Vec<FreezeExplanation>,
+    pub freeze_bypass: Option<String>,
+    /// The revision history, newest first (`promoter.dev/history`).
+    pub history: Vec<crate::annotations::HistoryEntry>,
     pub stages: Vec<StageExplanation>,
     #[serde(skip)]
     now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyExplanation {
+    /// As written (`30m, production=2h`); none: no deadline.
+    pub progress_deadline: Option<String>,
+    pub failure_policy: &'static str,
+    pub rollback_order: &'static str,
+    pub revision_history_limit: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FreezeExplanation {
+    pub name: String,
+    pub phase: &'static str,
+    pub reason: String,
+    /// `until <end>` or `until lifted`.
+    pub until: String,
+    /// Whether the bypass on record lets this promotion through it now.
+    pub bypassed: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -288,13 +319,74 @@ pub fn explain(
             }
         })
         .collect();
+    let (settings, _) = crate::settings::parse(p);
+    let bypass = crate::annotations::freeze_bypass(p);
+    let labels = p.metadata.labels.clone().unwrap_or_default();
+    let freezes = crate::freeze::Freezes::new(&world.freezes, now)
+        .all
+        .iter()
+        .filter(|f| f.selects(&labels) && f.phase != crate::api::FreezePhase::Expired)
+        .map(|f| FreezeExplanation {
+            name: f.name.to_string(),
+            phase: f.phase.as_str(),
+            reason: f.reason().to_string(),
+            until: f.until(),
+            bypassed: matches!(&bypass, Some(Ok(b)) if crate::freeze::bypass_allows(b, f.name, now)),
+        })
+        .collect();
     Explanation {
-        status: row,
         revision: status.profile_spec_hash.clone(),
         paused_by: crate::annotations::paused(p).map(|r| format!("{} {}", r.by, r.at)),
+        policy: PolicyExplanation {
+            progress_deadline: p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::settings::PROGRESS_DEADLINE))
+                .cloned(),
+            failure_policy: settings.failure_policy.as_str(),
+            rollback_order: settings.rollback_order.as_str(),
+            revision_history_limit: settings.revision_history_limit,
+        },
+        deadline: current_deadline(p, &row),
+        freezes,
+        freeze_bypass: bypass.map(|b| match b {
+            Ok(b) => format!("by {} until {}: {}", b.by, b.until, b.reason),
+            Err(why) => why,
+        }),
+        history: crate::annotations::History::of(p).0,
+        status: row,
         stages,
         now,
     }
+}
+
+/// When the current stage's progress deadline falls, while the stage is in progress.
+fn current_deadline(p: &ClusterPromotion, row: &StatusRow) -> Option<DateTime<Utc>> {
+    use super::inspect::ObservedPhase::*;
+    if !matches!(
+        row.phase,
+        Progressing | RunningChecks | ChecksFailing | Soaking
+    ) {
+        return None;
+    }
+    let stage = p.spec.stages.iter().find(|s| s.name == row.stage)?;
+    let entry = p
+        .status
+        .as_ref()?
+        .stages
+        .iter()
+        .flatten()
+        .find(|s| s.name == row.stage)?;
+    let settings = crate::settings::Settings::of(p);
+    let run = p.status.as_ref().and_then(crate::annotations::Run::of);
+    let failed = crate::annotations::failed(p).filter(|f| Some(&f.run) == run.as_ref());
+    crate::pass::deadline::due(
+        settings.deadline_for(&stage.name)?,
+        stage,
+        entry,
+        failed.as_ref(),
+    )
 }
 
 impl Explanation {
@@ -346,9 +438,78 @@ impl Explanation {
         }
         let _ = writeln!(
             out,
-            "  revision (profileSpecHash): {}",
-            self.revision.as_deref().unwrap_or("none yet")
+            "  revision (profileSpecHash): {}{}",
+            self.revision.as_deref().unwrap_or("none yet"),
+            self.revision
+                .as_deref()
+                .map(|r| format!(" (id {})", crate::api::revision_id(r)))
+                .unwrap_or_default()
         );
+        let pol = &self.policy;
+        let _ = writeln!(
+            out,
+            "  progress deadline: {}; on failure: {}{}",
+            pol.progress_deadline.as_deref().unwrap_or("none"),
+            pol.failure_policy,
+            if pol.failure_policy == "rollback" {
+                format!(" ({})", pol.rollback_order)
+            } else {
+                String::new()
+            }
+        );
+        if let Some(t) = self.deadline {
+            let _ = writeln!(
+                out,
+                "  stage {} must complete by {} ({})",
+                row.stage,
+                ts(t),
+                relative(Some(t), now)
+            );
+        }
+        for f in &self.freezes {
+            let _ = writeln!(
+                out,
+                "  freeze {} ({}): {} ({}){}",
+                f.name,
+                f.phase,
+                f.reason,
+                f.until,
+                if f.bypassed { "; bypassed" } else { "" }
+            );
+        }
+        if let Some(b) = &self.freeze_bypass {
+            let _ = writeln!(out, "  freeze bypass: {b}");
+        }
+        if !self.history.is_empty() {
+            let _ = writeln!(
+                out,
+                "  history (newest first, {} kept):",
+                pol.revision_history_limit
+            );
+            for e in &self.history {
+                let mut line = format!(
+                    "    revision {}: started {}",
+                    e.id,
+                    e.started_at
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "?".into())
+                );
+                if let Some(t) = e.completed_at {
+                    let _ = write!(line, ", completed {t}");
+                }
+                if let Some(r) = &e.rolled_back {
+                    let _ = write!(
+                        line,
+                        ", rolled back {} to revision {} ({}, by {})",
+                        r.at,
+                        r.to,
+                        r.cause.as_str(),
+                        r.by
+                    );
+                }
+                let _ = writeln!(out, "{line}");
+            }
+        }
         for s in &self.stages {
             let _ = writeln!(
                 out,

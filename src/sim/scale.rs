@@ -2,7 +2,10 @@
 //! a real one holds. Clusters are split into S rings (stage k selects ring k). Of the promotions,
 //! 85 % are complete; the rest are spread over the stages, deploying, soaking or failing. Profiles
 //! exist for every stage reached; ClusterSummaries for every cluster of a reached stage of the
-//! in-progress promotions (those are the ones a pass reads).
+//! in-progress promotions (those are the ones a pass reads). Every promotion has issue 24's
+//! settings (a 12 h progress deadline, the rollback policy, a history for the completed ones); two
+//! PromotionFreezes exist: an active one holding the 5 % labelled `team=frozen`, and one scheduled
+//! for next week.
 
 use crate::api::sveltos::{CLUSTER_NAME_LABEL, CLUSTER_PROFILE_NAME_LABEL, CLUSTER_TYPE_LABEL};
 use crate::api::{
@@ -62,6 +65,23 @@ fn promotion(j: usize, stages: usize) -> serde_json::Result<ClusterPromotion> {
     let mut p = ClusterPromotion::new(&format!("app-{j:04}"), spec);
     p.metadata.uid = Some(format!("00000000-0000-4000-9000-{j:012}"));
     p.metadata.finalizers = Some(vec!["config.projectsveltos.io/clusterpromotion".into()]);
+    p.metadata.labels = Some(
+        [(
+            "team".to_string(),
+            if j % 20 == 5 { "frozen" } else { "apps" }.to_string(),
+        )]
+        .into(),
+    );
+    p.metadata.annotations = Some(
+        [
+            (crate::settings::PROGRESS_DEADLINE, "12h"),
+            (crate::settings::FAILURE_POLICY, "rollback"),
+            (crate::settings::ROLLBACK_ORDER, "reverse"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
     Ok(p)
 }
 
@@ -78,6 +98,14 @@ pub fn populate(
             "metadata": {"name": format!("c{i:05}"), "namespace": "fleet", "labels": {"ring": format!("r{ring}"), "region": "eu"}},
             "spec": {}, "status": {"ready": true}});
         let _ = store.seed(&sveltos_cluster_type(), obj);
+    }
+    for f in [
+        json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze", "metadata": {"name": "frozen-team"},
+               "spec": {"reason": "incident 42", "promotionSelector": {"matchLabels": {"team": "frozen"}}}}),
+        json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze", "metadata": {"name": "next-week"},
+               "spec": {"reason": "holidays", "start": Timestamp::new(now + Duration::days(7)).to_string()}}),
+    ] {
+        let _ = store.seed(&crate::fake::promotion_freeze_type(), f);
     }
     let mut summaries = 0;
     let ts = |t: DateTime<Utc>| Some(Timestamp::new(t));
@@ -115,15 +143,25 @@ pub fn populate(
             current_stage_name: Some(format!("s{}", reached - 1)),
             last_promotion_time: ts(now - Duration::hours(1)),
         });
-        if state == State::Complete {
-            // As promoter records a completion (issue 14).
-            let run = p.status.as_ref().and_then(crate::annotations::Run::of);
-            p.metadata.annotations = Some(
-                [(
-                    crate::annotations::COMPLETED.to_string(),
-                    serde_json::to_string(&run)?,
-                )]
-                .into(),
+        if state == State::Complete
+            && let Some(run) = p.status.as_ref().and_then(crate::annotations::Run::of)
+        {
+            // As promoter records a completion (issue 14), with the history (issue 24).
+            let mut history = crate::annotations::History::default();
+            history.record_completion(
+                &run.revision,
+                run.started_at(),
+                Timestamp::new(now - Duration::hours(2)),
+                10,
+            );
+            let a = p.metadata.annotations.get_or_insert_with(Default::default);
+            a.insert(
+                crate::annotations::COMPLETED.to_string(),
+                serde_json::to_string(&run)?,
+            );
+            a.insert(
+                crate::annotations::HISTORY.to_string(),
+                history.to_annotation(),
             );
         }
         for k in 0..reached {

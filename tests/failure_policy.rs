@@ -1,0 +1,273 @@
+//! Issue 24 end to end against the fake API server and the simulated Sveltos: the passes that
+//! `promoter step` runs (on a virtual clock), and the real binary for `status`, `explain`,
+//! `freeze` and `resume`: a stage that misses its
+//! progress deadline rolls every reached stage back to the last revision that completed, the
+//! promotion holds, and a person's `resume` rolls the revision out again; a freeze stops new stages
+//! across many promotions in one pass, a bypass is on record, removing the freeze resumes them.
+
+mod common;
+
+use common::{Env, events_of, promoter};
+use promoter::annotations::{self, History, Run};
+use promoter::api::ClusterPromotion;
+use serde_json::{Value, json};
+
+const FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+];
+
+/// One minute: the pass `promoter step` runs, at the virtual clock's time; Sveltos reacts; the
+/// clock moves. Returns step's exit code for that pass and its JSON report.
+async fn step(env: &Env) -> (i32, Value) {
+    let report = env.pass().await;
+    env.addon.reconcile(&env.server, env.now());
+    env.advance(chrono::Duration::minutes(1));
+    let code = if report.errors() > 0 { 2 } else { 0 };
+    (code, serde_json::to_value(&report).unwrap())
+}
+
+fn phase(report: &Value, name: &str) -> String {
+    report["promotions"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+        .map(|p| p["phase"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+fn version(env: &Env, name: &str, stage: &str) -> Option<String> {
+    env.chart_version(&format!("{name}-{stage}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resumed() {
+    let mut env = Env::new(FLEET).await;
+    env.addon
+        .failing
+        .insert("staging/staging".into(), common::start_time());
+    env.addon
+        .failing_only
+        .insert("staging/staging".into(), "3.6.0".into());
+    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    let mut ticks = 0;
+    while !annotations::is_complete(&env.promotion(&name).unwrap()) {
+        step(&env).await;
+        ticks += 1;
+        assert!(ticks < 40, "3.5.2 never completed");
+    }
+    let good = Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap()).unwrap();
+    // 3.6.0 breaks on staging.
+    let mut p: ClusterPromotion = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    let mut rolled_back = None;
+    let mut saw_rolling_back = false;
+    for _ in 0..80 {
+        let (code, report) = step(&env).await;
+        match phase(&report, &name).as_str() {
+            "RollingBack" => {
+                saw_rolling_back = true;
+                assert_eq!(code, 2, "a rollback is an error for CI");
+                // Never the bad revision on a stage above one that went back.
+                if version(&env, &name, "staging").as_deref() == Some("3.6.0") {
+                    assert_eq!(version(&env, &name, "dev").as_deref(), Some("3.6.0"));
+                }
+            }
+            "RolledBack" => {
+                rolled_back = Some(code);
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(saw_rolling_back);
+    assert_eq!(rolled_back, Some(2), "rolled back");
+    for stage in ["dev", "staging", "production"] {
+        assert_eq!(
+            version(&env, &name, stage).as_deref(),
+            Some("3.5.2"),
+            "{stage}"
+        );
+    }
+    let history = History::of(&env.promotion(&name).unwrap());
+    assert!(history.0[0].rolled_back.is_some());
+    assert_eq!(history.0[1].revision, good.revision);
+    // Holds: quiet, and status/explain say why.
+    env.server.clear_requests();
+    let (code, report) = step(&env).await;
+    assert_eq!((code, phase(&report, &name).as_str()), (2, "RolledBack"));
+    assert_eq!(env.server.writes(), 0, "{:#?}", env.server.requests());
+    let (code, _, _) = promoter(&env, &["status", &name, "--exit-code"]);
+    assert_eq!(code, 5);
+    let (_, out, _) = promoter(&env, &["status", &name, "-o", "json"]);
+    let row: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(row["phase"], "RolledBack");
+    let (code, text, err) = promoter(&env, &["explain", &name]);
+    assert_eq!(code, 0, "{err}");
+    for expected in [
+        "on failure: rollback (reverse)",
+        "rolled back to revision",
+        "Rolled back to revision",
+        "progress deadline 30m exceeded",
+    ] {
+        assert!(
+            text.contains(expected),
+            "explain lacks {expected:?}:\n{text}"
+        );
+    }
+    let reasons: Vec<String> = events_of(&env, &name)
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    for r in [
+        "ProgressDeadlineExceeded",
+        "RollbackStarted",
+        "StageRolledBack",
+        "RolledBack",
+    ] {
+        assert!(reasons.iter().any(|x| x == r), "no {r} Event: {reasons:?}");
+    }
+    // A person resumes: 3.6.0 rolls out again from stage 1 (and fails again on staging).
+    let (code, out, err) = promoter(&env, &["resume", &name, "--reason", "staging fixed"]);
+    assert_eq!(code, 0, "{out}{err}");
+    step(&env).await;
+    step(&env).await;
+    assert_eq!(version(&env, &name, "dev").as_deref(), Some("3.6.0"));
+    assert_eq!(version(&env, &name, "staging").as_deref(), Some("3.5.2"));
+    assert!(annotations::rollback(&env.promotion(&name).unwrap()).is_none());
+}
+
+/// Twenty promotions soaking in dev; a freeze of those labelled tier=prod holds all fifteen of them
+/// in one pass while the five others go on; a bypass lets one through, on record; deleting the
+/// freeze lets the rest go.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_freeze_holds_many_promotions_in_one_pass_a_bypass_is_recorded_removal_resumes() {
+    let env = Env::new(FLEET).await;
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-auto.yaml");
+    let docs = promoter::manifest::load_file(&path).unwrap();
+    let template = docs.iter().find_map(|d| d.promotion()).unwrap().clone();
+    let names: Vec<String> = (0..20).map(|i| format!("app-{i:02}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        let mut p = template.clone();
+        p.metadata = kube::core::ObjectMeta {
+            name: Some(n.clone()),
+            labels: Some(
+                [(
+                    "tier".to_string(),
+                    if i < 15 { "prod" } else { "dev" }.to_string(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        env.apply_promotion(&p);
+    }
+    // Everyone deployed in dev and soaking (2 m).
+    for _ in 0..4 {
+        step(&env).await;
+    }
+    let (code, out, err) = promoter(
+        &env,
+        &[
+            "freeze",
+            "create",
+            "holidays",
+            "--reason",
+            "Holiday change freeze (CAB-9)",
+            "--selector",
+            "tier=prod",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    env.advance(chrono::Duration::minutes(3));
+    env.server.clear_requests();
+    let (_, report) = step(&env).await;
+    let phases: Vec<String> = names.iter().map(|n| phase(&report, n)).collect();
+    assert!(phases[..15].iter().all(|p| p == "Frozen"), "{phases:?}");
+    assert!(
+        phases[15..].iter().all(|p| p == "Progressing"),
+        "{phases:?}"
+    );
+    for n in &names[..15] {
+        assert!(
+            env.profile(&format!("{n}-staging")).is_none(),
+            "{n} started staging"
+        );
+        assert!(
+            env.description(n, "dev")
+                .is_some_and(|d| d.starts_with("Frozen: freeze holidays")),
+            "{n}: {:?}",
+            env.description(n, "dev")
+        );
+    }
+    for n in &names[15..] {
+        assert!(env.profile(&format!("{n}-staging")).is_some());
+    }
+    // The freeze's status says it is active, once.
+    let freeze = env
+        .server
+        .store()
+        .get(&promoter::fake::promotion_freeze_type(), "", "holidays")
+        .unwrap();
+    assert_eq!(freeze["status"]["phase"], "Active");
+    // Quiet while frozen: nothing written for the held promotions.
+    env.server.clear_requests();
+    step(&env).await;
+    assert!(
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.is_write())
+            .all(|r| names[15..].iter().any(|n| r.path.contains(n.as_str()))
+                || r.path.contains("events")),
+        "{:#?}",
+        env.server.requests()
+    );
+    // A bypass for app-03, on record.
+    let (code, out, err) = promoter(
+        &env,
+        &[
+            "freeze",
+            "bypass",
+            "app-03",
+            "--reason",
+            "CVE hotfix",
+            "--until",
+            "2h",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, report) = step(&env).await;
+    assert_eq!(phase(&report, "app-03"), "Progressing");
+    assert_eq!(phase(&report, "app-04"), "Frozen");
+    assert!(
+        env.description("app-03", "staging")
+            .is_some_and(|d| d.contains("freeze holidays bypassed by")),
+        "{:?}",
+        env.description("app-03", "staging")
+    );
+    let reasons: Vec<String> = events_of(&env, "app-03")
+        .await
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(
+        reasons.iter().any(|r| r == "FreezeBypassGranted"),
+        "{reasons:?}"
+    );
+    assert!(reasons.iter().any(|r| r == "FreezeBypassed"), "{reasons:?}");
+    // Lifting the freeze lets every other one go in the next pass.
+    let (code, out, err) = promoter(&env, &["freeze", "delete", "holidays"]);
+    assert_eq!(code, 0, "{out}{err}");
+    step(&env).await;
+    for n in &names {
+        assert!(
+            env.profile(&format!("{n}-staging")).is_some(),
+            "{n} resumed"
+        );
+    }
+}
