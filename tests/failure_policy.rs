@@ -271,3 +271,72 @@ async fn a_freeze_holds_many_promotions_in_one_pass_a_bypass_is_recorded_removal
         );
     }
 }
+
+/// A freeze whose selector does not parse (the CRD's schema lets any operator through) holds
+/// nothing: its status says why, once, with a Warning Event on it, and every promotion goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invalid_freeze_is_an_error_on_itself_alone() {
+    let env = Env::new(FLEET).await;
+    let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    env.server
+        .store()
+        .seed(
+            &promoter::fake::promotion_freeze_type(),
+            json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+                   "metadata": {"name": "typo"},
+                   "spec": {"reason": "stop", "promotionSelector": {"matchExpressions": [
+                       {"key": "tier", "operator": "Inn", "values": ["prod"]}]}}}),
+        )
+        .unwrap();
+    for _ in 0..3 {
+        step(&env).await;
+    }
+    let freeze = env
+        .server
+        .store()
+        .get(&promoter::fake::promotion_freeze_type(), "", "typo")
+        .unwrap();
+    assert_eq!(freeze["status"]["phase"], "Invalid", "{freeze:#}");
+    assert!(
+        freeze["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec.promotionSelector") && m.contains("Inn")),
+        "{freeze:#}"
+    );
+    // Written once: a later pass leaves it as it is.
+    let rv = freeze["metadata"]["resourceVersion"].clone();
+    step(&env).await;
+    let again = env
+        .server
+        .store()
+        .get(&promoter::fake::promotion_freeze_type(), "", "typo")
+        .unwrap();
+    assert_eq!(again["metadata"]["resourceVersion"], rv);
+    let warnings: Vec<_> = env
+        .server
+        .store()
+        .all(&promoter::fake::ResourceType::builtin(
+            "events.k8s.io",
+            "v1",
+            "Event",
+            "events",
+            true,
+        ))
+        .into_iter()
+        .filter(|e| e["reason"] == "InvalidFreeze" && e["regarding"]["name"] == "typo")
+        .collect();
+    assert_eq!(warnings.len(), 1, "one InvalidFreeze Event");
+    for _ in 0..10 {
+        if env.profile(&format!("{name}-staging")).is_some() {
+            break;
+        }
+        step(&env).await;
+    }
+    assert!(
+        env.profile(&format!("{name}-staging")).is_some(),
+        "the promotion went on"
+    );
+    let (code, out, _) = promoter(&env, &["doctor"]);
+    assert_eq!(code, 2, "doctor fails for an invalid freeze:\n{out}");
+    assert!(out.contains("typo"), "{out}");
+}

@@ -787,6 +787,26 @@ fn assert_safe_and_done(what: &str, o: &Outcome) {
 // ---------------------------------------------------------------------------------------------
 // Crashes
 
+/// Runs `plan` with the first pass crashing right after its k-th write, for k spread over the
+/// `writes` of its fault-free run (CI: about `points` of them; the campaign: every one). Returns how
+/// many crashed runs it made.
+async fn crash_after_each_write(plan: &Plan, writes: usize, points: usize, what: &str) -> usize {
+    let step = if campaign() { 1 } else { 1 + writes / points };
+    let mut runs = 0;
+    for k in (1..=writes).step_by(step) {
+        let mut crashed = plan.clone();
+        crashed.faults = vec![FaultRule::nth(
+            RequestMatcher::writes().user(PASS_USERS[0]),
+            k,
+            FaultAction::ResetAfter,
+        )];
+        let o = scenario(&crashed).await;
+        assert_safe_and_done(&format!("{what}, crash after write {k}"), &o);
+        runs += 1;
+    }
+    runs
+}
+
 /// Crash after the k-th write, for every k, in every seed scenario and in the manual ones with a
 /// new revision after the approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -811,23 +831,7 @@ async fn crash_after_every_write_in_every_seed_scenario() {
     for plan in &plans {
         let reference = scenario(plan).await;
         assert_safe_and_done(plan.example, &reference);
-        // CI: about eight crash points per scenario, spread over all its writes; the campaign: all.
-        let step = if campaign() {
-            1
-        } else {
-            1 + reference.writes / 8
-        };
-        for k in (1..=reference.writes).step_by(step) {
-            let mut crashed = plan.clone();
-            crashed.faults = vec![FaultRule::nth(
-                RequestMatcher::writes().user(PASS_USERS[0]),
-                k,
-                FaultAction::ResetAfter,
-            )];
-            let o = scenario(&crashed).await;
-            assert_safe_and_done(&format!("{} crash after write {k}", plan.example), &o);
-            runs += 1;
-        }
+        runs += crash_after_each_write(plan, reference.writes, 8, plan.example).await;
     }
     eprintln!(
         "crash_after_every_write: {} scenarios, {runs} crashed runs, 0 violations",
@@ -908,23 +912,7 @@ async fn a_rollback_survives_a_crash_after_every_write() {
     let plan = rollback_plan();
     let reference = scenario(&plan).await;
     assert_safe_and_done("rollback", &reference);
-    let step = if campaign() {
-        1
-    } else {
-        1 + reference.writes / 10
-    };
-    let mut runs = 0;
-    for k in (1..=reference.writes).step_by(step) {
-        let mut crashed = plan.clone();
-        crashed.faults = vec![FaultRule::nth(
-            RequestMatcher::writes().user(PASS_USERS[0]),
-            k,
-            FaultAction::ResetAfter,
-        )];
-        let o = scenario(&crashed).await;
-        assert_safe_and_done(&format!("rollback, crash after write {k}"), &o);
-        runs += 1;
-    }
+    let runs = crash_after_each_write(&plan, reference.writes, 10, "rollback").await;
     for k in 1..=3 {
         let o = scenario(&Plan {
             crash_loop: Some(k),
@@ -982,21 +970,7 @@ async fn freezes_hold_under_crashes_and_a_bypass_is_on_record() {
         bypassed.ticks < 60,
         "the bypass let it through before the freeze ended"
     );
-    let step = if campaign() {
-        1
-    } else {
-        1 + reference.writes / 6
-    };
-    for k in (1..=reference.writes).step_by(step) {
-        let mut crashed = frozen.clone();
-        crashed.faults = vec![FaultRule::nth(
-            RequestMatcher::writes().user(PASS_USERS[0]),
-            k,
-            FaultAction::ResetAfter,
-        )];
-        let o = scenario(&crashed).await;
-        assert_safe_and_done(&format!("freeze, crash after write {k}"), &o);
-    }
+    crash_after_each_write(&frozen, reference.writes, 6, "freeze").await;
     let o = scenario(&Plan {
         passes: 2,
         chaos: Some(24),
