@@ -22,6 +22,7 @@ pub mod summaries;
 pub mod takeover;
 pub mod undecodable;
 pub mod world;
+pub mod write_plan;
 
 pub use crate::api::inventory::ClusterKind;
 pub use decide::decide;
