@@ -38,17 +38,12 @@ fn while_doing(doing: &[String]) -> String {
 fn kube_error(e: &kube::Error, doing: &[String]) -> String {
     match e {
         kube::Error::Api(status) => {
-            let reason = if status.reason.is_empty() {
-                format!("{}", status.code)
-            } else {
-                status.reason.clone()
-            };
+            let (reason, message) = reason_and_message(status);
             let mut line = format!(
-                "Error from server ({reason}): {}{}",
-                status.message,
+                "Error from server ({reason}): {message}{}",
                 while_doing(doing)
             );
-            if let Some(hint) = api_hint(status.code, &status.message, doing) {
+            if let Some(hint) = api_hint(status.code, &message, doing) {
                 line.push_str("\nhint: ");
                 line.push_str(&hint);
             }
@@ -69,6 +64,29 @@ fn kube_error(e: &kube::Error, doing: &[String]) -> String {
             line
         }
         other => format!("error: {}{}", innermost(other), while_doing(doing)),
+    }
+}
+
+/// What kubectl would say. An API group nobody serves answers with Go's plain-text "404 page not
+/// found", not a Status; kube then reports "Failed to parse error data" as the reason, and kubectl
+/// says NotFound, "the server could not find the requested resource" (the message a served group
+/// gives for an unknown resource, so both get the same hint). Other bodies that are not a Status
+/// (a proxy's page) keep their text, with the HTTP status as the reason.
+fn reason_and_message(status: &kube::core::Status) -> (String, String) {
+    const UNPARSED: &str = "Failed to parse error data";
+    match (status.code, status.reason.as_str()) {
+        (404, UNPARSED) => (
+            "NotFound".into(),
+            "the server could not find the requested resource".into(),
+        ),
+        (code, UNPARSED) | (code, "") => (
+            http::StatusCode::from_u16(code)
+                .ok()
+                .and_then(|c| c.canonical_reason())
+                .map_or_else(|| code.to_string(), String::from),
+            status.message.clone(),
+        ),
+        (_, reason) => (reason.into(), status.message.clone()),
     }
 }
 
@@ -173,6 +191,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("hint: the identity in use lacks this permission"));
+    }
+
+    /// What kube makes of a body that is not a Status (kube-client's handle_api_errors).
+    #[test]
+    fn a_group_nobody_serves_reads_as_kubectl_says_it() {
+        let e = Err::<(), _>(api(404, "Failed to parse error data", "404 page not found"))
+            .context("listing ClusterPromotions")
+            .unwrap_err();
+        assert_eq!(
+            render(&e),
+            "Error from server (NotFound): the server could not find the requested resource (while listing ClusterPromotions)\nhint: the ClusterPromotion CRD is not installed: promoter crd | kubectl apply -f -"
+        );
+        let e = Err::<(), _>(api(
+            502,
+            "Failed to parse error data",
+            "<html>upstream</html>",
+        ))
+        .context("listing ClusterPromotions")
+        .unwrap_err();
+        assert_eq!(
+            render(&e),
+            "Error from server (Bad Gateway): <html>upstream</html> (while listing ClusterPromotions)"
+        );
     }
 
     #[test]

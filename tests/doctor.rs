@@ -164,7 +164,8 @@ async fn own_crds_and_freezes() {
         "{detail}"
     );
 
-    // Without promoter's CRDs: named, with the command that installs them.
+    // Without promoter's CRDs: a warning (they are optional), with what is missing and the
+    // command that installs them.
     let bare = promoter::fake::FakeApiServer::start().await.unwrap();
     for rt in promoter::fake::sveltos_types() {
         bare.register(rt);
@@ -173,8 +174,8 @@ async fn own_crds_and_freezes() {
     assert_eq!(
         verdict(&checks, "CRD promotionfreezes.promoter.dev"),
         (
-            "Failed",
-            "not served (promoter.dev/v1alpha1): promoter crd --own | kubectl apply -f -"
+            "Warning",
+            "not served (promoter.dev/v1alpha1): no freezes, no stored revisions (a failure-policy rollback is blocked); promoter crd --own | kubectl apply -f -"
         )
     );
     assert_eq!(verdict(&checks, "PromotionFreezes").0, "Skipped");

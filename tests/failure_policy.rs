@@ -340,3 +340,52 @@ async fn an_invalid_freeze_is_an_error_on_itself_alone() {
     assert_eq!(code, 2, "doctor fails for an invalid freeze:\n{out}");
     assert!(out.contains("typo"), "{out}");
 }
+
+/// A cluster where Sveltos is installed and promoter's own CRDs are not (`promoter crd --own` not
+/// applied; a real server answers promoter.dev's paths with a plain-text 404): rollouts under the
+/// default policy complete as they did before freezes and revisions existed, their history is
+/// recorded and nothing is in error; a promotion asking for rollback, which needs stored
+/// revisions, says in its own status what to install, and changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_promoters_crds_rollouts_complete_and_a_rollback_policy_says_what_to_install() {
+    let env = Env::without_own_crds(FLEET).await;
+    let plain = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    let guarded = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    let mut ticks = 0;
+    while !annotations::is_complete(&env.promotion(&plain).unwrap()) {
+        let (_, report) = step(&env).await;
+        let plain_report = report["promotions"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == plain.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        assert!(plain_report.get("error").is_none(), "{plain_report:#}");
+        assert_ne!(phase(&report, &plain), "Error", "{report:#}");
+        assert_eq!(phase(&report, &guarded), "Error", "{report:#}");
+        ticks += 1;
+        assert!(ticks < 40, "the rollout never completed: {report:#}");
+    }
+    let done = env.promotion(&plain).unwrap();
+    assert_eq!(History::of(&done).0.len(), 1, "the history is recorded");
+    let status = serde_json::to_value(env.promotion(&guarded).unwrap()).unwrap();
+    let said = status
+        .pointer("/status/stages/0/failureMessage")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains("metadata.annotations[promoter.dev/failure-policy]")
+            && said.contains("PromotionRevision")
+            && said.contains("promoter crd --own"),
+        "{status:#}"
+    );
+    assert!(
+        !env.profiles().iter().any(|p| p
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with(&guarded)),
+        "a blocked promotion deploys nothing"
+    );
+}

@@ -38,7 +38,7 @@ where
         Err(e) => {
             let (code, value) = status_body(&ApiError::bad_request(format!("reading body: {e}")));
             return Ok(
-                respond(code, serde_json::to_vec(&value).unwrap_or_default())
+                respond(code, serde_json::to_vec(&value).unwrap_or_default(), true)
                     .map(http_body_util::Either::Left),
             );
         }
@@ -147,7 +147,11 @@ where
         _ => {}
     }
     // Serialised once: its size on the wire goes to the request log ("bytes read" in benchmarks).
-    let body = serde_json::to_vec(&value).unwrap_or_default();
+    // A string is a plain-text answer (the real server's "404 page not found").
+    let (body, json) = match value {
+        Value::String(text) => (text.into_bytes(), false),
+        value => (serde_json::to_vec(&value).unwrap_or_default(), true),
+    };
     let accepts_gzip = header("accept-encoding").is_some_and(|v| {
         v.split(',')
             .any(|e| e.split(';').next().is_some_and(|e| e.trim() == "gzip"))
@@ -162,7 +166,7 @@ where
         .push(record);
     let mut response = match fault {
         Some(FaultAction::SlowBody(d)) => slow(code, body, d),
-        _ => respond(code, body).map(http_body_util::Either::Left),
+        _ => respond(code, body, json).map(http_body_util::Either::Left),
     };
     if gzipped {
         response.headers_mut().insert(
@@ -209,7 +213,7 @@ fn slow(code: u16, body: Vec<u8>, pause: std::time::Duration) -> Response<FakeBo
             Ok(hyper::body::Frame::data(b))
         })
         .boxed();
-    let (parts, _) = respond(code, Vec::new()).into_parts();
+    let (parts, _) = respond(code, Vec::new(), true).into_parts();
     Response::from_parts(
         parts,
         http_body_util::Either::Right(http_body_util::StreamBody::new(stream)),
@@ -242,12 +246,16 @@ fn injected(code: u16) -> ApiError {
     ApiError::new(code, reason, format!("injected fault: {reason}"))
 }
 
-fn respond(code: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
+fn respond(code: u16, body: Vec<u8>, json: bool) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(if json {
+            "application/json"
+        } else {
+            "text/plain; charset=utf-8"
+        }),
     );
     resp
 }
@@ -392,6 +400,13 @@ fn dispatch(
         store.resource(&t.group, &t.version, &t.plural).cloned()
     };
     let Some(rt) = rt else {
+        // A group/version nobody serves is not an API path at all: the real server's mux answers
+        // with Go's plain-text NotFound (k8s.io/apiserver's notfoundhandler, http.NotFound), which
+        // kube's client cannot parse as a Status; a served group/version without the resource
+        // answers with a Status.
+        if !group_version_served(shared, &t.group, &t.version) {
+            return (404, Value::String("404 page not found\n".into()));
+        }
         return status_body(&ApiError::new(
             404,
             "NotFound",
@@ -744,6 +759,14 @@ fn parse_field_selector(s: &str) -> Result<Vec<FieldRequirement>, ApiError> {
             })
         })
         .collect()
+}
+
+fn group_version_served(shared: &Shared, group: &str, version: &str) -> bool {
+    let store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
+    store
+        .types()
+        .iter()
+        .any(|t| t.group == group && t.version == version)
 }
 
 fn discovery(shared: &Shared, path: &str) -> Reply {

@@ -158,6 +158,15 @@ impl FakeApiServer {
     /// from upstream's CRDs (vendored in `src/fake/crds/`), promoter's from the CRDs generated
     /// from its types, so they are pruned, defaulted and validated as a real server does.
     pub async fn start_with_sveltos() -> anyhow::Result<Self> {
+        let server = Self::start_with_sveltos_only().await?;
+        own_kinds::register_own_crds(&mut server.store())
+            .map_err(|e| anyhow::anyhow!("registering promoter's own CRDs: {e}"))?;
+        Ok(server)
+    }
+
+    /// A cluster where Sveltos is installed and promoter's own CRDs are not (`promoter crd --own`
+    /// not applied): `promoter.dev` is not served at all, as on a real server.
+    pub async fn start_with_sveltos_only() -> anyhow::Result<Self> {
         let server = Self::start().await?;
         for rt in sveltos_types() {
             server.register(rt);
@@ -167,8 +176,6 @@ impl FakeApiServer {
                 .register_crd_yaml(crd)
                 .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
         }
-        own_kinds::register_own_crds(&mut server.store())
-            .map_err(|e| anyhow::anyhow!("registering promoter's own CRDs: {e}"))?;
         Ok(server)
     }
 

@@ -81,17 +81,22 @@ async fn crds(client: &kube::Client) -> Vec<Check> {
         };
         out.push(match (served, required) {
             (true, _) => check(&name, Verdict::Ok, format!("served ({gv})")),
+            // promoter's own CRDs are optional: rollouts run without them (no freeze, no stored
+            // revision; a rollback policy is blocked and says so).
+            (false, true) if gv.starts_with("promoter.dev/") => check(
+                &name,
+                Verdict::Warning,
+                format!(
+                    "not served ({gv}): no freezes, no stored revisions (a failure-policy rollback is blocked); {} crd --own | kubectl apply -f -",
+                    crate::invocation::command()
+                ),
+            ),
             (false, true) => check(
                 &name,
                 Verdict::Failed,
                 if plural == "clusterpromotions" {
                     format!(
                         "not served ({gv}): {} crd | kubectl apply -f -",
-                        crate::invocation::command()
-                    )
-                } else if gv.starts_with("promoter.dev/") {
-                    format!(
-                        "not served ({gv}): {} crd --own | kubectl apply -f -",
                         crate::invocation::command()
                     )
                 } else {

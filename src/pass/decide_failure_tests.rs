@@ -619,6 +619,46 @@ fn the_history_is_bounded_and_revisions_it_forgets_are_deleted() {
     assert!(p.metadata.annotations.as_ref().unwrap()[HISTORY].len() < 1024);
 }
 
+/// promoter's CRDs not served (observe saw promoter.dev answer 404): completions keep their
+/// history but store and delete no revision; a rollback policy, which needs them, blocks.
+#[test]
+fn without_promoters_crds_the_history_is_kept_and_a_rollback_policy_blocks() {
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, REVISION_HISTORY_LIMIT, "1");
+    let mut w = fleet();
+    w.own_crds_missing = true;
+    let mut min = 0;
+    for v in ["1.0.0", "2.0.0"] {
+        new_revision(&mut p, v);
+        let (m, d) = run_to(&mut p, &mut w, min, "production");
+        min = m + 1;
+        assert_eq!(d.phase, Phase::Complete);
+        assert!(
+            !d.actions
+                .iter()
+                .chain(&d.after_status)
+                .any(|a| matches!(a, Action::StoreRevision(_) | Action::DeleteRevision { .. })),
+            "{:?}",
+            d.actions
+        );
+    }
+    assert_eq!(History::of(&p).0.len(), 1);
+    let mut guarded = promotion(auto_stages());
+    annotate(&mut guarded, FAILURE_POLICY, "rollback");
+    let mut w = fleet();
+    w.own_crds_missing = true;
+    let d = run(&mut guarded, &mut w, 0);
+    assert_eq!(d.phase, Phase::Error);
+    assert!(
+        d.summary.contains("PromotionRevision CRD") && d.summary.contains("promoter crd --own"),
+        "{}",
+        d.summary
+    );
+    assert!(w.profiles.is_empty());
+    w.own_crds_missing = false;
+    assert_ne!(run(&mut guarded, &mut w, 1).phase, Phase::Error);
+}
+
 #[test]
 fn bad_settings_block_the_promotion_with_the_annotation_as_path() {
     let mut p = promotion(auto_stages());

@@ -256,7 +256,8 @@ pub async fn observe_pass(
         }
     }
     match freezes(client).await {
-        Ok(f) => world.freezes = f,
+        Ok(Some(f)) => world.freezes = f,
+        Ok(None) => world.own_crds_missing = true,
         Err(e) => {
             let e = format!("{e:#}");
             tracing::error!(error = %e, "listing PromotionFreezes failed; no promotion is decided in this pass (a freeze fails closed)");
@@ -289,9 +290,10 @@ pub async fn observe_pass(
     done(promotions, undecodable, world, unread)
 }
 
-/// The PromotionFreezes. None when promoter.dev's CRD is not served (nothing can be frozen then);
-/// one that does not decode holds nothing and is named in the log (as an Invalid freeze would).
-pub async fn freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreeze>> {
+/// The PromotionFreezes; `None` when promoter.dev's CRDs are not served (nothing can be frozen
+/// then, and no revision can be stored). One that does not decode holds nothing and is named in
+/// the log (as an Invalid freeze would).
+pub async fn freezes(client: &kube::Client) -> anyhow::Result<Option<Vec<PromotionFreeze>>> {
     let listed = list_tolerant(
         client,
         &PromotionFreeze::url_path(&(), None),
@@ -305,13 +307,14 @@ pub async fn freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreez
     )
     .await;
     match listed {
-        Ok(f) => Ok(f),
+        Ok(f) => Ok(Some(f)),
+        // A group nobody serves is Go's plain-text 404, which kube reports with the code only.
         Err(e)
             if e.downcast_ref::<kube::Error>()
                 .is_some_and(|k| matches!(k, kube::Error::Api(s) if s.code == 404)) =>
         {
             tracing::debug!("PromotionFreezes are not served (promoter crd --own installs them)");
-            Ok(Vec::new())
+            Ok(None)
         }
         Err(e) => Err(e.context("listing PromotionFreezes")),
     }

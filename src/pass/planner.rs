@@ -775,26 +775,31 @@ impl Planner<'_> {
     /// A run completed: its revision is stored (a `PromotionRevision`, before the record patch, so
     /// the history never names a revision that is not stored) and added to the history, which
     /// keeps the newest `revision-history-limit`; revisions it no longer names are deleted once
-    /// the status is written.
+    /// the status is written. Where promoter's CRDs are not served, only the history is kept
+    /// (a rollback policy is a problem there, `problems`; a manual rollback says the revision is
+    /// not stored).
     fn record_completion(&mut self, run: &Run, at: DateTime<Utc>) {
         let limit = Settings::of(self.p).revision_history_limit;
         let started = run.started_at();
-        let revision = PromotionRevision::of(
-            self.p,
-            &run.revision,
-            &run.stages,
-            started,
-            Timestamp::new(at),
-        );
-        let before = self
-            .d
-            .actions
-            .iter()
-            .position(|a| matches!(a, Action::Record(_)))
-            .unwrap_or(self.d.actions.len());
-        self.d
-            .actions
-            .insert(before, Action::StoreRevision(Box::new(revision)));
+        let stored = !self.world.own_crds_missing;
+        if stored {
+            let revision = PromotionRevision::of(
+                self.p,
+                &run.revision,
+                &run.stages,
+                started,
+                Timestamp::new(at),
+            );
+            let before = self
+                .d
+                .actions
+                .iter()
+                .position(|a| matches!(a, Action::Record(_)))
+                .unwrap_or(self.d.actions.len());
+            self.d
+                .actions
+                .insert(before, Action::StoreRevision(Box::new(revision)));
+        }
         let mut history = History::of(self.p);
         let kept: BTreeSet<String> = history
             .kept_revisions()
@@ -804,7 +809,7 @@ impl Planner<'_> {
         history.record_completion(&run.revision, started, Timestamp::new(at), limit);
         for gone in kept
             .iter()
-            .filter(|r| !history.kept_revisions().contains(r.as_str()))
+            .filter(|r| stored && !history.kept_revisions().contains(r.as_str()))
         {
             self.d.after_status.push(Action::DeleteRevision {
                 name: revision_name(self.name, gone),

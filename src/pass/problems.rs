@@ -20,6 +20,15 @@ pub fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<Strin
         .collect();
     // promoter's own settings (progress deadline, failure policy, …) are annotations.
     out.extend(crate::settings::problems(p));
+    if world.own_crds_missing
+        && crate::settings::Settings::of(p).failure_policy
+            == crate::settings::FailurePolicy::Rollback
+    {
+        out.push(format!(
+            "metadata.annotations[{}]: rollback needs the stored revisions, and this cluster does not serve promoter's PromotionRevision CRD (install promoter's CRDs: promoter crd --own | kubectl apply -f -)",
+            crate::settings::FAILURE_POLICY
+        ));
+    }
     let name = p.metadata.name.as_deref().unwrap_or_default();
     for (i, stage) in p.spec.stages.iter().enumerate() {
         if let Err(e) = stage

@@ -62,6 +62,9 @@ pub struct World {
     pub freezes: Vec<PromotionFreeze>,
     /// Stored revisions a rollback needs, read on demand, by name; `None`: read, and absent.
     pub revisions: BTreeMap<String, Option<PromotionRevision>>,
+    /// promoter's own CRDs (`promoter crd --own`) are not served: no freeze exists, no revision
+    /// can be stored, so a rollback policy cannot be kept.
+    pub own_crds_missing: bool,
     /// A cache (leave it at its default): built on first use, since every decision of a pass reads
     /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
     pub cache: IndexCache,
@@ -75,6 +78,7 @@ impl Clone for World {
             now: self.now,
             freezes: self.freezes.clone(),
             revisions: self.revisions.clone(),
+            own_crds_missing: self.own_crds_missing,
             ..World::new(
                 self.profiles.clone(),
                 self.summaries.clone(),
@@ -114,6 +118,7 @@ impl World {
             now: None,
             freezes: Vec::new(),
             revisions: BTreeMap::new(),
+            own_crds_missing: false,
             cache: IndexCache::default(),
         }
     }

@@ -31,7 +31,19 @@ pub fn start_time() -> DateTime<Utc> {
 impl Env {
     /// A fleet of ready SveltosClusters `(namespace, name, env label)`.
     pub async fn new(clusters: &[(&str, &str, &str)]) -> Env {
-        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        Env::on(FakeApiServer::start_with_sveltos().await.unwrap(), clusters).await
+    }
+
+    /// The same, on a server that does not serve promoter's own CRDs.
+    pub async fn without_own_crds(clusters: &[(&str, &str, &str)]) -> Env {
+        Env::on(
+            FakeApiServer::start_with_sveltos_only().await.unwrap(),
+            clusters,
+        )
+        .await
+    }
+
+    async fn on(server: FakeApiServer, clusters: &[(&str, &str, &str)]) -> Env {
         let now = Arc::new(Mutex::new(start_time()));
         let clock = now.clone();
         server.set_clock(Arc::new(move || *clock.lock().unwrap()));
