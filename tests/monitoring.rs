@@ -90,13 +90,17 @@ fn every_alert_names_series_that_exist() {
                     "{expr}: {s} is not produced"
                 );
             }
-            // Phase values in selectors are phases promoter pushes.
-            for phase in ["Failed", "Error", "AwaitingApproval"] {
-                if expr.contains(phase) {
+            // Phase values in selectors (`phase="A"`, `phase=~"A|B"`) are phases promoter pushes.
+            for (i, _) in expr.match_indices("phase=") {
+                let rest = &expr[i + "phase=".len()..];
+                let quoted = rest.trim_start_matches('~').trim_start_matches('"');
+                let values = quoted.split('"').next().unwrap_or_default();
+                for phase in values.split('|') {
                     assert!(
                         promoter::metrics::PHASES
                             .iter()
-                            .any(|p| promoter::metrics::phase_name(*p) == phase)
+                            .any(|p| promoter::metrics::phase_name(*p) == phase),
+                        "{expr}: no phase {phase}"
                     );
                 }
             }
@@ -107,6 +111,7 @@ fn every_alert_names_series_that_exist() {
         "PromoterCronJobNotSucceeding",
         "ClusterPromotionFailedOrBlocked",
         "ClusterPromotionAwaitingApproval",
+        "ClusterPromotionRolledBack",
     ] {
         assert!(alerts.contains(needed), "{needed}");
     }
