@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
             selector: None,
             default_tz: chrono_tz::Tz::UTC,
             now,
+            notifications: None,
         };
         run_pass(&client, &ChecksNotEvaluated, &opts).await?;
         let observation = promoter::pass::observe::observe(&client, None).await?;

@@ -75,6 +75,7 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         selector: None,
         default_tz: chrono_tz::Tz::UTC,
         now,
+        notifications: None,
     };
     server.clear_requests();
     let t = Instant::now();

@@ -128,6 +128,8 @@ pub struct PassMetrics {
     pub health: HealthCount,
     /// (promotion, phase, stage index, last promotion time, in error)
     pub promotions: Vec<PromotionMetrics>,
+    /// Notifications of the pass, over all promotions.
+    pub notifications: crate::notify::delivery::Counts,
 }
 
 #[derive(Clone, Debug)]
@@ -174,6 +176,7 @@ impl PassMetrics {
             requests,
             health,
             promotions,
+            notifications: report.map(PassReport::notifications).unwrap_or_default(),
         }
     }
 
@@ -278,6 +281,31 @@ impl PassMetrics {
             "Of those, the stages whose checks were failing.",
             &[(String::new(), self.health.failures as f64)],
         );
+        let n = &self.notifications;
+        for (name, help, value) in [
+            (
+                "promoter_notifications_sent",
+                "Notifications the last pass delivered (one per transition and receiver).",
+                n.sent,
+            ),
+            (
+                "promoter_notifications_failed",
+                "Notifications the last pass failed to deliver (retried by the next passes).",
+                n.failed,
+            ),
+            (
+                "promoter_notifications_dropped",
+                "Notifications the last pass gave up: older than maxAge, beyond the outbox's bound, or for a receiver no longer configured.",
+                n.dropped,
+            ),
+            (
+                "promoter_notifications_pending",
+                "Transitions recorded and not yet delivered everywhere after the last pass.",
+                n.pending,
+            ),
+        ] {
+            gauge(name, help, &[(String::new(), value as f64)]);
+        }
         let stage: Vec<(String, f64)> = self
             .promotions
             .iter()
@@ -353,6 +381,11 @@ impl PassMetrics {
             self.health.evaluations as f64,
         );
         put("HealthCheckFailures", "Count", self.health.failures as f64);
+        let n = &self.notifications;
+        put("NotificationsSent", "Count", n.sent as f64);
+        put("NotificationsFailed", "Count", n.failed as f64);
+        put("NotificationsDropped", "Count", n.dropped as f64);
+        put("NotificationsPending", "Count", n.pending as f64);
         root.insert("Function".into(), serde_json::json!(function));
         root.insert(
             "_aws".into(),
@@ -446,6 +479,12 @@ mod tests {
                 deferred: false,
                 undecided: false,
             }],
+            notifications: crate::notify::delivery::Counts {
+                pending: 1,
+                sent: 3,
+                failed: 1,
+                dropped: 0,
+            },
         }
     }
 
@@ -465,6 +504,10 @@ mod tests {
             "promoter_health_check_failures 1",
             "promoter_promotions_deferred 0",
             "promoter_promotions_undecided 0",
+            "promoter_notifications_sent 3",
+            "promoter_notifications_failed 1",
+            "promoter_notifications_dropped 0",
+            "promoter_notifications_pending 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
@@ -515,6 +558,10 @@ mod tests {
         }
         assert_eq!(v["PromotionsAwaitingApproval"], 1.0);
         assert_eq!(v["Writes"], 2.0);
+        assert_eq!(
+            (&v["NotificationsSent"], &v["NotificationsPending"]),
+            (&serde_json::json!(3.0), &serde_json::json!(1.0))
+        );
         assert_eq!(v["Function"], "promoter-prod");
     }
 

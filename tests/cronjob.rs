@@ -1,6 +1,6 @@
 //! The CronJob installation in cronjob/: every manifest is a valid Kubernetes object with no unknown
 //! field, and the shipped ClusterRole is both sufficient (a complete rollout with health checks,
-//! preverification, approval reset and deletions passes under it, enforced by the fake API server as
+//! preverification, approval reset, deletions and notifications passes under it, enforced by the fake API server as
 //! RBAC does) and minimal (dropping any one verb makes some pass fail with 403).
 
 mod common;
@@ -164,6 +164,23 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
         .into(),
     );
     env.apply_promotion(&history);
+    // Issue 26: the notification settings at their default place (the ConfigMap and the Secret
+    // read with the same `get` as the health checks' Secrets and ConfigMaps), and a receiver.
+    let receiver = promoter::fake::webhook::WebhookReceiver::start()
+        .await
+        .unwrap();
+    env.server.store().seed(&ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true), json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "promoter-notifications", "namespace": "promoter-system"},
+        "data": {"config.yaml": "receivers:\n- {name: hook, type: webhook, urlFrom: {key: url}}\nrules:\n- receivers: [hook]\n"}})).unwrap();
+    env.server
+        .store()
+        .seed(
+            &secret_type(),
+            json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "promoter-notifications", "namespace": "promoter-system"},
+        "data": {"url": base64::engine::general_purpose::STANDARD.encode(receiver.url("/hook"))}}),
+        )
+        .unwrap();
     env.server
         .set_authorizer(Arc::new(Rbac::bind(SA, role, &["admin"])));
     let sa = env.server.client_as(SA).await.unwrap();
@@ -187,6 +204,7 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
             selector: None,
             default_tz: chrono_tz::Tz::UTC,
             now: env.now(),
+            notifications: Some(promoter::notify::Location::default_location()),
         };
         let _ = run_pass(&sa, &HealthEngine::new(sa.clone(), env.now()), &opts).await;
         env.addon.reconcile(&env.server, env.now());
@@ -240,11 +258,16 @@ async fn scenario(role: &ClusterRole) -> (usize, bool) {
         .into_iter()
         .filter(|r| r["spec"]["promotion"] == "history")
         .collect();
+    let notified = receiver
+        .received()
+        .iter()
+        .any(|r| r.json()["transition"] == "RolloutCompleted");
     let history_trimmed = revisions.len() == 1
         && revisions[0]["spec"]["profileSpec"]["helmCharts"][0]["chartVersion"] == "2.0.0";
     (
         forbidden,
         main_done
+            && notified
             && freeze_status == Some(json!("Expired"))
             && history_trimmed
             && unreadable_reported

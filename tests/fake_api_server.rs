@@ -1061,6 +1061,7 @@ async fn a_pass_records_events_the_server_accepts() {
         selector: None,
         default_tz: chrono_tz::Tz::UTC,
         now: chrono::Utc::now(),
+        notifications: None,
     };
     promoter::pass::run_pass(&client, &promoter::pass::ChecksNotEvaluated, &opts)
         .await

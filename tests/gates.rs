@@ -26,16 +26,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-/// One ready cluster for every environment label the seed examples select.
-const FLEET: &[(&str, &str, &str)] = &[
-    ("dev", "dev01", "dev"),
-    ("dev", "dev02", "dev"),
-    ("staging", "staging", "staging"),
-    ("prod", "prod", "prod"),
-    ("production", "production", "production"),
-    ("development", "development", "development"),
-    ("uat", "uat", "uat"),
-];
+use common::SEED_FLEET as FLEET;
 
 const PASS_USERS: [&str; 3] = ["pass-a", "pass-b", "pass-c"];
 const HUMAN: &str = "human";
@@ -401,18 +392,6 @@ struct Lab {
     human: kube::Client,
 }
 
-async fn client(env: &Env, user: &str, timeout_ms: u64) -> kube::Client {
-    let kubeconfig =
-        kube::config::Kubeconfig::from_yaml(&env.server.kubeconfig_yaml(user)).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    // promoter's own connection policy (writes never replayed, reads retried): kube's default
-    // client replays any verb on 429/503/504, which promoter never does.
-    promoter::client::from_config_with_timeout(config, std::time::Duration::from_millis(timeout_ms))
-        .unwrap()
-}
-
 impl Lab {
     async fn new() -> Lab {
         let env = Env::new(FLEET).await;
@@ -425,9 +404,9 @@ impl Lab {
             }));
         let mut passes = Vec::new();
         for u in PASS_USERS {
-            passes.push(client(&env, u, 400).await);
+            passes.push(common::client_as(&env, u, 400).await);
         }
-        let human = client(&env, HUMAN, 5000).await;
+        let human = common::client_as(&env, HUMAN, 5000).await;
         Lab {
             env,
             oracle,
@@ -442,6 +421,7 @@ impl Lab {
             selector: None,
             default_tz: chrono_tz::Tz::UTC,
             now: self.env.now(),
+            notifications: None,
         };
         let _ = run_pass(&self.passes[i], &common::ALL_HEALTHY, &opts).await;
     }
@@ -1303,6 +1283,7 @@ async fn issue14_p9_finalizer_already_removed_is_not_an_error() {
         selector: None,
         default_tz: chrono_tz::Tz::UTC,
         now: lab.env.now(),
+        notifications: None,
     };
     let slow = run_pass(&lab.passes[1], &common::ALL_HEALTHY, &opts);
     let fast = async {

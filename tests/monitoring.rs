@@ -35,6 +35,7 @@ fn pushed_names() -> BTreeSet<String> {
             deferred: false,
             undecided: false,
         }],
+        notifications: Default::default(),
     };
     m.prometheus_text()
         .lines()

@@ -51,6 +51,7 @@ async fn pass(env: &Env, client: &kube::Client, limits: PassLimits) -> PassRepor
         selector: None,
         default_tz: chrono_tz::Tz::UTC,
         now: env.now(),
+        notifications: None,
     };
     run_pass_with(client, &ChecksNotEvaluated, &opts, &limits)
         .await

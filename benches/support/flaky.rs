@@ -173,6 +173,7 @@ pub async fn rollout(n: usize, health: bool, p: f64, seed: u64) -> anyhow::Resul
             selector: None,
             default_tz: chrono_tz::Tz::UTC,
             now,
+            notifications: None,
         };
         let limits = PassLimits {
             deadline: Some(tokio::time::Instant::now() + promoter::pass::DEFAULT_DEADLINE),

@@ -94,11 +94,21 @@ pub async fn handle(
     let client = cluster::client(env, SystemTime::now())
         .await
         .map_err(|e| diagnostic("ClusterConfigError", format!("{e:#}")))?;
+    let notifications = match env("PROMOTER_NOTIFICATIONS").filter(|v| !v.is_empty()) {
+        Some(v) => promoter::notify::Location::parse(&v).map_err(|e| {
+            diagnostic(
+                "InvalidConfiguration",
+                format!("PROMOTER_NOTIFICATIONS: {e}"),
+            )
+        })?,
+        None => Some(promoter::notify::Location::default_location()),
+    };
     let opts = PassOptions {
         dry_run: request.dry_run,
         selector: request.selector,
         default_tz,
         now: Utc::now(),
+        notifications,
     };
     let engine = promoter::health::HealthEngine::new(client.clone(), opts.now);
     let health = promoter::metrics::CountingEvaluator::new(&engine);
@@ -259,6 +269,7 @@ mod tests {
             last_promotion_time: None,
             deferred: None,
             undecided: undecided.then(|| "listing ClusterSummaries failed".to_string()),
+            notifications: None,
         }
     }
 

@@ -274,6 +274,20 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
     }
     if !args.watch {
         let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
+        let view = StatusView { rows, now };
+        for r in view.rows() {
+            let errors = r.notification_errors();
+            if !errors.is_empty() {
+                eprintln!(
+                    "warning: {}: {} notification{} not delivered yet ({})",
+                    r.name,
+                    r.notifications.len(),
+                    if r.notifications.len() == 1 { "" } else { "s" },
+                    errors.join("; ")
+                );
+            }
+        }
+        let StatusView { rows, now } = view;
         let code = match (&rows, args.exit_code) {
             (Rows::One(r), true) => ExitCode::from(code_of(r.phase)),
             _ => ExitCode::SUCCESS,

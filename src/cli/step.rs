@@ -49,6 +49,13 @@ pub struct StepArgs {
     /// split the promotions by a stable hash of their names (64-bit FNV-1a), without overlap.
     #[arg(long, env = "PROMOTER_SHARD", value_name = "INDEX/COUNT")]
     shard: Option<Shard>,
+    /// Where the notification settings are: the ConfigMap (rules, key `config.yaml`) and the
+    /// Secret (URLs and tokens) of this name in this namespace, or `none`. Without that
+    /// ConfigMap, nothing is notified.
+    #[arg(long, env = "PROMOTER_NOTIFICATIONS", value_name = "NAMESPACE/NAME|none",
+          default_value = promoter::notify::config::DEFAULT_LOCATION,
+          value_parser = notifications_at)]
+    notifications: NotificationsAt,
     #[command(flatten)]
     push: PushArgs,
 }
@@ -70,6 +77,14 @@ struct PushArgs {
     pushgateway_instance: String,
 }
 
+/// `--notifications`: where the settings are, or none.
+#[derive(Clone, Debug)]
+pub(super) struct NotificationsAt(pub(super) Option<promoter::notify::Location>);
+
+pub(super) fn notifications_at(text: &str) -> Result<NotificationsAt, String> {
+    promoter::notify::Location::parse(text).map(NotificationsAt)
+}
+
 pub async fn run(
     args: StepArgs,
     client: &ClientArgs,
@@ -88,6 +103,7 @@ pub async fn run(
         selector: args.selector,
         default_tz,
         now: Utc::now(),
+        notifications: args.notifications.0,
     };
     let engine = promoter::health::HealthEngine::new(client.clone(), opts.now);
     let health = promoter::metrics::CountingEvaluator::new(&engine);
@@ -159,6 +175,12 @@ impl Render for Report<'_> {
             if let Some(e) = &p.error {
                 out.push_str(&format!("  error: {e}\n"));
             }
+            if let Some(n) = &p.notifications {
+                out.push_str(&format!(
+                    "  notifications: {} sent, {} failed, {} dropped, {} pending\n",
+                    n.sent, n.failed, n.dropped, n.pending
+                ));
+            }
         }
         Human::Text(out)
     }
@@ -205,6 +227,7 @@ fn json_lines(report: &PassReport, took: std::time::Duration) -> String {
     summary.insert("inError".into(), json!(report.errors()));
     summary.insert("deferred".into(), json!(report.deferred()));
     summary.insert("undecided".into(), json!(report.undecided()));
+    summary.insert("notifications".into(), json!(report.notifications()));
     summary.insert("durationMs".into(), json!(took.as_millis() as u64));
     let level = if report.errors() > 0 { "ERROR" } else { "INFO" };
     out.push_str(&line(level, "pass", summary));

@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use serde_json::Value;
@@ -93,14 +93,7 @@ pub async fn query_all(
         .filter(|p| !p.is_empty())
         .unwrap_or("/api/v1/query");
     let auth = authorization(cluster, source).await?;
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_native_roots()
-        .map_err(|e| format!("loading TLS roots: {e}"))?
-        .https_or_http()
-        .enable_http1()
-        .build();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, Empty<Bytes>>(https);
+    let client = crate::http_client::client().map_err(|e| format!("loading {e}"))?;
     let mut out = BTreeMap::new();
     for q in queries {
         let (name, query) = (
@@ -109,7 +102,7 @@ pub async fn query_all(
         );
         let uri = format!("{base}{path}?query={}", encode(query));
         let mut req = http::Request::get(&uri)
-            .body(Empty::new())
+            .body(Full::new(Bytes::new()))
             .map_err(|e| format!("query {name:?}: {e}"))?;
         if let Some(a) = &auth {
             let header =

@@ -200,10 +200,15 @@ impl Counts {
 
 /// The entries still to be delivered: deliverable ones (by mark or by `status_token`).
 pub fn pending(entries: &[Entry], status_token: &str) -> usize {
-    entries
-        .iter()
-        .filter(|e| e.deliverable(status_token))
-        .count()
+    deliverable(entries, status_token).count()
+}
+
+/// The deliverable entries (see `annotations::outbox`): recorded transitions not yet delivered.
+pub fn deliverable<'a>(
+    entries: &'a [Entry],
+    status_token: &'a str,
+) -> impl Iterator<Item = &'a Entry> + 'a {
+    entries.iter().filter(move |e| e.deliverable(status_token))
 }
 
 #[cfg(test)]

@@ -625,6 +625,47 @@ impl Explanation {
                 let _ = writeln!(out, "  manual approval: {approval}");
             }
         }
+        if !row.notifications.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNotifications not yet delivered ({}):",
+                row.notifications.len()
+            );
+            for n in &row.notifications {
+                let stage = n
+                    .stage
+                    .as_deref()
+                    .map(|s| format!(" (stage {s})"))
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  {}{stage} at {}: {}",
+                    n.transition,
+                    ts(n.at),
+                    n.message
+                );
+                match &n.receivers {
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "    not routed yet: the notification settings could not be read"
+                        );
+                    }
+                    Some(to) => {
+                        for (r, d) in to {
+                            let state = match (&d.last_error, d.attempts) {
+                                (Some(e), n) => format!(
+                                    "{n} attempt{}, last error: {e}",
+                                    if n == 1 { "" } else { "s" }
+                                ),
+                                (None, _) => "not tried yet".into(),
+                            };
+                            let _ = writeln!(out, "    to {r}: {state}");
+                        }
+                    }
+                }
+            }
+        }
         let p = &row.prediction;
         let _ = writeln!(
             out,

@@ -94,6 +94,52 @@ pub struct StatusRow {
     /// Every stage's name, to size the STAGE column of `status -w` (not part of the output).
     #[serde(skip)]
     pub stage_names: Vec<String>,
+    /// Transitions recorded and not yet delivered to every receiver (`promoter.dev/outbox`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<PendingNotification>,
+}
+
+/// A recorded transition still to be notified.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingNotification {
+    pub transition: String,
+    pub stage: Option<String>,
+    pub message: String,
+    pub at: DateTime<Utc>,
+    /// The idempotency key receivers see.
+    pub key: String,
+    /// The receivers still to deliver to, with the attempts and the last error so far; none
+    /// until routed (the settings could not be read when it was recorded).
+    pub receivers: Option<std::collections::BTreeMap<String, crate::annotations::outbox::Delivery>>,
+}
+
+impl StatusRow {
+    /// The undelivered notifications that failed at least once: `receiver: error` of each.
+    pub fn notification_errors(&self) -> Vec<String> {
+        self.notifications
+            .iter()
+            .flat_map(|n| n.receivers.iter().flatten())
+            .filter_map(|(r, d)| Some(format!("{r}: {}", d.last_error.as_deref()?)))
+            .collect()
+    }
+}
+
+/// The promotion's pending notifications, from its outbox and status.
+pub fn pending_notifications(p: &ClusterPromotion) -> Vec<PendingNotification> {
+    use crate::annotations::outbox;
+    let entries = outbox::read(p).unwrap_or_default();
+    let token = outbox::status_token(p.status.as_ref());
+    crate::notify::delivery::deliverable(&entries, &token)
+        .map(|e| PendingNotification {
+            transition: e.transition.clone(),
+            stage: e.stage.clone(),
+            message: e.message.clone(),
+            at: e.at.as_datetime(),
+            key: e.key.clone(),
+            receivers: e.to.clone(),
+        })
+        .collect()
 }
 
 impl StatusRow {
@@ -343,6 +389,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         prediction: prediction(p, world, now, tz),
         last_pass: None,
         stage_names: p.spec.stages.iter().map(|s| s.name.clone()).collect(),
+        notifications: pending_notifications(p),
     }
 }
 

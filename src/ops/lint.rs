@@ -405,6 +405,10 @@ fn node_mut<'a>(value: &'a mut Value, segments: &[Segment]) -> Option<&'a mut Va
 fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, now: DateTime<Utc>) {
     let api_version = raw.get("apiVersion").and_then(Value::as_str);
     let kind = raw.get("kind").and_then(Value::as_str);
+    if api_version.is_none() && kind.is_none() && notification_settings(raw).is_some() {
+        // promoter's notification settings on their own (`config.yaml`): see `lint_settings`.
+        return;
+    }
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
         // As kubectl: every object needs both to be sent anywhere.
         let missing = if api_version.is_none() {
@@ -506,7 +510,7 @@ fn spans_path(path: &str) -> String {
 
 /// Line and column of each diagnostic's field (or its nearest parent) in its document.
 fn locate(spans: &DocSpans, diagnostics: &mut [Diagnostic]) {
-    for d in diagnostics {
+    for d in diagnostics.iter_mut().filter(|d| d.line.is_none()) {
         let path = spans_path(&d.path);
         let value = spans
             .scalars
@@ -567,6 +571,7 @@ pub fn lint(
                 out: &mut out,
             };
             lint_document(&mut sink, raw, fleet, tz, now);
+            lint_settings(&mut sink, raw, spans.get(i));
             if let Some(doc) = spans.get(i) {
                 locate(doc, &mut out[first..]);
             }
@@ -575,6 +580,85 @@ pub fn lint(
         }
     }
     out
+}
+
+/// promoter's notification settings in a document: the document itself when it is the settings
+/// file (no apiVersion and kind, and a `receivers`, `rules` or `maxAge`), or the `config.yaml` of
+/// a ConfigMap named `promoter-notifications` or whose `config.yaml` is such settings. The text,
+/// and the path of the field holding it (`""` for the document).
+fn notification_settings(raw: &Value) -> Option<(String, &'static str)> {
+    let settings_keys = |v: &Value| {
+        v.as_object().is_some_and(|m| {
+            ["receivers", "rules", "maxAge"]
+                .iter()
+                .any(|k| m.contains_key(*k))
+        })
+    };
+    if raw.get("apiVersion").is_none() && raw.get("kind").is_none() && settings_keys(raw) {
+        return Some((String::new(), ""));
+    }
+    if raw.get("apiVersion")? != "v1" || raw.get("kind")? != "ConfigMap" {
+        return None;
+    }
+    let text = raw.pointer("/data/config.yaml")?.as_str()?;
+    let named = raw.pointer("/metadata/name").and_then(Value::as_str)
+        == Some(crate::notify::config::DEFAULT_NAME);
+    let parsed: Option<Value> = serde_saphyr::from_str(text).ok();
+    (named || parsed.as_ref().is_some_and(settings_keys))
+        .then(|| (text.to_string(), "data.config.yaml"))
+}
+
+/// The notification settings of a document, each problem at its line and column in the file
+/// (inside a ConfigMap's `config.yaml` block too).
+fn lint_settings(sink: &mut Sink, raw: &Value, spans: Option<&DocSpans>) {
+    let Some((text, field)) = notification_settings(raw) else {
+        return;
+    };
+    let problems = match field {
+        "" => crate::notify::Config::from_value(raw).err(),
+        _ => crate::notify::Config::parse(&text).err(),
+    };
+    // Where the embedded document starts: a block scalar (`|`) begins on the line after its key,
+    // where its first line of text is; a quoted one cannot be mapped, its key is pointed at.
+    let inner = (!field.is_empty()).then(|| {
+        let key = spans.and_then(|s| s.fields.get(field).copied());
+        let at = spans.and_then(|s| s.scalars.get(field).copied());
+        let block = at.filter(|(line, _)| key.is_some_and(|(k, _)| k < *line));
+        (key, block)
+    });
+    let inner_spans = inner.as_ref().map(|_| yaml_spans::positions(&text));
+    for p in problems.into_iter().flatten() {
+        let mut d = Diagnostic {
+            file: sink.file.into(),
+            document: sink.document,
+            line: None,
+            column: None,
+            path: if field.is_empty() {
+                p.path.clone()
+            } else if p.path.is_empty() {
+                "data[config.yaml]".to_string()
+            } else {
+                format!("data[config.yaml]: {}", p.path)
+            },
+            severity: Severity::Error,
+            message: p.message.clone(),
+        };
+        if let Some((at, block)) = &inner {
+            let within = inner_spans
+                .as_ref()
+                .and_then(|s| s.first())
+                .and_then(|s| s.scalars.get(&p.path).copied().or_else(|| s.find(&p.path)));
+            let (line, column) = match (block, within) {
+                (Some((line, column)), Some((l, c))) => (line + l - 1, column + c - 1),
+                _ => at.unwrap_or((0, 0)),
+            };
+            if line > 0 {
+                d.line = Some(line);
+                d.column = Some(column);
+            }
+        }
+        sink.out.push(d);
+    }
 }
 
 /// serde-saphyr's message without what the diagnostic says already (`error: line 9 column 22: `)

@@ -21,7 +21,7 @@ use crate::api::{ClusterProfile, ClusterPromotion, PromotionRevision};
 use chrono::{DateTime, Utc};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone)]
 pub struct ActOutcome {
     /// What was written, one line each.
     pub done: Vec<String>,
@@ -29,6 +29,9 @@ pub struct ActOutcome {
     pub conflict: Option<String>,
     /// An error that stopped this promotion's actions, with context.
     pub error: Option<String>,
+    /// The promotion as the server returned it after this pass's last write to it (None: no
+    /// write to it succeeded): what notifications are sent from.
+    pub promotion: Option<Box<ClusterPromotion>>,
 }
 
 fn is_status(e: &kube::Error, code: u16) -> bool {
@@ -100,11 +103,23 @@ pub async fn act(
         // Before the status is recorded nothing of this decision stands: no Events. After it,
         // the status's Events are true; the rest is retried by the next pass.
         if stop != When::AfterStatus {
-            return out;
+            return with_promotion(out, promotion, current);
         }
         break;
     }
     super::events::emit(client, &current, &d.events, "ClusterPromotion", now).await;
+    with_promotion(out, promotion, current)
+}
+
+/// `out` with the promotion as this pass last wrote it, if it wrote it.
+fn with_promotion(
+    mut out: ActOutcome,
+    observed: &ClusterPromotion,
+    current: ClusterPromotion,
+) -> ActOutcome {
+    if current.metadata.resource_version != observed.metadata.resource_version {
+        out.promotion = Some(Box::new(current));
+    }
     out
 }
 

@@ -165,6 +165,15 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
                 a.remove(&approval_key(stage));
                 set_approved(p, *index, None);
             }
+            RecordOp::Outbox(entries) if entries.is_empty() => {
+                a.remove(crate::annotations::outbox::OUTBOX);
+            }
+            RecordOp::Outbox(entries) => {
+                a.insert(
+                    crate::annotations::outbox::OUTBOX.into(),
+                    crate::annotations::outbox::encode(entries),
+                );
+            }
         }
     }
 }
@@ -777,6 +786,13 @@ fn a_cluster_in_two_stages_is_an_error_naming_both() {
 fn a_consumed_approval_is_a_grant_for_one_run() {
     let (mut p, mut w) = staging_approved();
     let d = decide(&p, &w, &HealthResults::new(), &ctx(4));
+    let staging = |d: &Decision| {
+        d.approved
+            .iter()
+            .map(|a| a.stage.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(staging(&d), ["staging"], "let through on its approval");
     // Killed after the record patch: the status is not written.
     let Some(Action::Record(ops)) = d.actions.first() else {
         panic!("{:?}", d.actions)
@@ -789,7 +805,10 @@ fn a_consumed_approval_is_a_grant_for_one_run() {
         !d.actions.iter().any(|a| matches!(a, Action::Record(_))),
         "nothing to consume again"
     );
+    // The pass that really lets it through says so (the dead one's status write never happened).
+    assert_eq!(staging(&d), ["staging"]);
     assert_eq!(d.stage.as_deref(), Some("production"));
+    assert!(run(&mut p, &mut w, 6).approved.is_empty());
 }
 // Upstream case 14 and Q9.
 #[test]

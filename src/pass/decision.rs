@@ -113,6 +113,9 @@ pub enum RecordOp {
     Rollback(Rollback),
     /// Removes a record that holds or releases a run (the run it was about is over).
     Drop(Hold),
+    /// Writes the notification outbox (`promoter.dev/outbox`) as a whole: the transitions of this
+    /// decision added, before the status write that records them (see `notifications`).
+    Outbox(Vec<crate::annotations::outbox::Entry>),
 }
 
 /// The records about one run that a new run makes void.
@@ -146,6 +149,9 @@ pub struct EventNote {
     pub message: String,
     /// The stage it is about (for notifications; an Event names it in its note).
     pub stage: Option<String>,
+    /// Recorded by the decision's record patch itself, or announced before such a transition in
+    /// the same decision (see [`Decision::recorded_event`]).
+    pub recorded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -169,6 +175,19 @@ pub struct Decision {
     /// The stored `PromotionRevision` (its name) a rollback needs: the pass reads it and decides
     /// again.
     pub needs_revision: Option<String>,
+    /// The manual stages this decision lets through on their approval (the approval gate is the
+    /// last: the stage is promoted past in this decision). Notified as "approved"; no Event.
+    pub approved: Vec<LetThrough>,
+}
+
+/// A manual stage let through on its approval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LetThrough {
+    pub stage: String,
+    /// The `promoter approve` record of who approved, when there is one.
+    pub approval: Option<Record>,
+    /// How many of the decision's events come before it (its place among them).
+    pub after: usize,
 }
 
 impl Decision {
@@ -185,6 +204,7 @@ impl Decision {
             next_check: None,
             needs_health: None,
             needs_revision: None,
+            approved: Vec::new(),
         }
     }
 
@@ -194,6 +214,26 @@ impl Decision {
             stage: stage.map(String::from),
             ..reason.note(message)
         });
+    }
+
+    /// The manual stage `stage` passes its approval gate in this decision.
+    pub(super) fn let_through(&mut self, stage: &str, approval: Option<Record>) {
+        self.approved.push(LetThrough {
+            stage: stage.to_string(),
+            approval,
+            after: self.events.len(),
+        });
+    }
+
+    /// An Event of a transition that the decision's record patch records by itself (a completion,
+    /// a missed deadline, a finished rollback): it holds even when the status write that follows
+    /// fails, and the next pass, reading the record, announces neither it nor what this decision
+    /// announced before it (it holds the run, or keeps it complete). So they are all marked.
+    pub(super) fn recorded_event(&mut self, reason: Reason, stage: Option<&str>, message: String) {
+        self.event(reason, stage, message);
+        for e in &mut self.events {
+            e.recorded = true;
+        }
     }
 
     /// Adds a record to the decision's one guarded record patch.
@@ -344,6 +384,7 @@ impl Reason {
             reason: self.as_str().into(),
             message,
             stage: None,
+            recorded: false,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod deployment;
 pub mod events;
 pub mod freeze_status;
 pub mod gates;
+pub mod notifications;
 pub mod observe;
 pub mod ownership;
 mod planner;
@@ -31,10 +32,12 @@ pub use planner::FAILED_DEADLINE;
 pub use world::{InventoryCluster, World};
 
 use crate::api::ClusterPromotion;
+use crate::notify;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use futures::future::BoxFuture;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// A stage whose postDelayHealthChecks a pass needs.
 pub struct HealthRequest<'a> {
@@ -94,6 +97,8 @@ pub struct PassOptions {
     pub selector: Option<String>,
     pub default_tz: Tz,
     pub now: DateTime<Utc>,
+    /// Where the notification settings are (`--notifications`); None: notifications off.
+    pub notifications: Option<crate::notify::Location>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -124,6 +129,9 @@ pub struct PromotionReport {
     /// pass reads again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub undecided: Option<String>,
+    /// Its notifications in this pass (none when there were none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notifications: Option<crate::notify::delivery::Counts>,
 }
 
 impl PromotionReport {
@@ -157,6 +165,15 @@ impl PassReport {
             .iter()
             .filter(|p| p.deferred.is_some())
             .count()
+    }
+
+    /// The notification figures of every promotion, added up.
+    pub fn notifications(&self) -> notify::delivery::Counts {
+        let mut all = notify::delivery::Counts::default();
+        for c in self.promotions.iter().filter_map(|p| p.notifications) {
+            all.add(c);
+        }
+        all
     }
 
     /// Promotions not decided: a read they need failed after its retries.
@@ -225,6 +242,7 @@ async fn report_undecodable(
         last_promotion_time: None,
         deferred: None,
         undecided: None,
+        notifications: None,
     };
     if undecodable::status_patch(bad, opts.now).is_none() {
         return r;
@@ -489,6 +507,9 @@ async fn pass_body(
             .filter(|h| *h > now)
             .unwrap_or(now)
     });
+    let settings = notifications::load(client, opts.notifications.as_ref()).await;
+    let mut notified: BTreeMap<String, notify::delivery::Counts> = BTreeMap::new();
+    let mut written: BTreeMap<String, ClusterPromotion> = BTreeMap::new();
     let decisions = decide_all_with_results(
         &promotions,
         &observation.world,
@@ -513,6 +534,15 @@ async fn pass_body(
             }
             d = decide(p, &observation.world, &results, &ctx);
         }
+        if let Some(s) = &settings
+            && let Some(rec) = notifications::record(p, &d, s.config.as_ref(), opts.now)
+        {
+            for (e, why) in &rec.lost {
+                tracing::warn!(promotion = %d.promotion, key = %e.key, "a notification of {} is dropped: {why}", e.transition);
+            }
+            notified.entry(d.promotion.clone()).or_default().dropped += rec.lost.len();
+            d.record(decision::RecordOp::Outbox(rec.entries));
+        }
         let mut r = PromotionReport {
             name: d.promotion.clone(),
             phase: d.phase,
@@ -535,6 +565,7 @@ async fn pass_body(
                 .map(|t| t.as_datetime()),
             deferred: None,
             undecided: None,
+            notifications: None,
         };
         if !opts.dry_run && d.writes() {
             if reached {
@@ -542,6 +573,9 @@ async fn pass_body(
                 r.actions = outcome.done;
                 r.conflict = outcome.conflict;
                 r.error = outcome.error;
+                if let Some(p) = outcome.promotion {
+                    written.insert(r.name.clone(), *p);
+                }
             } else {
                 r.actions.clear();
                 r.deferred = Some(deferred_text(limits));
@@ -558,6 +592,30 @@ async fn pass_body(
             }
         }
         report.promotions.push(r);
+    }
+    // Notifications, once every promotion's own writes are done (their outbox patches then
+    // conflict with none of them), each promotion as this pass last wrote or read it.
+    if let Some(s) = &settings
+        && !opts.dry_run
+        && !past(limits.deadline)
+    {
+        let states: Vec<ClusterPromotion> = promotions
+            .iter()
+            .chain(&held)
+            .map(|p| {
+                let name = p.metadata.name.as_deref().unwrap_or_default();
+                written.remove(name).unwrap_or_else(|| p.clone())
+            })
+            .collect();
+        let until = notifications::send_deadline(limits.deadline);
+        for (name, c) in notifications::deliver(client, s, &states, opts.now, until).await {
+            notified.entry(name).or_default().add(c);
+        }
+    }
+    for r in &mut report.promotions {
+        if let Some(c) = notified.get(&r.name).filter(|c| !c.is_zero()) {
+            r.notifications = Some(*c);
+        }
     }
     // The freezes' own status, by one stepper only (the first shard), for the whole fleet.
     if !opts.dry_run
@@ -596,5 +654,6 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
             .map(|t| t.as_datetime()),
         deferred: None,
         undecided: Some(why.to_string()),
+        notifications: None,
     }
 }

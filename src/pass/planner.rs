@@ -436,7 +436,8 @@ impl Planner<'_> {
             deadline: limit.text.clone(),
             resumed: None,
         }));
-        self.d.event(
+        // `promoter.dev/failed` holds the run from now on, whatever the status write does.
+        self.d.recorded_event(
             Reason::ProgressDeadlineExceeded,
             Some(&stage.name),
             format!(
@@ -634,18 +635,22 @@ impl Planner<'_> {
             preverification_name(self.name, &stage.name),
         );
         let Some(next) = stages.get(idx + 1).cloned() else {
-            if let Some(run) = self.run.clone() {
-                self.record_completion(&run, now);
-                self.d.record(RecordOp::Complete(run));
-            }
-            self.d.event(
-                Reason::RolloutComplete,
-                Some(&stage.name),
-                format!(
-                    "ClusterPromotion {} complete: stage {} provisioned",
-                    self.name, stage.name
-                ),
+            let message = format!(
+                "ClusterPromotion {} complete: stage {} provisioned",
+                self.name, stage.name
             );
+            match self.run.clone() {
+                Some(run) => {
+                    self.record_completion(&run, now);
+                    self.d.record(RecordOp::Complete(run));
+                    // The completion record is the truth (invariant 4): a later pass keeps it.
+                    self.d
+                        .recorded_event(Reason::RolloutComplete, Some(&stage.name), message);
+                }
+                None => self
+                    .d
+                    .event(Reason::RolloutComplete, Some(&stage.name), message),
+            }
             self.d.outcome(
                 Phase::Complete,
                 format!("stage {} done: rollout complete", stage.name),

@@ -273,7 +273,8 @@ pub fn plan(
         completed_at: Some(Timestamp::new(now)),
         ..record.clone()
     }));
-    d.event(
+    // The rollback's completion is recorded: later passes hold without announcing it again.
+    d.recorded_event(
         Reason::RolledBack,
         Some(&current),
         format!(

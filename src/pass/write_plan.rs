@@ -15,6 +15,7 @@
 
 use super::decision::{Action, Decision, RecordOp};
 use super::world::World;
+use crate::annotations::outbox::{self, OUTBOX};
 use crate::annotations::{COMPLETED, FAILED, HISTORY, ROLLBACK, approval_key, grant_key};
 use crate::api::promotion::FINALIZER;
 use crate::api::{ClusterProfile, ClusterPromotion, ClusterPromotionStatus, PromotionRevision};
@@ -409,6 +410,13 @@ pub(crate) fn describe(action: &Action) -> String {
                     crate::api::revision_id(&r.to)
                 ),
                 RecordOp::Drop(hold) => format!("dropping {}", hold.key()),
+                RecordOp::Outbox(entries) => {
+                    match entries.iter().filter(|e| !e.confirmed).count() {
+                        0 => "updating the notification outbox".into(),
+                        1 => "recording 1 transition to notify".into(),
+                        n => format!("recording {n} transitions to notify"),
+                    }
+                }
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -471,6 +479,8 @@ pub fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> 
             RecordOp::Failed(f) => out.push(set(FAILED, to_json(f))),
             RecordOp::Rollback(r) => out.push(set(ROLLBACK, to_json(r))),
             RecordOp::Drop(hold) => remove(&mut out, hold.key()),
+            RecordOp::Outbox(entries) if entries.is_empty() => remove(&mut out, OUTBOX),
+            RecordOp::Outbox(entries) => out.push(set(OUTBOX, outbox::encode(entries))),
             RecordOp::WithdrawApproval { index, stage } => {
                 let approved = format!("/spec/stages/{index}/trigger/manual/approved");
                 out.push(json!({"op": "test", "path": format!("/spec/stages/{index}/name"), "value": stage}));
@@ -557,6 +567,45 @@ mod tests {
             plan[3].request(&promotion("8")),
             Some(Request::DeleteProfile { uid: None, .. })
         ));
+    }
+
+    /// Issue 26: the outbox is written in the guarded record patch, before the status; an
+    /// empty one removes the annotation (when there is one).
+    #[test]
+    fn the_outbox_is_in_the_guarded_record_patch_before_the_status() {
+        let entry: crate::annotations::outbox::Entry = serde_json::from_value(json!({
+            "key": "k", "transition": "StageStarted", "reason": "StageProvisioning",
+            "message": "m", "at": "2026-02-16T06:00:00Z", "status": "s"}))
+        .unwrap();
+        let mut d = Decision::new("p");
+        d.record(RecordOp::Outbox(vec![entry.clone()]));
+        d.status = Some(ClusterPromotionStatus::default());
+        let world = World::new(Default::default(), Default::default(), Default::default());
+        let plan = plan(&d, &world);
+        assert_eq!(
+            plan.iter().map(|w| w.when).collect::<Vec<_>>(),
+            [When::BeforeStatus, When::Status]
+        );
+        assert_eq!(plan[0].what, "recording 1 transition to notify");
+        let Some(Request::JsonPatchPromotion { patch, .. }) = plan[0].request(&promotion("7"))
+        else {
+            panic!("a JSON patch")
+        };
+        assert_eq!(patch[0]["path"], "/metadata/resourceVersion");
+        let last = &patch[patch.as_array().unwrap().len() - 1];
+        assert_eq!(last["path"], "/metadata/annotations/promoter.dev~1outbox");
+        assert_eq!(last["value"].as_str().unwrap(), outbox::encode(&[entry]));
+        let mut with = promotion("7");
+        with.metadata.annotations = Some([(OUTBOX.to_string(), "[]".to_string())].into());
+        let ops = record_patch(&with, &[RecordOp::Outbox(vec![])]);
+        assert_eq!(
+            ops[1],
+            json!({"op": "remove", "path": "/metadata/annotations/promoter.dev~1outbox"})
+        );
+        assert_eq!(
+            record_patch(&promotion("7"), &[RecordOp::Outbox(vec![])]).len(),
+            2
+        );
     }
 
     #[test]

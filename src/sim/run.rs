@@ -420,6 +420,7 @@ pub async fn simulate(
             selector: None,
             default_tz: opts.default_tz,
             now,
+            notifications: None,
         };
         let report = match &health {
             SimHealth::FleetObjects => {

@@ -123,6 +123,7 @@ impl Env {
             selector: None,
             default_tz: chrono_tz::Tz::UTC,
             now: self.now(),
+            notifications: None,
         };
         run_pass(&self.client, health, &opts).await.unwrap()
     }
@@ -206,8 +207,32 @@ impl Env {
     }
 }
 
+/// A client of the environment's API server authenticating as `user`, with promoter's own
+/// connection policy (writes never replayed, reads retried; kube's default client replays any
+/// verb on 429/503/504, which promoter never does) and a request timeout.
+pub async fn client_as(env: &Env, user: &str, timeout_ms: u64) -> kube::Client {
+    let kubeconfig =
+        kube::config::Kubeconfig::from_yaml(&env.server.kubeconfig_yaml(user)).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    promoter::client::from_config_with_timeout(config, std::time::Duration::from_millis(timeout_ms))
+        .unwrap()
+}
+
 /// Health checks whose verdict the test sets (and may change between passes).
 pub struct Scripted(pub Mutex<HealthVerdict>);
+
+/// One ready cluster for every environment label the seed examples select.
+pub const SEED_FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+    ("production", "production", "production"),
+    ("development", "development", "development"),
+    ("uat", "uat", "uat"),
+];
 
 /// Every stage's checks pass.
 pub static ALL_HEALTHY: Scripted = Scripted(Mutex::new(HealthVerdict::Passed));

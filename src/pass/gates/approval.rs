@@ -18,8 +18,9 @@ pub fn check(
     let manual = s.trigger()?.manual.as_ref()?;
     let now = s.ctx.now;
     let stage = &s.stage.name;
-    if s.run.is_some() && annotations::grant(s.p, stage).map(|g| g.run).as_ref() == s.run {
+    if let Some(grant) = annotations::grant(s.p, stage).filter(|g| s.run == Some(&g.run)) {
         // Consumed for this run by an earlier pass that died before recording the promotion.
+        d.let_through(stage, grant.approval);
         return None;
     }
     // An approval recorded by `promoter approve` is for one revision; a spec change voids it.
@@ -64,6 +65,7 @@ pub fn check(
         let summary = format!("stage {stage}: awaiting manual approval");
         return Some(Wait::new(Phase::AwaitingApproval, summary, None));
     }
+    d.let_through(stage, annotations::approval(s.p, stage));
     if manual.automatic_reset()
         && let Some(run) = s.run
     {
