@@ -360,6 +360,60 @@ fn names_follow_the_release_and_parts_can_be_left_out() {
     assert!(err.contains("serviceAccount.name"), "{err}");
 }
 
+/// The notification settings: the ConfigMap from the values (the settings a pass reads), the
+/// Secret's name (the same), and where they are in PROMOTER_NOTIFICATIONS when not the default.
+#[test]
+fn notification_settings_from_the_values() {
+    let Some(chart) = render(&[
+        "notifications.name=alerts",
+        // One --set per list: a later one would replace the list's element.
+        "notifications.config.receivers[0].name=hook,notifications.config.receivers[0].type=webhook,notifications.config.receivers[0].urlFrom.key=hook-url",
+        "notifications.config.rules[0].receivers[0]=hook,notifications.config.rules[0].transitions[0]=Failed",
+        "notifications.config.maxAge=30m",
+    ]) else {
+        return;
+    };
+    let cm: k8s_openapi::api::core::v1::ConfigMap = typed(&chart, "ConfigMap", "alerts");
+    assert_eq!(cm.metadata.namespace.as_deref(), Some(NAMESPACE));
+    let text = &cm.data.unwrap()[promoter::notify::config::CONFIG_KEY];
+    let config = promoter::notify::Config::parse(text).unwrap_or_else(|e| panic!("{e:?}\n{text}"));
+    assert_eq!(config.receivers[0].name, "hook");
+    assert_eq!(config.max_age, std::time::Duration::from_secs(1800));
+    let env = |chart: &[Value]| -> Vec<(String, String)> {
+        pod_of(chart, "promoter").containers[0]
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.name == "PROMOTER_NOTIFICATIONS")
+            .map(|e| (e.name, e.value.unwrap_or_default()))
+            .collect()
+    };
+    let at = [(
+        "PROMOTER_NOTIFICATIONS".to_string(),
+        format!("{NAMESPACE}/alerts"),
+    )];
+    assert_eq!(env(&chart), at);
+    assert!(
+        promoter::notify::Location::parse(&at[0].1)
+            .unwrap()
+            .is_some()
+    );
+    // The chart renders no Secret: the URLs and tokens are the user's.
+    assert!(chart.iter().all(|o| o["kind"] != "Secret"));
+    // Off: `none`, and no ConfigMap.
+    let chart = render(&[
+        "notifications.enabled=false",
+        "notifications.config.maxAge=1h",
+    ])
+    .unwrap();
+    assert!(chart.iter().all(|o| o["kind"] != "ConfigMap"));
+    assert_eq!(
+        env(&chart),
+        [("PROMOTER_NOTIFICATIONS".to_string(), "none".to_string())]
+    );
+}
+
 #[test]
 fn the_chart_lints_clean() {
     let mut lint = match renderer("lint", "promoter") {

@@ -180,3 +180,72 @@ async fn own_crds_and_freezes() {
     );
     assert_eq!(verdict(&checks, "PromotionFreezes").0, "Skipped");
 }
+
+/// The notification settings as a pass reads them (issue 26): off without the ConfigMap, each
+/// problem of the rules named, and a receiver whose Secret key is missing is a failing check of
+/// its own (its transitions could never be sent). The URLs, secrets, are never shown.
+#[tokio::test(flavor = "multi_thread")]
+async fn notification_settings_and_their_secret_keys() {
+    use base64::Engine;
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    env.server
+        .set_authorizer(Arc::new(promoter::fake::AllowAll));
+    let configmaps = ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true);
+    let meta = json!({"name": "promoter-notifications", "namespace": "promoter-system"});
+    let (_, checks, _) = doctor(&env, "admin");
+    let (v, detail) = verdict(&checks, "notifications");
+    assert_eq!(
+        (v, detail),
+        (
+            "Skipped",
+            "no ConfigMap promoter-system/promoter-notifications: notifications are off"
+        )
+    );
+
+    let invalid = "receivers:\n- {name: hook, type: pager, urlFrom: {key: hook-url}}\nrules:\n- receivers: [nobody]\n";
+    env.server
+        .store()
+        .seed(
+            &configmaps,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": meta, "data": {"config.yaml": invalid}}),
+        )
+        .unwrap();
+    let (code, checks, out) = doctor(&env, "admin");
+    assert_eq!(code, 2, "{out}");
+    let (v, detail) = verdict(&checks, "notifications");
+    assert_eq!(v, "Failed");
+    assert!(
+        detail.contains("receivers[0].type") && detail.contains("rules[0].receivers[0]"),
+        "{detail}"
+    );
+
+    let valid = "receivers:\n- {name: hook, type: webhook, urlFrom: {key: hook-url}, headersFrom: {Authorization: token}}\n- {name: slack, type: slack, urlFrom: {key: slack-url}}\nrules:\n- receivers: [hook, slack]\n";
+    let mut store = env.server.store();
+    let mut cm = store
+        .get(&configmaps, "promoter-system", "promoter-notifications")
+        .unwrap();
+    cm["data"]["config.yaml"] = json!(valid);
+    store
+        .update(
+            &configmaps,
+            "promoter-system",
+            "promoter-notifications",
+            cm,
+            false,
+        )
+        .unwrap();
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    store.seed(&promoter::fake::secret_type(), json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta,
+        "data": {"hook-url": b64("https://hooks.example.com/s3cr3t-path"), "slack-url": b64("https://hooks.slack.com/services/T/B/s3cr3t")}})).unwrap();
+    drop(store);
+    let (code, checks, out) = doctor(&env, "admin");
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(verdict(&checks, "notifications").0, "Ok");
+    let (v, detail) = verdict(&checks, "notification receiver hook");
+    assert_eq!(v, "Failed");
+    assert!(detail.contains("no key \"token\""), "{detail}");
+    let (v, detail) = verdict(&checks, "notification receiver slack");
+    assert_eq!((v, detail), ("Ok", "slack to host hooks.slack.com"));
+    assert!(!out.contains("s3cr3t"), "{out}");
+}

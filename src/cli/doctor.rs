@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 /// Check what a pass needs from this cluster: CRDs served, the identity's permissions (one
 /// SelfSubjectAccessReview per verb a pass uses), the CronJob's last success, the Sveltos version,
-/// and whether that Sveltos advances ClusterPromotions itself.
+/// and whether that Sveltos advances ClusterPromotions itself; the notification settings (rules
+/// valid, every receiver's Secret key present).
 ///
 /// Exit codes: 0 nothing failed (warnings allowed); 2 a check failed; 1 could not run.
 ///
@@ -23,6 +24,12 @@ pub struct DoctorArgs {
     /// Where Sveltos' addon-controller runs.
     #[arg(long, default_value = "projectsveltos")]
     sveltos_namespace: String,
+    /// Where the notification settings are (as `step --notifications`): the ConfigMap and the
+    /// Secret of this name in this namespace, or `none`.
+    #[arg(long, env = "PROMOTER_NOTIFICATIONS", value_name = "NAMESPACE/NAME|none",
+          default_value = promoter::notify::config::DEFAULT_LOCATION,
+          value_parser = super::step::notifications_at)]
+    notifications: super::step::NotificationsAt,
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
 }
@@ -54,6 +61,7 @@ pub async fn run(args: DoctorArgs, client: &ClientArgs) -> anyhow::Result<ExitCo
         cronjob_name: args.cronjob_name,
         sveltos_namespace: args.sveltos_namespace,
         now: Utc::now(),
+        notifications: args.notifications.0,
     };
     let checks = Checks(promoter::ops::doctor::doctor(&client, &options).await);
     Printer::new(args.output).print(&checks)?;

@@ -39,6 +39,8 @@ pub struct Options {
     pub cronjob_name: String,
     pub sveltos_namespace: String,
     pub now: DateTime<Utc>,
+    /// Where the notification settings are (`--notifications`); None: notifications off.
+    pub notifications: Option<crate::notify::Location>,
 }
 
 fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
@@ -55,7 +57,79 @@ pub async fn doctor(client: &kube::Client, o: &Options) -> Vec<Check> {
     out.push(permissions(client).await);
     out.push(cronjob(client, o).await);
     out.extend(sveltos(client, o).await);
+    out.extend(notifications(client, o.notifications.as_ref()).await);
     out
+}
+
+/// The notification settings as a pass reads them: the rules valid, and each receiver's URL and
+/// headers in the Secret (a receiver that cannot be sent to fails: its transitions would wait
+/// until maxAge and be dropped).
+async fn notifications(
+    client: &kube::Client,
+    location: Option<&crate::notify::Location>,
+) -> Vec<Check> {
+    use crate::pass::notifications::{Read, read};
+    let name = "notifications";
+    let Some(location) = location else {
+        return vec![check(
+            name,
+            Verdict::Skipped,
+            "disabled (--notifications none)",
+        )];
+    };
+    match read(client, location).await {
+        Read::Off => vec![check(
+            name,
+            Verdict::Skipped,
+            format!("no ConfigMap {location}: notifications are off"),
+        )],
+        Read::Unreadable(e) => vec![check(
+            name,
+            Verdict::Warning,
+            format!("reading the ConfigMap {location} failed: {e}"),
+        )],
+        Read::Invalid(problems) => vec![check(
+            name,
+            Verdict::Failed,
+            format!(
+                "ConfigMap {location}, key {}: {}",
+                crate::notify::config::CONFIG_KEY,
+                crate::notify::config::describe(&problems)
+            ),
+        )],
+        Read::Ready { config, endpoints } => {
+            let mut out = vec![check(
+                name,
+                Verdict::Ok,
+                format!(
+                    "ConfigMap {location}: {} receiver{}, {} rule{}, maxAge {}s",
+                    config.receivers.len(),
+                    if config.receivers.len() == 1 { "" } else { "s" },
+                    config.rules.len(),
+                    if config.rules.len() == 1 { "" } else { "s" },
+                    config.max_age.as_secs()
+                ),
+            )];
+            out.extend(endpoints.into_iter().map(|(receiver, e)| match e {
+                // The URL is a secret: only its host is shown.
+                Ok(e) => check(
+                    &format!("notification receiver {receiver}"),
+                    Verdict::Ok,
+                    format!(
+                        "{} to host {}",
+                        e.kind.as_str(),
+                        e.uri.host().unwrap_or_default()
+                    ),
+                ),
+                Err(why) => check(
+                    &format!("notification receiver {receiver}"),
+                    Verdict::Failed,
+                    why,
+                ),
+            }));
+            out
+        }
+    }
 }
 
 async fn crds(client: &kube::Client) -> Vec<Check> {

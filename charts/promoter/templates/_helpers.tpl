@@ -37,3 +37,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default (printf "v%s" .Chart.AppVersion) .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
+
+
+{{/* The notification settings' ConfigMap and Secret name. */}}
+{{- define "promoter.notificationsName" -}}
+{{- default "promoter-notifications" .Values.notifications.name -}}
+{{- end -}}
