@@ -265,4 +265,56 @@ mod tests {
         no_stage.stage = None;
         assert!(cloudevent("p", &no_stage).get("subject").is_none());
     }
+
+    /// The README's example of each body has the shape of what is sent: the same fields at every
+    /// level (an object with a `…` field may leave fields out), lists of the same length.
+    #[test]
+    fn the_readme_examples_are_the_bodies() {
+        fn same_shape(doc: &Value, sent: &Value, at: &str) {
+            match (doc, sent) {
+                (Value::Object(d), Value::Object(s)) => {
+                    let partial = d.contains_key("…");
+                    for k in s.keys() {
+                        assert!(
+                            partial || d.contains_key(k),
+                            "{at}.{k} is not in the README"
+                        );
+                    }
+                    for (k, v) in d.iter().filter(|(k, _)| *k != "…") {
+                        let sent = s.get(k).unwrap_or_else(|| panic!("{at}.{k} is not sent"));
+                        same_shape(v, sent, &format!("{at}.{k}"));
+                    }
+                }
+                (Value::Array(d), Value::Array(s)) => {
+                    assert_eq!(d.len(), s.len(), "{at}");
+                    for (i, (d, s)) in d.iter().zip(s).enumerate() {
+                        same_shape(d, s, &format!("{at}[{i}]"));
+                    }
+                }
+                (Value::Object(_) | Value::Array(_), _)
+                | (_, Value::Object(_) | Value::Array(_)) => {
+                    panic!("{at}: {doc} in the README, {sent} sent")
+                }
+                _ => {}
+            }
+        }
+        let readme = include_str!("../../README.md");
+        let section = &readme[readme.find("**Bodies.**").unwrap()..];
+        let example = |kind: &str| -> Value {
+            let from = section.find(&format!("* `{kind}`")).unwrap();
+            let text = &section[from..];
+            let start = text.find("```json").unwrap() + "```json".len();
+            let end = start + text[start..].find("```").unwrap();
+            serde_json::from_str(&text[start..end]).unwrap_or_else(|e| panic!("{kind}: {e}"))
+        };
+        let e = entry();
+        for (kind, sent) in [
+            ("webhook", webhook("payments", &e)),
+            ("slack", slack("payments", &e)),
+            ("teams", teams("payments", &e)),
+            ("cloudevents", cloudevent("payments", &e)),
+        ] {
+            same_shape(&example(kind), &sent, kind);
+        }
+    }
 }
