@@ -168,14 +168,7 @@ impl FakeApiServer {
     /// not applied): `promoter.dev` is not served at all, as on a real server.
     pub async fn start_with_sveltos_only() -> anyhow::Result<Self> {
         let server = Self::start().await?;
-        for rt in sveltos_types() {
-            server.register(rt);
-        }
-        for crd in schema::SVELTOS_CRDS {
-            server
-                .register_crd_yaml(crd)
-                .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
-        }
+        register_sveltos_only(&mut server.store())?;
         Ok(server)
     }
 
@@ -345,6 +338,27 @@ pub fn sveltos_cluster_type() -> ResourceType {
 /// Cluster API `Cluster`, served only when a test or fleet asks for it (absent CRD = no CAPI).
 pub fn capi_cluster_type() -> ResourceType {
     ResourceType::custom("cluster.x-k8s.io", "v1beta1", "Cluster", "clusters", true)
+}
+
+/// Registers what [`FakeApiServer::start_with_sveltos`] serves in a store of its own (the model
+/// checker's, which applies requests without HTTP).
+pub fn register_sveltos(store: &mut Store) -> anyhow::Result<()> {
+    register_sveltos_only(store)?;
+    own_kinds::register_own_crds(store)
+        .map_err(|e| anyhow::anyhow!("registering promoter's own CRDs: {e}"))
+}
+
+/// Sveltos' types, from its vendored CRDs (without promoter's own).
+fn register_sveltos_only(store: &mut Store) -> anyhow::Result<()> {
+    for rt in sveltos_types() {
+        store.register(rt);
+    }
+    for crd in schema::SVELTOS_CRDS {
+        store
+            .register_crd_yaml(crd)
+            .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
+    }
+    Ok(())
 }
 
 pub fn sveltos_types() -> Vec<ResourceType> {

@@ -70,13 +70,19 @@ pub struct DeleteOptions {
 
 type Key = (String, String, String, String); // group, plural, namespace, name
 
+/// Cloned whole by the model checker (`model`), one copy per explored state: the compiled schemas
+/// are shared.
+#[derive(Clone)]
 pub struct Store {
-    types: Vec<ResourceType>,
+    /// Shared between clones until a type is registered (copy on write), like `schemas`.
+    types: Arc<Vec<ResourceType>>,
     /// Structural schemas of the types registered from CRDs, by (group, plural).
-    schemas: HashMap<(String, String), Arc<Schema>>,
+    schemas: Arc<HashMap<(String, String), Arc<Schema>>>,
     /// Set only while [`Store::seed_unvalidated`] stores an object.
     unvalidated: bool,
-    objects: BTreeMap<Key, Value>,
+    /// Shared between clones: a clone costs a reference count per object, and a write copies
+    /// only the object it changes.
+    objects: Arc<BTreeMap<Key, Arc<Value>>>,
     /// Continue tokens issued at a revision below this one are expired ([`Store::compact`]).
     compacted: u64,
     /// Propagation asked for by a delete that had to wait for finalizers.
@@ -186,10 +192,10 @@ fn expired_continue(after: &str) -> ApiError {
 impl Store {
     pub fn new(clock: Clock) -> Self {
         Store {
-            types: Vec::new(),
-            schemas: HashMap::new(),
+            types: Arc::default(),
+            schemas: Arc::default(),
             unvalidated: false,
-            objects: BTreeMap::new(),
+            objects: Arc::default(),
             pending_propagation: HashMap::new(),
             revision: 1,
             compacted: 0,
@@ -207,9 +213,9 @@ impl Store {
     }
 
     pub fn register(&mut self, rt: ResourceType) {
-        self.types
-            .retain(|t| !(t.group == rt.group && t.plural == rt.plural));
-        self.types.push(rt);
+        let types = Arc::make_mut(&mut self.types);
+        types.retain(|t| !(t.group == rt.group && t.plural == rt.plural));
+        types.push(rt);
     }
 
     /// Registers a custom resource from its CRD (as JSON or YAML), with the CRD's structural
@@ -228,12 +234,11 @@ impl Store {
         let mut rt = ResourceType::custom(&group, &version, &kind, &plural, namespaced);
         rt.status_subresource = status_subresource;
         let schema = Arc::new(schema);
-        self.schemas
-            .insert((group.clone(), plural.clone()), schema.clone());
+        Arc::make_mut(&mut self.schemas).insert((group.clone(), plural.clone()), schema.clone());
         self.register(rt.clone());
-        for ((g, p, ..), obj) in self.objects.iter_mut() {
+        for ((g, p, ..), obj) in Arc::make_mut(&mut self.objects).iter_mut() {
             if *g == group && *p == plural {
-                schema.normalise(obj);
+                schema.normalise(Arc::make_mut(obj));
             }
         }
         Ok(rt)
@@ -341,7 +346,7 @@ impl Store {
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
         self.objects
             .get(&Self::key(rt, ns, name))
-            .map(|v| from_storage(rt, v.clone()))
+            .map(|v| from_storage(rt, (**v).clone()))
             .ok_or_else(|| ApiError::not_found(rt, name))
     }
 
@@ -350,8 +355,22 @@ impl Store {
         self.objects
             .iter()
             .filter(|((g, p, ..), _)| Self::stores(rt, g, p))
-            .map(|(_, v)| from_storage(rt, v.clone()))
+            .map(|(_, v)| from_storage(rt, (**v).clone()))
             .collect()
+    }
+
+    /// One object as stored, without copying (the model checker compares them by reference).
+    pub fn peek(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<&Arc<Value>> {
+        self.objects.get(&Self::key(rt, ns, name))
+    }
+
+    /// Every object of a type as stored, without copying (the model checker hashes them). Events
+    /// are in their storage form (see [`ev`]).
+    pub fn stored<'a>(&'a self, rt: &'a ResourceType) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+        self.objects
+            .iter()
+            .filter(|((g, p, ..), _)| Self::stores(rt, g, p))
+            .map(|(_, v)| v)
     }
 
     /// The field selector's labels as the type knows them (Events: `involvedObject.name`, …, see
@@ -437,7 +456,7 @@ impl Store {
                 break;
             };
             if selected(key, obj) {
-                items.push(from_storage(rt, obj.clone()));
+                items.push(from_storage(rt, (**obj).clone()));
                 last = format!("{}/{}", key.2, key.3);
             }
         }
@@ -540,7 +559,7 @@ impl Store {
         let rv = self.next_revision();
         set_meta(&mut obj, "resourceVersion", json!(rv));
         let stored = to_storage(rt, obj);
-        self.objects.insert(key, stored.clone());
+        Arc::make_mut(&mut self.objects).insert(key, Arc::new(stored.clone()));
         Ok(from_storage(rt, stored))
     }
 
@@ -555,7 +574,7 @@ impl Store {
         if let Some(uid) = uid {
             set_meta(&mut created, "uid", json!(uid));
             let key = Self::key(rt, &ns, &meta(&created, "name").unwrap_or_default());
-            self.objects.insert(key, to_storage(rt, created.clone()));
+            Arc::make_mut(&mut self.objects).insert(key, Arc::new(to_storage(rt, created.clone())));
         }
         Ok(created)
     }
@@ -734,7 +753,7 @@ impl Store {
         let rv = self.next_revision();
         set_meta(&mut new, "resourceVersion", json!(rv));
         if new.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&new).is_empty() {
-            self.objects.remove(&key);
+            Arc::make_mut(&mut self.objects).remove(&key);
             let uid = meta(&new, "uid").unwrap_or_default();
             let propagation = self
                 .pending_propagation
@@ -744,7 +763,7 @@ impl Store {
             return Ok(new);
         }
         let stored = to_storage(rt, new);
-        self.objects.insert(key, stored.clone());
+        Arc::make_mut(&mut self.objects).insert(key, Arc::new(stored.clone()));
         Ok(from_storage(rt, stored))
     }
 
@@ -788,11 +807,11 @@ impl Store {
             set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
             let rv = self.next_revision();
             set_meta(&mut marked, "resourceVersion", json!(rv));
-            self.objects.insert(key, to_storage(rt, marked.clone()));
+            Arc::make_mut(&mut self.objects).insert(key, Arc::new(to_storage(rt, marked.clone())));
             self.pending_propagation.insert(uid, propagation);
             return Ok((marked, false));
         }
-        self.objects.remove(&key);
+        Arc::make_mut(&mut self.objects).remove(&key);
         self.collect_dependents(&uid, propagation);
         Ok((current, true))
     }
@@ -811,7 +830,10 @@ impl Store {
 
     fn remove_owner_ref(&mut self, key: &Key, uid: &str) {
         let rv = self.next_revision();
-        if let Some(obj) = self.objects.get_mut(key) {
+        if let Some(obj) = Arc::make_mut(&mut self.objects)
+            .get_mut(key)
+            .map(Arc::make_mut)
+        {
             if let Some(refs) = obj
                 .pointer_mut("/metadata/ownerReferences")
                 .and_then(Value::as_array_mut)
@@ -836,7 +858,7 @@ impl Store {
             return;
         }
         for key in self.dependents_of(uid) {
-            let Some(obj) = self.objects.get(&key).cloned() else {
+            let Some(obj) = self.objects.get(&key).map(|o| (**o).clone()) else {
                 continue;
             };
             let other_owner_alive = obj

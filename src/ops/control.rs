@@ -139,6 +139,13 @@ where
     }
 }
 
+/// `ops` after a `test` of `read`'s resourceVersion: the API server applies them only to the
+/// object as read.
+pub fn guarded(read: &ClusterPromotion, ops: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    let guard = json!({"op": "test", "path": "/metadata/resourceVersion", "value": read.metadata.resource_version});
+    std::iter::once(guard).chain(ops).collect()
+}
+
 /// `ops` as a JSON patch of `read` that the API server applies only to the resourceVersion read
 /// (its first operation tests it): `Err(Changed)` when it was refused for a concurrent change (a
 /// failed `test` is 422, a conflict 409).
@@ -148,8 +155,7 @@ pub(crate) async fn guarded_patch(
     ops: Vec<serde_json::Value>,
 ) -> anyhow::Result<Result<ClusterPromotion, Changed>> {
     let name = read.metadata.name.as_deref().unwrap_or_default();
-    let guard = json!({"op": "test", "path": "/metadata/resourceVersion", "value": read.metadata.resource_version});
-    let ops = std::iter::once(guard).chain(ops).collect();
+    let ops = guarded(read, ops);
     let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))?;
     match api
         .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
@@ -216,8 +222,22 @@ async fn approve_once(
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<(String, bool, Record, ClusterPromotion), Changed>> {
     let p = api.get(name).await?;
-    let (idx, stage) = stage_to_approve(&p, stage).map_err(|e| anyhow::anyhow!(e))?;
-    let pre_approval = passed_in_current_run(&p, idx);
+    let (stage, pre_approval, record, ops) = approval_ops(&p, stage, actor, now)?;
+    Ok(guarded_patch(api, &p, ops)
+        .await?
+        .map(|updated| (stage, pre_approval, record, updated)))
+}
+
+/// What `promoter approve` writes to `p` as read (pure; [`guarded`] when sent): the stage, whether
+/// it is a pre-approval, the record, and the patch's operations.
+pub fn approval_ops(
+    p: &ClusterPromotion,
+    stage: Option<&str>,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<(String, bool, Record, Vec<serde_json::Value>)> {
+    let (idx, stage) = stage_to_approve(p, stage).map_err(|e| anyhow::anyhow!(e))?;
+    let pre_approval = passed_in_current_run(p, idx);
     // Approving a stage the current run has passed approves the next revision to reach it.
     let revision = if pre_approval {
         None
@@ -231,12 +251,10 @@ async fn approve_once(
         json!({"op": "add", "path": format!("/spec/stages/{idx}/trigger/manual/approved"), "value": true}),
     ];
     ops.extend(set_annotations(
-        &p,
+        p,
         &[(approval_key(&stage).as_str(), value)],
     ));
-    Ok(guarded_patch(api, &p, ops)
-        .await?
-        .map(|updated| (stage, pre_approval, record, updated)))
+    Ok((stage, pre_approval, record, ops))
 }
 
 /// The JSON-patch operations that set annotations (creating the map, once, when there is none).
@@ -328,11 +346,26 @@ async fn pause_once(
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<Result<ClusterPromotion, Record>, Changed>> {
     let p = api.get(name).await?;
-    if let Some(current) = paused(&p) {
-        return Ok(Ok(Err(current)));
+    match pause_ops(&p, actor, now) {
+        Err(current) => Ok(Ok(Err(current))),
+        Ok(ops) => Ok(guarded_patch(api, &p, ops).await?.map(Ok)),
     }
-    let ops = set_annotations(&p, &[(PAUSED, encode(&actor.record(now, None)))]);
-    Ok(guarded_patch(api, &p, ops).await?.map(Ok))
+}
+
+/// What `promoter pause` writes to `p` as read (pure; [`guarded`] when sent); the pause recorded
+/// when it is paused already.
+pub fn pause_ops(
+    p: &ClusterPromotion,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> Result<Vec<serde_json::Value>, Record> {
+    match paused(p) {
+        Some(current) => Err(current),
+        None => Ok(set_annotations(
+            p,
+            &[(PAUSED, encode(&actor.record(now, None)))],
+        )),
+    }
 }
 
 /// Lifts everything that holds the promotion, in one guarded patch, and says which: the pause;
@@ -374,20 +407,36 @@ async fn resume_once(
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<(Option<ClusterPromotion>, Vec<String>), Changed>> {
     let p = api.get(name).await?;
+    let (ops, lifted) = resume_ops(&p, actor, now);
+    if lifted.is_empty() {
+        return Ok(Ok((None, lifted)));
+    }
+    Ok(guarded_patch(api, &p, ops)
+        .await?
+        .map(|updated| (Some(updated), lifted)))
+}
+
+/// What `promoter resume` writes to `p` as read (pure; [`guarded`] when sent), and what it lifts,
+/// one phrase each (none: nothing holds it, nothing to write).
+pub fn resume_ops(
+    p: &ClusterPromotion,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> (Vec<serde_json::Value>, Vec<String>) {
     let mut removals = Vec::new();
     let mut sets: Vec<(&str, String)> = Vec::new();
     let mut lifted = Vec::new();
-    if let Some(r) = paused(&p) {
+    if let Some(r) = paused(p) {
         removals.push(PAUSED);
         lifted.push(format!("paused by {}", since(&r)));
     }
     let run = p.status.as_ref().and_then(Run::of);
     if let Some(run) = &run {
-        if let Some(a) = aborted(&p).filter(|a| a.run == *run) {
+        if let Some(a) = aborted(p).filter(|a| a.run == *run) {
             removals.push(ABORTED);
             lifted.push(format!("aborted by {} at {}", a.by, a.at));
         }
-        if let Some(mut f) = failed(&p).filter(|f| f.run == *run && f.resumed.is_none()) {
+        if let Some(mut f) = failed(p).filter(|f| f.run == *run && f.resumed.is_none()) {
             f.resumed = Some(actor.record(now, None));
             lifted.push(format!(
                 "stage {} missed its progress deadline ({}) at {}: it gets a new deadline",
@@ -396,11 +445,11 @@ async fn resume_once(
             sets.push((FAILED, encode(&f)));
         }
     }
-    let retrying_revision = retry(&p).map(|r| r.revision);
-    let spec_revision = crate::hash::revision_hash(&p);
+    let retrying_revision = retry(p).map(|r| r.revision);
+    let spec_revision = crate::hash::revision_hash(p);
     let to_retry = match &run {
         // The spec is a new revision: it restarts unless the history says it was rolled back.
-        Some(run) if run.revision != spec_revision => History::of(&p)
+        Some(run) if run.revision != spec_revision => History::of(p)
             .rolled_back(&spec_revision)
             .map(|rb| {
                 format!(
@@ -411,7 +460,7 @@ async fn resume_once(
                 )
             })
             .map(|why| (spec_revision.clone(), why)),
-        Some(run) => rollback(&p).filter(|r| r.from == *run).map(|r| {
+        Some(run) => rollback(p).filter(|r| r.from == *run).map(|r| {
             (
                 run.revision.clone(),
                 format!(
@@ -436,15 +485,13 @@ async fn resume_once(
         lifted.push(why);
     }
     if lifted.is_empty() {
-        return Ok(Ok((None, lifted)));
+        return (Vec::new(), lifted);
     }
     let mut ops: Vec<serde_json::Value> = removals.into_iter().map(remove_annotation).collect();
     if !sets.is_empty() {
-        ops.extend(set_annotations(&p, &sets));
+        ops.extend(set_annotations(p, &sets));
     }
-    Ok(guarded_patch(api, &p, ops)
-        .await?
-        .map(|updated| (Some(updated), lifted)))
+    (ops, lifted)
 }
 
 /// Records an abort of the current run (`promoter.dev/aborted`): passes hold it where it is, with
@@ -486,20 +533,34 @@ async fn abort_once(
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<Result<ClusterPromotion, Aborted>, Changed>> {
     let p = api.get(name).await?;
+    match abort_ops(&p, actor, now)? {
+        Err(a) => Ok(Ok(Err(a))),
+        Ok(ops) => Ok(guarded_patch(api, &p, ops).await?.map(Ok)),
+    }
+}
+
+/// What `promoter abort` writes to `p` as read (pure; [`guarded`] when sent); the abort recorded
+/// when the current run is aborted already; an error when nothing runs.
+pub fn abort_ops(
+    p: &ClusterPromotion,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Result<Vec<serde_json::Value>, Aborted>> {
+    let name = p.metadata.name.as_deref().unwrap_or_default();
     let Some(run) = p.status.as_ref().and_then(Run::of) else {
         anyhow::bail!("{name} has not started; nothing runs to abort");
     };
-    if completed(&p).as_ref() == Some(&run) {
+    if completed(p).as_ref() == Some(&run) {
         anyhow::bail!(
             "{name} has completed revision {}; nothing runs to abort",
             revision_id(&run.revision)
         );
     }
-    if rollback(&p).is_some_and(|r| r.from == run && r.completed_at.is_some()) {
+    if rollback(p).is_some_and(|r| r.from == run && r.completed_at.is_some()) {
         anyhow::bail!("{name} is rolled back and holds; nothing runs to abort");
     }
-    if let Some(a) = aborted(&p).filter(|a| a.run == run) {
-        return Ok(Ok(Err(a)));
+    if let Some(a) = aborted(p).filter(|a| a.run == run) {
+        return Ok(Err(a));
     }
     let record = Aborted {
         run,
@@ -507,6 +568,5 @@ async fn abort_once(
         at: Timestamp::new(now),
         reason: actor.reason.clone(),
     };
-    let ops = set_annotations(&p, &[(ABORTED, encode(&record))]);
-    Ok(guarded_patch(api, &p, ops).await?.map(Ok))
+    Ok(Ok(set_annotations(p, &[(ABORTED, encode(&record))])))
 }

@@ -320,6 +320,48 @@ pub async fn freezes(client: &kube::Client) -> anyhow::Result<Option<Vec<Promoti
     }
 }
 
+/// A listed ClusterSummary, under the profile it belongs to (its label).
+fn add_summary(by_profile: &mut BTreeMap<String, ProfileSummaries>, cs: ClusterSummary) {
+    if let Some(profile) = cs
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
+        .cloned()
+    {
+        by_profile.entry(profile).or_default().push(cs);
+    }
+}
+
+/// The world a pass makes of what it listed, as [`observe_pass`] builds it, without HTTP (the
+/// model checker observes this way): the generated profiles by name, the ClusterSummaries by
+/// profile, the SveltosClusters as the inventory (no Cluster API). Which summaries to list is the
+/// caller's: [`watched_profiles`] of the promotions.
+pub fn world_from_listed(
+    profiles: Vec<ClusterProfile>,
+    summaries: Vec<ClusterSummary>,
+    clusters: &[SveltosCluster],
+) -> World {
+    let mut by_profile = BTreeMap::new();
+    for cs in summaries {
+        add_summary(&mut by_profile, cs);
+    }
+    let mut inventory = Inventory::default();
+    for c in clusters {
+        inventory.place_sveltos(c);
+    }
+    let mut world = World::new(
+        profiles
+            .into_iter()
+            .filter_map(|p| Some((p.metadata.name.clone()?, p)))
+            .collect(),
+        by_profile,
+        inventory.clusters,
+    );
+    world.excluded = inventory.excluded;
+    world
+}
+
 /// The ClusterSummaries of these profiles, by profile, in a few label-selector chunks; each page
 /// is reduced to what the decision uses before the next is read.
 pub async fn summaries_of(
@@ -352,17 +394,7 @@ async fn summaries_tolerant(
             ListParams::default().labels(&sel),
             |part: &mut BTreeMap<String, ProfileSummaries>,
              item: Result<ClusterSummary, Unreadable>| match item {
-                Ok(cs) => {
-                    if let Some(profile) = cs
-                        .metadata
-                        .labels
-                        .as_ref()
-                        .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
-                        .cloned()
-                    {
-                        part.entry(profile).or_default().push(cs);
-                    }
-                }
+                Ok(cs) => add_summary(part, cs),
                 // Its cluster then has no readable summary: not in sync, and named in the log.
                 Err(u) => {
                     if let Some(profile) = u.label(CLUSTER_PROFILE_NAME_LABEL) {
@@ -531,24 +563,7 @@ pub async fn inventory_with_exclusions(
         &SveltosCluster::url_path(&(), None),
         ListParams::default(),
         |inv: &mut Inventory, item: Result<SveltosCluster, Unreadable>| match item {
-            Ok(c) => {
-                let deleting = c.metadata.deletion_timestamp.is_some();
-                inv.place(
-                    InventoryCluster {
-                        kind: ClusterKind::Sveltos,
-                        namespace: c.metadata.namespace.clone().unwrap_or_default(),
-                        name: c.metadata.name.clone().unwrap_or_default(),
-                        labels: c.metadata.labels.clone().unwrap_or_default(),
-                        ready: c.status.as_ref().and_then(|s| s.ready).unwrap_or(false),
-                        paused: c.spec.paused.unwrap_or(false),
-                        pull_mode: c.spec.pull_mode.unwrap_or(false),
-                        kubeconfig_secret: c.spec.kubeconfig_name.clone(),
-                        kubeconfig_key: c.spec.kubeconfig_key_name.clone(),
-                    },
-                    deleting,
-                    None,
-                )
-            }
+            Ok(c) => inv.place_sveltos(&c),
             // Kept as a cluster that is not ready: it blocks the stages that select it, by name,
             // rather than silently dropping out of them.
             Err(u) => {
@@ -612,6 +627,24 @@ struct Inventory {
 }
 
 impl Inventory {
+    fn place_sveltos(&mut self, c: &SveltosCluster) {
+        self.place(
+            InventoryCluster {
+                kind: ClusterKind::Sveltos,
+                namespace: c.metadata.namespace.clone().unwrap_or_default(),
+                name: c.metadata.name.clone().unwrap_or_default(),
+                labels: c.metadata.labels.clone().unwrap_or_default(),
+                ready: c.status.as_ref().and_then(|s| s.ready).unwrap_or(false),
+                paused: c.spec.paused.unwrap_or(false),
+                pull_mode: c.spec.pull_mode.unwrap_or(false),
+                kubeconfig_secret: c.spec.kubeconfig_name.clone(),
+                kubeconfig_key: c.spec.kubeconfig_key_name.clone(),
+            },
+            c.metadata.deletion_timestamp.is_some(),
+            None,
+        )
+    }
+
     fn place(&mut self, c: InventoryCluster, deleting: bool, why_not: Option<String>) {
         if deleting {
             self.excluded.push(ExcludedCluster {

@@ -289,42 +289,9 @@ impl AddonController {
                 if !(in_sync && all_provisioned(&json!({"status": status.clone()}))) {
                     in_flight += 1;
                 }
-                let object = json!({
-                    "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
-                    "metadata": {
-                        "name": cs_name, "namespace": ns,
-                        "labels": {CLUSTER_PROFILE_NAME_LABEL: name, CLUSTER_NAME_LABEL: cluster_name, CLUSTER_TYPE_LABEL: "Sveltos"},
-                        "annotations": {SINCE_ANNOTATION: rfc3339(since)},
-                        "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
-                                             "name": name, "uid": meta_str(profile, "uid")}],
-                        // As the API server records the controller's writes: the spec's, then the status'.
-                        "managedFields": [
-                            {"manager": "addon-controller", "operation": "Update",
-                             "apiVersion": "config.projectsveltos.io/v1beta1", "time": spec_written,
-                             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterProfileSpec": {}}}},
-                        ],
-                    },
-                    "spec": {"clusterNamespace": ns, "clusterName": cluster_name, "clusterType": "Sveltos", "clusterProfileSpec": spec},
-                });
-                match existing {
-                    None => {
-                        if let Ok(created) = store.seed(&cs_rt, object) {
-                            let mut with_status = created;
-                            with_status["status"] = status;
-                            let _ = store.update(&cs_rt, &ns, &cs_name, with_status, true);
-                        }
-                    }
-                    Some(current) => {
-                        let mut next = object.clone();
-                        next["metadata"]["resourceVersion"] =
-                            current["metadata"]["resourceVersion"].clone();
-                        if let Ok(updated) = store.update(&cs_rt, &ns, &cs_name, next, false) {
-                            let mut with_status = updated.clone();
-                            with_status["status"] = status;
-                            let _ = store.update(&cs_rt, &ns, &cs_name, with_status, true);
-                        }
-                    }
-                }
+                let mut object = summary_object(profile, &ns, &cluster_name, &spec, spec_written);
+                object["metadata"]["annotations"] = json!({SINCE_ANNOTATION: rfc3339(since)});
+                write_summary(store, object, existing, status);
             }
         }
         // Summaries of profiles that are gone, or of clusters that no longer match.
@@ -337,7 +304,70 @@ impl AddonController {
     }
 }
 
-fn rfc3339(t: DateTime<Utc>) -> String {
+/// The ClusterSummary Sveltos keeps for `profile` on one cluster, carrying `spec` (the profile's
+/// spec in Sveltos' normal form), its spec write stamped at `spec_written` in `managedFields`, as
+/// the API server records the controller's writes.
+pub(crate) fn summary_object(
+    profile: &Value,
+    namespace: &str,
+    cluster: &str,
+    spec: &Map<String, Value>,
+    spec_written: Value,
+) -> Value {
+    let name = meta_str(profile, "name");
+    json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+        "metadata": {
+            "name": format!("{name}-sveltos-{cluster}"), "namespace": namespace,
+            "labels": {CLUSTER_PROFILE_NAME_LABEL: name, CLUSTER_NAME_LABEL: cluster, CLUSTER_TYPE_LABEL: "Sveltos"},
+            "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                                 "name": name, "uid": meta_str(profile, "uid")}],
+            "managedFields": [
+                {"manager": "addon-controller", "operation": "Update",
+                 "apiVersion": "config.projectsveltos.io/v1beta1", "time": spec_written,
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterProfileSpec": {}}}},
+            ],
+        },
+        "spec": {"clusterNamespace": namespace, "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": spec},
+    })
+}
+
+/// Writes a summary as the controller does: its spec (creating it, or over `existing`), then its
+/// status.
+pub(crate) fn write_summary(
+    store: &mut Store,
+    object: Value,
+    existing: Option<Value>,
+    status: Value,
+) {
+    let cs_rt = cluster_summary_type();
+    let (ns, name) = (meta_str(&object, "namespace"), meta_str(&object, "name"));
+    let written = match existing {
+        None => store.seed(&cs_rt, object),
+        Some(current) => {
+            let mut next = object;
+            next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            store.update(&cs_rt, &ns, &name, next, false)
+        }
+    };
+    if let Ok(mut with_status) = written {
+        with_status["status"] = status;
+        let _ = store.update(&cs_rt, &ns, &name, with_status, true);
+    }
+}
+
+/// The `featureSummaries` of a summary carrying `spec`: one feature per kind of content, each in
+/// `status`.
+pub(crate) fn feature_summaries(
+    spec: &Map<String, Value>,
+    status: &str,
+    failure: Option<&str>,
+    applied: Option<DateTime<Utc>>,
+) -> Value {
+    json!({"featureSummaries": features(spec, status, failure, applied)})
+}
+
+pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
