@@ -74,7 +74,8 @@ fn meta_str(v: &Value, field: &str) -> String {
         .to_string()
 }
 
-fn labels(v: &Value) -> BTreeMap<String, String> {
+/// An object's labels (`metadata.labels`), as strings.
+pub(crate) fn labels(v: &Value) -> BTreeMap<String, String> {
     v.pointer("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {

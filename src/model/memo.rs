@@ -1,0 +1,123 @@
+//! What the model derives from a stored object, computed once per object: states share their
+//! objects (`Arc`s of the store), and most steps change one. Per thread, keyed by the object's
+//! address; the memo holds the `Arc`, so that an address is never reused while memoised.
+
+use crate::api::ClusterPromotion;
+use crate::hash::{revision_hash, stages_hash};
+use crate::pass::observe;
+use crate::pass::profiles::main_profile;
+use crate::sveltos::normal_form::normalize;
+use serde_json::{Map, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Beyond this many entries a memo starts over (memory, not correctness).
+const LIMIT: usize = 50_000;
+
+/// A memo of `T` per object `K` (or per element of one).
+pub struct ArcMemo<K, T> {
+    map: HashMap<(usize, usize), (Arc<K>, T)>,
+}
+
+impl<K, T> Default for ArcMemo<K, T> {
+    fn default() -> Self {
+        ArcMemo {
+            map: HashMap::new(),
+        }
+    }
+}
+
+impl<K, T: Clone> ArcMemo<K, T> {
+    /// `f(owner)` for element `index` of `owner`, computed once.
+    pub fn get(&mut self, owner: &Arc<K>, index: usize, f: impl FnOnce(&K) -> T) -> T {
+        let key = (Arc::as_ptr(owner) as *const () as usize, index);
+        if let Some((_, t)) = self.map.get(&key) {
+            return t.clone();
+        }
+        if self.map.len() >= LIMIT {
+            self.map.clear();
+        }
+        let t = f(owner);
+        self.map.insert(key, (owner.clone(), t.clone()));
+        t
+    }
+}
+
+/// A promotion as the model reads it.
+pub struct Promotion {
+    pub p: ClusterPromotion,
+    /// promoter's revision and stages hashes of its spec.
+    pub revision: String,
+    pub stages: String,
+    /// The content each stage's profile gets from this spec, by stage name.
+    pub contents: std::collections::BTreeMap<String, u64>,
+}
+
+thread_local! {
+    static PROMOTIONS: RefCell<ArcMemo<Value, Option<Arc<Promotion>>>> = RefCell::default();
+}
+
+/// The stored promotion `v`, decoded (`None`: it does not decode).
+pub fn promotion(v: &Arc<Value>) -> Option<Arc<Promotion>> {
+    PROMOTIONS.with(|m| {
+        m.borrow_mut().get(v, 0, |v| {
+            let p: ClusterPromotion = observe::decode(v).ok()?;
+            Some(Arc::new(Promotion {
+                revision: revision_hash(&p),
+                stages: stages_hash(&p.spec.stages),
+                contents: p
+                    .spec
+                    .stages
+                    .iter()
+                    .map(|s| (s.name.clone(), content_of(&main_profile(&p, s).spec)))
+                    .collect(),
+                p,
+            }))
+        })
+    })
+}
+
+thread_local! {
+    static NORMAL: RefCell<ArcMemo<Value, Arc<Map<String, Value>>>> = RefCell::default();
+}
+
+/// A stored profile's spec in Sveltos' normal form (what its summaries carry).
+pub fn normal_form(profile: &Arc<Value>) -> Arc<Map<String, Value>> {
+    NORMAL.with(|m| {
+        m.borrow_mut().get(profile, 0, |v| {
+            Arc::new(normalize(
+                v.get("spec")
+                    .and_then(Value::as_object)
+                    .unwrap_or(&Map::new()),
+            ))
+        })
+    })
+}
+
+thread_local! {
+    static CONTENT: RefCell<ArcMemo<Value, u64>> = RefCell::default();
+}
+
+/// A spec's content: everything but its selector (a profile's revision, whichever stage).
+pub fn content_of(spec: &Map<String, Value>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut m = spec.clone();
+    m.remove("clusterSelector");
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    serde_json::to_string(&m).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+/// A stored profile's content.
+pub fn profile_content(profile: &Arc<Value>) -> u64 {
+    CONTENT.with(|m| {
+        m.borrow_mut().get(profile, 0, |v| {
+            content_of(
+                v.get("spec")
+                    .and_then(Value::as_object)
+                    .unwrap_or(&Map::new()),
+            )
+        })
+    })
+}

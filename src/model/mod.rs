@@ -1,0 +1,67 @@
+//! An exhaustive model checker of the gates (issue 25): every interleaving of passes, a person,
+//! spec changes, Sveltos and the clock within small bounds, with the README's invariants checked
+//! on every step.
+//!
+//! # What is real and what is modelled
+//!
+//! The passes are promoter's own code: listed objects are decoded and made into a `World` as
+//! `observe` does ([`observe::world_from_listed`](crate::pass::observe::world_from_listed)), the
+//! decision is [`decide`](crate::pass::decide), the writes are its
+//! [`write_plan`](crate::pass::write_plan), each request applied by the fake API server's own
+//! [`Store`](crate::fake::Store) (resourceVersion preconditions, JSON-patch `test`, conflicts,
+//! the CRDs' schemas) and its answer judged as `act` judges it. The person's approvals and pauses
+//! are `promoter approve`/`pause`/`resume`'s own patches (`ops::control`). What is modelled: the
+//! order of a pass's steps (as `pass_body`: observe, decide every promotion, then per promotion
+//! read unlisted profiles and write), Sveltos (`sveltos`), and the world's timing (`setup`).
+//!
+//! # The state
+//!
+//! A [`State`](state::State) is the store, the clock, the passes in flight (what each listed,
+//! where it is in its writes), the adversity left (crashes, lost answers, spec changes, …), and
+//! the ghost the invariants need (`ghost`). States are deduplicated by a fingerprint that renames
+//! resourceVersions, UIDs and timestamps to what the model can observe of them (`canon`), so the
+//! clock ticks forever over finitely many states.
+//!
+//! # Why an explorer of our own, not `stateright`
+//!
+//! The liveness property the gates need is "from every reachable state, a completing path exists"
+//! (CTL `AG EF complete`): crash loops, a person who never approves and a Sveltos that keeps
+//! failing are legitimate infinite paths that never complete, so "eventually complete on every
+//! path" (LTL, what `stateright`'s `eventually` properties check, and only on acyclic paths) is
+//! the wrong property, and fairness would have to be encoded by hand. `AG EF` needs the whole
+//! state graph: the explorer ([`explore`](explore::explore)) stores it (a 128-bit fingerprint per
+//! state, parents for shortest traces, edges), then runs a backward reachability from the complete
+//! states; every state it does not reach is a counterexample. The same graph gives quiescence (a
+//! pass alone stops writing) for free. A state is a clone of the store (objects shared by
+//! reference count between states), so breadth-first search is cheap in memory, and it yields the
+//! shortest counterexamples.
+//!
+//! # Bounds
+//!
+//! [`Bounds`](setup::Bounds): promotions (of three stages: a delay, a manual approval, a window),
+//! concurrent passes, whether observing is one step or one per list call, and how many crashes,
+//! lost answers, spec changes (new revision, stage reorder, selector change), hand revocations,
+//! pauses and Sveltos failures may happen. Approvals, resumes, Sveltos deployments, passes and
+//! clock ticks are unbounded: they are what lets a rollout finish. CI checks
+//! [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash, a new revision);
+//! larger bounds run on demand (BENCHMARKS.md has their sizes and times).
+//!
+//! # Not modelled (yet)
+//!
+//! The issue-24 actors and rules: `promoter rollback`/`abort`, freezes, progress deadlines (the
+//! model's promotions set none, so no pass starts a rollback; the write plan's revision writes and
+//! the pass's revision read are wired in but never exercised). Health checks, Cluster API
+//! clusters, sharding and notifications are out of the model.
+
+pub mod canon;
+pub mod explore;
+pub mod ghost;
+pub mod memo;
+pub mod setup;
+pub mod state;
+pub mod sveltos;
+pub mod trace;
+
+pub use explore::{Report, Violation, explore};
+pub use setup::{Bounds, Observe, SpecChange};
+pub use state::{State, Step};

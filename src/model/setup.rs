@@ -1,0 +1,327 @@
+//! The model's world: its promotions, clusters and clock, and the bounds of what its actors may do.
+//!
+//! Every promotion has the same three stages, one per gate kind that waits on something other than
+//! a deployment: `dev` soaks (a delay), `staging` waits for a manual approval (`automaticReset`,
+//! the default), `prod` waits for its promotion window. Each stage selects one cluster (`qa` is
+//! there for a selector change to move `staging` onto).
+//!
+//! Time moves in steps of [`STEP`] (a tick). A step is longer than every delay, so a soak started
+//! in one step is over in the next, and the window (`0 * * * *` to `30 * * * *`) is open in even
+//! steps and closed in odd ones: every tick crosses a delay end and a window edge.
+
+use crate::fake::{Store, cluster_promotion_type, register_sveltos, sveltos_cluster_type};
+use crate::sim::sveltos_cluster;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The names of the stages, in their initial order.
+pub const STAGES: [&str; 3] = ["dev", "staging", "prod"];
+
+/// The clusters: (name, `env` label).
+pub const CLUSTERS: [(&str, &str); 4] = [
+    ("dev", "dev"),
+    ("staging", "staging"),
+    ("qa", "qa"),
+    ("prod", "prod"),
+];
+
+/// The namespace of the clusters.
+pub const CLUSTER_NAMESPACE: &str = "fleet";
+
+/// The chart versions of the revisions a spec change moves between.
+pub const REVISIONS: [&str; 2] = ["1.0.0", "2.0.0"];
+
+/// The delay of `dev`: shorter than a step.
+pub const DELAY: &str = "5m";
+
+/// One tick of the clock.
+pub fn step() -> Duration {
+    Duration::minutes(30)
+}
+
+/// The longest time the decision compares a timestamp with "now" for (the delay; summaries carry
+/// no times of their own here): timestamps older than this are only ever "long ago".
+pub fn horizon() -> Duration {
+    Duration::minutes(10)
+}
+
+/// The model's time at epoch 0 (a full hour: the window is open).
+pub fn base() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+/// The time at `epoch`.
+pub fn at(epoch: u32) -> DateTime<Utc> {
+    base() + step() * epoch as i32
+}
+
+/// What the store stamps on creations and deletions, and what the person and Sveltos write as
+/// their times: constant, long before the clock starts, so that only promoter's own timestamps
+/// move with the clock.
+pub fn fixed_time() -> DateTime<Utc> {
+    base() - Duration::days(1)
+}
+
+/// The changes a person may make to a promotion's spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpecChange {
+    /// A new revision: the chart version moves to the other one.
+    Revision,
+    /// `staging` and `prod` swap places (a new stages hash, the same revision).
+    Reorder,
+    /// `staging` selects the other cluster (`staging` or `qa`; a new stages hash).
+    Selector,
+}
+
+/// Whether observing is one step or three (promotions, profiles, then summaries and clusters,
+/// each a list call another actor can come between).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observe {
+    Atomic,
+    ListByList,
+}
+
+/// The bounds of the exploration.
+#[derive(Clone, Debug)]
+pub struct Bounds {
+    /// How many promotions (1 or 2).
+    pub promotions: usize,
+    /// How many passes may run at the same time.
+    pub passes: usize,
+    pub observe: Observe,
+    /// Processes killed (at any step of a pass).
+    pub crashes: u8,
+    /// Writes applied whose answer the pass never gets.
+    pub lost_answers: u8,
+    /// Spec changes, of the kinds in `changes`.
+    pub spec_changes: u8,
+    pub changes: Vec<SpecChange>,
+    /// Approvals withdrawn by hand.
+    pub revokes: u8,
+    /// `promoter pause`s (resume is unbounded).
+    pub pauses: u8,
+    /// Deployments Sveltos fails (a later deployment succeeds).
+    pub failures: u8,
+    /// Whether the person also approves with `promoter approve` (with its record), besides
+    /// `kubectl patch … approved: true`.
+    pub approve_command: bool,
+    /// Give up beyond this many states (an error, not a pass).
+    pub max_states: usize,
+}
+
+impl Bounds {
+    /// The bound CI checks (`cargo test`, debug): one promotion of three stages, one pass at a
+    /// time, one crash, one new revision; about 59,000 states, see BENCHMARKS.md.
+    pub fn ci() -> Bounds {
+        Bounds {
+            promotions: 1,
+            passes: 1,
+            observe: Observe::Atomic,
+            crashes: 1,
+            lost_answers: 0,
+            spec_changes: 1,
+            changes: vec![SpecChange::Revision],
+            revokes: 0,
+            pauses: 0,
+            failures: 0,
+            approve_command: false,
+            max_states: 20_000_000,
+        }
+    }
+
+    /// A larger bound, on demand: `ci` and one lost answer (about 141,000 states; optimised,
+    /// see BENCHMARKS.md). Concurrent passes, more promotions and the other actors are there by
+    /// overrides (see [`Bounds::parse`]).
+    pub fn large() -> Bounds {
+        Bounds {
+            lost_answers: 1,
+            ..Bounds::ci()
+        }
+    }
+
+    /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
+    /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
+    /// `revokes`, `pauses`, `failures`, `approve_command=true|false`, `max_states`).
+    pub fn parse(text: &str) -> Result<Bounds, String> {
+        let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
+        let mut b = match parts.next() {
+            Some("ci") | None => Bounds::ci(),
+            Some("large") => Bounds::large(),
+            Some(other) => return Err(format!("{other:?}: expected ci or large")),
+        };
+        for part in parts {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected key=value"))?;
+            let number = || value.parse::<u8>().map_err(|e| format!("{key}: {e}"));
+            match key {
+                "promotions" => b.promotions = number()?.clamp(1, 2) as usize,
+                "passes" => b.passes = number()?.max(1) as usize,
+                "observe" => {
+                    b.observe = match value {
+                        "atomic" => Observe::Atomic,
+                        "lists" => Observe::ListByList,
+                        _ => return Err(format!("observe: {value:?}: atomic or lists")),
+                    }
+                }
+                "crashes" => b.crashes = number()?,
+                "lost" => b.lost_answers = number()?,
+                "spec_changes" => b.spec_changes = number()?,
+                "changes" => {
+                    b.changes = value
+                        .split('+')
+                        .filter(|c| !c.is_empty())
+                        .map(|c| match c {
+                            "revision" => Ok(SpecChange::Revision),
+                            "reorder" => Ok(SpecChange::Reorder),
+                            "selector" => Ok(SpecChange::Selector),
+                            _ => Err(format!("changes: {c:?}")),
+                        })
+                        .collect::<Result<_, _>>()?
+                }
+                "revokes" => b.revokes = number()?,
+                "pauses" => b.pauses = number()?,
+                "failures" => b.failures = number()?,
+                "approve_command" => b.approve_command = value == "true",
+                "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
+                _ => return Err(format!("{key:?}: unknown bound")),
+            }
+        }
+        Ok(b)
+    }
+
+    /// One line for reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, failures {}, approve command {}",
+            self.promotions,
+            self.passes,
+            match self.observe {
+                Observe::Atomic => "atomic",
+                Observe::ListByList => "list-by-list",
+            },
+            self.crashes,
+            self.lost_answers,
+            self.spec_changes,
+            self.changes,
+            self.revokes,
+            self.pauses,
+            self.failures,
+            self.approve_command
+        )
+    }
+}
+
+pub fn promotion_name(index: usize) -> String {
+    format!("p{index}")
+}
+
+/// The uid of promotion `index` (promotions are never deleted and created again here).
+pub fn promotion_uid(index: usize) -> String {
+    format!("00000000-0000-4000-8000-00000000aa{index:02}")
+}
+
+fn selector(env: &str) -> Value {
+    json!({"matchLabels": {"env": env}})
+}
+
+/// Promotion `index` as a person creates it.
+pub fn promotion_object(index: usize) -> Value {
+    json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1",
+        "kind": "ClusterPromotion",
+        "metadata": {"name": promotion_name(index), "uid": promotion_uid(index)},
+        "spec": {
+            "profileSpec": {
+                "syncMode": "Continuous",
+                "helmCharts": [{
+                    "repositoryURL": "https://kyverno.github.io/kyverno/",
+                    "repositoryName": "kyverno",
+                    "chartName": "kyverno/kyverno",
+                    "chartVersion": REVISIONS[0],
+                    "releaseName": "kyverno",
+                    "releaseNamespace": "kyverno",
+                    "helmChartAction": "Install"
+                }]
+            },
+            "stages": [
+                {"name": STAGES[0], "clusterSelector": selector("dev"),
+                 "trigger": {"auto": {"delay": DELAY}}},
+                {"name": STAGES[1], "clusterSelector": selector("staging"),
+                 "trigger": {"manual": {"approved": false}}},
+                {"name": STAGES[2], "clusterSelector": selector("prod"),
+                 "trigger": {"auto": {"promotionWindow": {"from": "0 * * * *", "to": "30 * * * *"}}}}
+            ]
+        }
+    })
+}
+
+/// The store at the start: the clusters and the promotions, nothing else.
+pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
+    let mut store = Store::new(Arc::new(fixed_time));
+    register_sveltos(&mut store)?;
+    for (name, env) in CLUSTERS {
+        store
+            .seed(
+                &sveltos_cluster_type(),
+                sveltos_cluster(CLUSTER_NAMESPACE, name, &[("env", env)]),
+            )
+            .map_err(|e| anyhow::anyhow!("seeding cluster {name}: {}", e.message))?;
+    }
+    for i in 0..bounds.promotions {
+        store
+            .seed(&cluster_promotion_type(), promotion_object(i))
+            .map_err(|e| anyhow::anyhow!("seeding promotion {i}: {}", e.message))?;
+    }
+    Ok(store)
+}
+
+/// The JSON patch a person applies for `change` to the promotion as it is.
+pub fn change_patch(p: &Value, change: SpecChange) -> Vec<Value> {
+    let stages = p
+        .pointer("/spec/stages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    match change {
+        SpecChange::Revision => {
+            let now = p
+                .pointer("/spec/profileSpec/helmCharts/0/chartVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let next = if now == REVISIONS[0] {
+                REVISIONS[1]
+            } else {
+                REVISIONS[0]
+            };
+            vec![
+                json!({"op": "replace", "path": "/spec/profileSpec/helmCharts/0/chartVersion", "value": next}),
+            ]
+        }
+        SpecChange::Reorder => {
+            let mut swapped = stages;
+            if swapped.len() == 3 {
+                swapped.swap(1, 2);
+            }
+            vec![json!({"op": "replace", "path": "/spec/stages", "value": swapped})]
+        }
+        SpecChange::Selector => {
+            let Some(i) = stages.iter().position(|s| s["name"] == STAGES[1]) else {
+                return Vec::new();
+            };
+            let env = if stages[i].pointer("/clusterSelector/matchLabels/env")
+                == Some(&json!("staging"))
+            {
+                "qa"
+            } else {
+                "staging"
+            };
+            vec![
+                json!({"op": "replace", "path": format!("/spec/stages/{i}/clusterSelector"), "value": selector(env)}),
+            ]
+        }
+    }
+}

@@ -1,0 +1,940 @@
+//! A state of the model, and its steps: what each actor may do next, and what it does.
+//!
+//! A state is the API server's store (the fake API server's own [`Store`], cloned), the clock, the
+//! passes in flight, what is left of the bounded adversity, and the ghost (what the invariants
+//! remember, see `ghost`). A pass is promoter's: it lists with the real decoding
+//! ([`observe::decode`]) and world construction ([`observe::world_from_listed`]), decides with the
+//! real [`decide`], and writes its real write plan ([`write_plan`]) one request per step,
+//! each applied by the store's own code (resourceVersion preconditions, JSON-patch `test`,
+//! conflicts), and judged as `act` judges answers.
+
+use super::memo;
+use super::setup::{self, Bounds, Observe, STAGES, SpecChange, at};
+use super::sveltos;
+use crate::annotations;
+use crate::api::PromotionFreeze;
+use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
+use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster};
+use crate::fake::store::{DeleteOptions, PatchType};
+use crate::fake::{
+    Store, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
+    promotion_freeze_type, promotion_revision_type, sveltos_cluster_type,
+};
+use crate::ops::control::{Actor, approval_ops, guarded, pause_ops, resume_ops};
+use crate::pass::decide::watched_profiles;
+use crate::pass::observe::{self, world_from_listed};
+use crate::pass::write_plan::{self, Answer, PlannedWrite, Request, Verdict};
+use crate::pass::{Action, Context, Decision, HealthResults, World, decide, ownership};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// What is left of the bounded adversity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Budget {
+    pub crashes: u8,
+    pub lost_answers: u8,
+    pub spec_changes: u8,
+    pub revokes: u8,
+    pub pauses: u8,
+    pub failures: u8,
+}
+
+impl Budget {
+    pub fn of(b: &Bounds) -> Budget {
+        Budget {
+            crashes: b.crashes,
+            lost_answers: b.lost_answers,
+            spec_changes: b.spec_changes,
+            revokes: b.revokes,
+            pauses: b.pauses,
+            failures: b.failures,
+        }
+    }
+}
+
+/// One step of one actor. Promotions and stages are indices (stages by their name in [`STAGES`],
+/// whatever their order in the spec).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Pass `n` lists (all at once, or the next list), and decides once it has listed everything.
+    Observe(u8),
+    /// Pass `n` reads generated profiles it is about to create but did not list, and decides
+    /// again if one exists (`ownership::fetch_unlisted`).
+    Prepare(u8),
+    /// Pass `n` sends its next write and gets the answer.
+    Write(u8),
+    /// Pass `n` sends its next write, the server applies it, the answer is lost.
+    WriteLost(u8),
+    /// Pass `n`'s process dies.
+    Crash(u8),
+    /// The person approves: `kubectl patch … approved: true`, or `promoter approve` (`command`).
+    Approve {
+        promotion: u8,
+        stage: u8,
+        command: bool,
+    },
+    /// The person removes an approval by hand.
+    Revoke {
+        promotion: u8,
+        stage: u8,
+    },
+    Pause(u8),
+    Resume(u8),
+    /// The person changes the spec.
+    Change {
+        promotion: u8,
+        change: SpecChange,
+    },
+    /// Sveltos deploys the stage's profile (or removes the summaries of a profile that is gone).
+    Deploy {
+        promotion: u8,
+        stage: u8,
+    },
+    /// Sveltos fails to deploy the stage's profile.
+    Fail {
+        promotion: u8,
+        stage: u8,
+    },
+    /// The clock moves one step.
+    Tick,
+}
+
+impl Step {
+    /// The pass this step belongs to.
+    pub fn pass(self) -> Option<u8> {
+        match self {
+            Step::Observe(n)
+            | Step::Prepare(n)
+            | Step::Write(n)
+            | Step::WriteLost(n)
+            | Step::Crash(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    pub fn describe(self) -> String {
+        let p = |i: u8| setup::promotion_name(i as usize);
+        let s = |i: u8| STAGES.get(i as usize).copied().unwrap_or("?");
+        match self {
+            Step::Observe(n) => format!("pass {n}: observe"),
+            Step::Prepare(n) => format!("pass {n}: read unlisted profiles"),
+            Step::Write(n) => format!("pass {n}: write"),
+            Step::WriteLost(n) => format!("pass {n}: write, answer lost"),
+            Step::Crash(n) => format!("pass {n}: process killed"),
+            Step::Approve {
+                promotion,
+                stage,
+                command,
+            } => format!(
+                "person: {} {}/{}",
+                if command {
+                    "promoter approve"
+                } else {
+                    "kubectl patch approved=true"
+                },
+                p(promotion),
+                s(stage)
+            ),
+            Step::Revoke { promotion, stage } => {
+                format!(
+                    "person: revokes the approval of {}/{}",
+                    p(promotion),
+                    s(stage)
+                )
+            }
+            Step::Pause(i) => format!("person: promoter pause {}", p(i)),
+            Step::Resume(i) => format!("person: promoter resume {}", p(i)),
+            Step::Change { promotion, change } => {
+                format!("person: spec change {change:?} of {}", p(promotion))
+            }
+            Step::Deploy { promotion, stage } => {
+                format!("sveltos: deploys {}-{}", p(promotion), s(stage))
+            }
+            Step::Fail { promotion, stage } => {
+                format!("sveltos: fails to deploy {}-{}", p(promotion), s(stage))
+            }
+            Step::Tick => "clock: +30m".into(),
+        }
+    }
+}
+
+/// What a pass listed.
+#[derive(Clone, Debug, Default)]
+pub struct Listed {
+    pub promotions: Arc<Vec<Value>>,
+    pub profiles: Option<Arc<Vec<Value>>>,
+}
+
+/// A pass that has decided and is writing.
+#[derive(Clone, Debug)]
+pub struct Acting {
+    /// The epoch it observed at (its clock).
+    pub now: u32,
+    /// What it listed (promotions, profiles, summaries).
+    pub promotions: Arc<Vec<Value>>,
+    pub profiles: Arc<Vec<Value>>,
+    pub summaries: Arc<Vec<Value>>,
+    /// Profiles read just before acting (`Prepare`).
+    pub fetched: Arc<Vec<Value>>,
+    pub world: Arc<World>,
+    pub decoded: Arc<Vec<ClusterPromotion>>,
+    pub decisions: Arc<Vec<Decision>>,
+    /// The promotion being acted on.
+    pub index: usize,
+    pub work: Work,
+}
+
+#[derive(Clone, Debug)]
+pub enum Work {
+    /// About to read the profiles it would create but did not list.
+    Prepare,
+    Writing {
+        writes: Arc<Vec<PlannedWrite>>,
+        at: usize,
+        /// The promotion as observed, or as its last write of it returned it.
+        current: Arc<ClusterPromotion>,
+        current_json: Arc<Value>,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub enum Pass {
+    Idle,
+    Observing { now: u32, listed: Arc<Listed> },
+    Acting(Arc<Acting>),
+}
+
+#[derive(Clone)]
+pub struct State {
+    pub store: Store,
+    pub epoch: u32,
+    pub passes: Vec<Pass>,
+    pub budget: Budget,
+    pub ghost: super::ghost::Ghost,
+}
+
+/// Why the model could not take a step it should be able to take (not an invariant violation: a
+/// fault of the model, or promoter state it cannot decode).
+#[derive(Debug)]
+pub struct ModelError(pub String);
+
+type Res<T> = Result<T, ModelError>;
+
+fn err<T>(what: impl Into<String>) -> Res<T> {
+    Err(ModelError(what.into()))
+}
+
+pub fn promotion_value(store: &Store, index: usize) -> Option<&Arc<Value>> {
+    store.peek(&cluster_promotion_type(), "", &setup::promotion_name(index))
+}
+
+/// Promotion `index` as stored, decoded.
+pub fn promotion(store: &Store, index: usize) -> Option<Arc<memo::Promotion>> {
+    memo::promotion(promotion_value(store, index)?)
+}
+
+/// The index in the spec of the stage named `STAGES[stage]`.
+pub fn stage_index(p: &ClusterPromotion, stage: u8) -> Option<usize> {
+    let name = STAGES.get(stage as usize)?;
+    p.spec.stages.iter().position(|s| s.name == *name)
+}
+
+impl State {
+    pub fn initial(bounds: &Bounds) -> anyhow::Result<State> {
+        let store = setup::initial_store(bounds)?;
+        let mut s = State {
+            store,
+            epoch: 0,
+            passes: vec![Pass::Idle; bounds.passes],
+            budget: Budget::of(bounds),
+            ghost: Default::default(),
+        };
+        s.ghost = super::ghost::Ghost::initial(&s, bounds);
+        Ok(s)
+    }
+
+    /// Every step an actor could take now (some may change nothing; [`State::apply`] says).
+    pub fn candidates(&self, bounds: &Bounds) -> Vec<Step> {
+        let mut out = Vec::new();
+        for (n, pass) in self.passes.iter().enumerate() {
+            let n = n as u8;
+            match pass {
+                Pass::Idle => out.push(Step::Observe(n)),
+                Pass::Observing { .. } => out.push(Step::Observe(n)),
+                Pass::Acting(a) => match a.work {
+                    Work::Prepare => out.push(Step::Prepare(n)),
+                    Work::Writing { .. } => {
+                        out.push(Step::Write(n));
+                        if self.budget.lost_answers > 0 {
+                            out.push(Step::WriteLost(n));
+                        }
+                    }
+                },
+            }
+            if !matches!(pass, Pass::Idle) && self.budget.crashes > 0 {
+                out.push(Step::Crash(n));
+            }
+        }
+        for i in 0..bounds.promotions as u8 {
+            for stage in 0..STAGES.len() as u8 {
+                out.push(Step::Deploy {
+                    promotion: i,
+                    stage,
+                });
+                if self.budget.failures > 0 {
+                    out.push(Step::Fail {
+                        promotion: i,
+                        stage,
+                    });
+                }
+            }
+            // Only `staging` has a manual trigger.
+            out.push(Step::Approve {
+                promotion: i,
+                stage: 1,
+                command: false,
+            });
+            if bounds.approve_command {
+                out.push(Step::Approve {
+                    promotion: i,
+                    stage: 1,
+                    command: true,
+                });
+            }
+            if self.budget.revokes > 0 {
+                out.push(Step::Revoke {
+                    promotion: i,
+                    stage: 1,
+                });
+            }
+            if self.budget.pauses > 0 {
+                out.push(Step::Pause(i));
+            }
+            out.push(Step::Resume(i));
+            if self.budget.spec_changes > 0 {
+                for change in &bounds.changes {
+                    out.push(Step::Change {
+                        promotion: i,
+                        change: *change,
+                    });
+                }
+            }
+        }
+        out.push(Step::Tick);
+        out
+    }
+
+    /// The state after `step`, or `None` when the step changes nothing (or cannot be taken). The
+    /// ghost is not updated here (see `ghost::update`).
+    pub fn apply(&self, step: Step, bounds: &Bounds) -> Res<Option<State>> {
+        let mut next = self.clone();
+        let changed = match step {
+            Step::Observe(n) => next.observe(n as usize, bounds)?,
+            Step::Prepare(n) => next.prepare(n as usize)?,
+            Step::Write(n) => next.write(n as usize, false)?,
+            Step::WriteLost(n) => next.write(n as usize, true)?,
+            Step::Crash(n) => {
+                next.passes[n as usize] = Pass::Idle;
+                next.budget.crashes -= 1;
+                true
+            }
+            Step::Approve {
+                promotion,
+                stage,
+                command,
+            } => next.approve(promotion as usize, stage, command)?,
+            Step::Revoke { promotion, stage } => {
+                let changed = next.revoke(promotion as usize, stage)?;
+                if changed {
+                    next.budget.revokes -= 1;
+                }
+                changed
+            }
+            Step::Pause(i) => {
+                let changed = next.pause(i as usize, true)?;
+                if changed {
+                    next.budget.pauses -= 1;
+                }
+                changed
+            }
+            Step::Resume(i) => next.pause(i as usize, false)?,
+            Step::Change { promotion, change } => {
+                let changed = next.change(promotion as usize, change)?;
+                if changed {
+                    next.budget.spec_changes -= 1;
+                }
+                changed
+            }
+            Step::Deploy { promotion, stage } => next.sveltos(promotion, stage, false),
+            Step::Fail { promotion, stage } => {
+                let changed = next.sveltos(promotion, stage, true);
+                if changed {
+                    next.budget.failures -= 1;
+                }
+                changed
+            }
+            Step::Tick => {
+                next.epoch += 1;
+                true
+            }
+        };
+        Ok(changed.then_some(next))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Passes
+
+    fn observe(&mut self, n: usize, bounds: &Bounds) -> Res<bool> {
+        let (now, mut listed) = match &self.passes[n] {
+            Pass::Idle => (self.epoch, Listed::default()),
+            Pass::Observing { now, listed } => (*now, (**listed).clone()),
+            Pass::Acting(_) => return err("observe while acting"),
+        };
+        let fresh = matches!(self.passes[n], Pass::Idle);
+        if fresh {
+            listed.promotions = Arc::new(self.store.all(&cluster_promotion_type()));
+            if bounds.observe == Observe::ListByList {
+                self.passes[n] = Pass::Observing {
+                    now,
+                    listed: Arc::new(listed),
+                };
+                return Ok(true);
+            }
+        }
+        if listed.profiles.is_none() {
+            listed.profiles = Some(Arc::new(self.list_profiles()));
+            if bounds.observe == Observe::ListByList {
+                self.passes[n] = Pass::Observing {
+                    now,
+                    listed: Arc::new(listed),
+                };
+                return Ok(true);
+            }
+        }
+        let acting = self.decide(now, listed)?;
+        self.passes[n] = acting;
+        Ok(true)
+    }
+
+    fn list_profiles(&self) -> Vec<Value> {
+        self.store
+            .all(&cluster_profile_type())
+            .into_iter()
+            .filter(|p| {
+                p.pointer("/metadata/labels")
+                    .and_then(Value::as_object)
+                    .is_some_and(|l| l.contains_key(PROMOTION_NAME_LABEL))
+            })
+            .collect()
+    }
+
+    /// The last list calls (summaries of the watched profiles, the inventory), then the decisions.
+    fn decide(&self, now: u32, listed: Listed) -> Res<Pass> {
+        let decoded: Vec<ClusterPromotion> = listed
+            .promotions
+            .iter()
+            .map(observe::decode::<ClusterPromotion>)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ModelError(format!("a promotion does not decode: {e}")))?;
+        let profiles_listed = listed.profiles.clone().unwrap_or_default();
+        let profiles: Vec<ClusterProfile> = profiles_listed
+            .iter()
+            .map(observe::decode::<ClusterProfile>)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ModelError(format!("a profile does not decode: {e}")))?;
+        let mut watched: Vec<String> = decoded.iter().flat_map(watched_profiles).collect();
+        watched.sort();
+        watched.dedup();
+        // As `observe_pass`: without a watched profile, neither summaries nor the inventory.
+        let (summaries, clusters) = if watched.is_empty() || decoded.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let summaries: Vec<Value> = self
+                .store
+                .all(&cluster_summary_type())
+                .into_iter()
+                .filter(|cs| {
+                    cs.pointer("/metadata/labels")
+                        .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
+                        .and_then(Value::as_str)
+                        .is_some_and(|p| watched.iter().any(|w| w == p))
+                })
+                .collect();
+            (summaries, self.store.all(&sveltos_cluster_type()))
+        };
+        let typed_summaries: Vec<ClusterSummary> = summaries
+            .iter()
+            .map(observe::decode::<ClusterSummary>)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ModelError(format!("a summary does not decode: {e}")))?;
+        let typed_clusters: Vec<SveltosCluster> = clusters
+            .iter()
+            .map(observe::decode::<SveltosCluster>)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ModelError(format!("a cluster does not decode: {e}")))?;
+        let mut world = world_from_listed(profiles, typed_summaries, &typed_clusters);
+        world.freezes = self
+            .store
+            .all(&promotion_freeze_type())
+            .iter()
+            .map(observe::decode::<PromotionFreeze>)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ModelError(format!("a freeze does not decode: {e}")))?;
+        // As `pass_body`.
+        world.claims = ownership::claims(&decoded);
+        world.now = Some(at(now));
+        let ctx = context(now);
+        let decisions: Vec<Decision> = decoded
+            .iter()
+            .map(|p| decide(p, &world, &HealthResults::new(), &ctx))
+            .collect();
+        let mut acting = Acting {
+            now,
+            promotions: listed.promotions,
+            profiles: profiles_listed,
+            summaries: Arc::new(summaries),
+            fetched: Arc::default(),
+            world: Arc::new(world),
+            decoded: Arc::new(decoded),
+            decisions: Arc::new(decisions),
+            index: 0,
+            work: Work::Prepare,
+        };
+        Ok(if acting.start(0) {
+            Pass::Acting(Arc::new(acting))
+        } else {
+            Pass::Idle
+        })
+    }
+
+    fn prepare(&mut self, n: usize) -> Res<bool> {
+        let Pass::Acting(a) = &self.passes[n] else {
+            return err("prepare while not acting");
+        };
+        let mut a = (**a).clone();
+        let d = &a.decisions[a.index];
+        let mut world = (*a.world).clone();
+        let mut found = false;
+        for name in unlisted(d, &world) {
+            if let Ok(v) = self.store.get(&cluster_profile_type(), "", &name) {
+                let cp: ClusterProfile =
+                    observe::decode(&v).map_err(|e| ModelError(format!("profile {name}: {e}")))?;
+                world.profiles.insert(name, cp);
+                Arc::make_mut(&mut a.fetched).push(v);
+                found = true;
+            }
+        }
+        let p = &a.decoded[a.index];
+        let mut again = found.then(|| decide(p, &world, &HealthResults::new(), &context(a.now)));
+        // As `pass_body`: a rollback reads the one revision it restores, then is decided again.
+        let wanted = again
+            .as_ref()
+            .unwrap_or(&a.decisions[a.index])
+            .needs_revision
+            .clone();
+        if let Some(name) = wanted {
+            let stored = self
+                .store
+                .peek(&promotion_revision_type(), "", &name)
+                .map(|v| observe::decode(v))
+                .transpose()
+                .map_err(|e| ModelError(format!("revision {name}: {e}")))?;
+            if let Some(v) = self.store.peek(&promotion_revision_type(), "", &name) {
+                Arc::make_mut(&mut a.fetched).push((**v).clone());
+            }
+            world.revisions.insert(name, stored);
+            again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
+        }
+        if let Some(again) = again {
+            let mut decisions = (*a.decisions).clone();
+            decisions[a.index] = again;
+            a.decisions = Arc::new(decisions);
+            a.world = Arc::new(world);
+        }
+        let index = a.index;
+        self.passes[n] = if a.plan(index) || a.start(index + 1) {
+            Pass::Acting(Arc::new(a))
+        } else {
+            Pass::Idle
+        };
+        Ok(true)
+    }
+
+    fn write(&mut self, n: usize, lost: bool) -> Res<bool> {
+        let Pass::Acting(a) = &self.passes[n] else {
+            return err("write while not acting");
+        };
+        let mut a = (**a).clone();
+        let Work::Writing {
+            writes,
+            at,
+            current,
+            current_json,
+        } = &a.work
+        else {
+            return err("write while preparing");
+        };
+        let (writes, at, mut current, mut current_json) =
+            (writes.clone(), *at, current.clone(), current_json.clone());
+        let w = &writes[at];
+        let name = a.decisions[a.index].promotion.clone();
+        let Some(request) = w.request(&current) else {
+            return err("a write with nothing to send is skipped when planned");
+        };
+        let answer = send(&mut self.store, &request)?;
+        let verdict = if lost {
+            if !matches!(answer, Answer::Written(_)) {
+                // A lost answer to a refused write is the refusal's own outcome.
+                return Ok(false);
+            }
+            self.budget.lost_answers -= 1;
+            w.judge(&name, Answer::Unknown("connection reset (model)".into()))
+        } else {
+            w.judge(&name, answer)
+        };
+        let go_on = match verdict {
+            Verdict::Done(_, updated) => {
+                if let Some(u) = updated {
+                    current_json =
+                        Arc::new(serde_json::to_value(&*u).map_err(|e| ModelError(e.to_string()))?);
+                    current = Arc::new(*u);
+                }
+                true
+            }
+            Verdict::Skipped => true,
+            Verdict::Conflict(_) => false,
+            Verdict::Error(e) => return err(format!("a write failed with an error: {e}")),
+        };
+        let next_at = if go_on {
+            skip_nothing(&writes, at + 1)
+        } else {
+            writes.len()
+        };
+        self.passes[n] = if next_at < writes.len() {
+            a.work = Work::Writing {
+                writes,
+                at: next_at,
+                current,
+                current_json,
+            };
+            Pass::Acting(Arc::new(a))
+        } else if a.start(a.index + 1) {
+            Pass::Acting(Arc::new(a))
+        } else {
+            Pass::Idle
+        };
+        Ok(true)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // The person
+
+    fn json_patch(&mut self, index: usize, ops: Vec<Value>) -> Res<bool> {
+        let before = self.store.revision();
+        match self.store.patch(
+            &cluster_promotion_type(),
+            "",
+            &setup::promotion_name(index),
+            PatchType::Json,
+            &Value::Array(ops),
+            false,
+        ) {
+            Ok(_) => Ok(self.store.revision() != before),
+            // A `test` that does not hold: nothing to do.
+            Err(e) if e.code == 422 && e.message.starts_with(crate::guard::PATCH_NOT_APPLIED) => {
+                Ok(false)
+            }
+            Err(e) => err(format!(
+                "a person's patch of {} failed: {} {}",
+                setup::promotion_name(index),
+                e.code,
+                e.message
+            )),
+        }
+    }
+
+    fn approve(&mut self, index: usize, stage: u8, command: bool) -> Res<bool> {
+        let Some(m) = promotion(&self.store, index) else {
+            return Ok(false);
+        };
+        let p = &m.p;
+        let Some(i) = stage_index(p, stage) else {
+            return Ok(false);
+        };
+        let manual = p.spec.stages[i]
+            .trigger
+            .as_ref()
+            .and_then(|t| t.manual.as_ref());
+        if manual.is_none_or(|m| m.is_approved()) {
+            return Ok(false);
+        }
+        let ops = if command {
+            // A command that refuses writes nothing.
+            match approval_ops(
+                p,
+                Some(&p.spec.stages[i].name),
+                &person(),
+                setup::fixed_time(),
+            ) {
+                Ok((_, _, _, ops)) => guarded(p, ops),
+                Err(_) => return Ok(false),
+            }
+        } else {
+            vec![
+                json!({"op": "test", "path": format!("/spec/stages/{i}/name"), "value": p.spec.stages[i].name}),
+                json!({"op": "add", "path": format!("/spec/stages/{i}/trigger/manual/approved"), "value": true}),
+            ]
+        };
+        self.json_patch(index, ops)
+    }
+
+    fn revoke(&mut self, index: usize, stage: u8) -> Res<bool> {
+        let Some(m) = promotion(&self.store, index) else {
+            return Ok(false);
+        };
+        let p = &m.p;
+        let Some(i) = stage_index(p, stage) else {
+            return Ok(false);
+        };
+        if !p.spec.stages[i].manual_approval().unwrap_or(false) {
+            return Ok(false);
+        }
+        self.json_patch(
+            index,
+            vec![
+                json!({"op": "test", "path": format!("/spec/stages/{i}/name"), "value": p.spec.stages[i].name}),
+                json!({"op": "remove", "path": format!("/spec/stages/{i}/trigger/manual/approved")}),
+            ],
+        )
+    }
+
+    fn pause(&mut self, index: usize, pause: bool) -> Res<bool> {
+        let Some(m) = promotion(&self.store, index) else {
+            return Ok(false);
+        };
+        let ops = if pause {
+            match pause_ops(&m.p, &person(), setup::fixed_time()) {
+                Ok(ops) => ops,
+                Err(_) => return Ok(false),
+            }
+        } else {
+            let (ops, lifted) = resume_ops(&m.p, &person(), setup::fixed_time());
+            if lifted.is_empty() {
+                return Ok(false);
+            }
+            ops
+        };
+        self.json_patch(index, guarded(&m.p, ops))
+    }
+
+    fn change(&mut self, index: usize, change: SpecChange) -> Res<bool> {
+        let Some(p) = promotion_value(&self.store, index) else {
+            return Ok(false);
+        };
+        let ops = setup::change_patch(p, change);
+        if ops.is_empty() {
+            return Ok(false);
+        }
+        self.json_patch(index, ops)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Sveltos
+
+    fn sveltos(&mut self, promotion: u8, stage: u8, fail: bool) -> bool {
+        let before = self.store.revision();
+        let name = format!(
+            "{}-{}",
+            setup::promotion_name(promotion as usize),
+            STAGES[stage as usize]
+        );
+        sveltos::reconcile(&mut self.store, &name, fail);
+        self.store.revision() != before
+    }
+
+    /// Whether every promotion is complete for its current spec (the completion record is the run
+    /// of its current revision and stages).
+    pub fn complete(&self, bounds: &Bounds) -> bool {
+        (0..bounds.promotions).all(|i| {
+            promotion(&self.store, i).is_some_and(|m| {
+                let status = m.p.status.as_ref();
+                annotations::is_complete(&m.p)
+                    && annotations::paused(&m.p).is_none()
+                    && status.and_then(|s| s.profile_spec_hash.as_deref()) == Some(&m.revision)
+                    && status.and_then(|s| s.stages_hash.as_deref()) == Some(&m.stages)
+            })
+        })
+    }
+
+    /// Whether no pass is in flight.
+    pub fn quiet(&self) -> bool {
+        self.passes.iter().all(|p| matches!(p, Pass::Idle))
+    }
+}
+
+impl Acting {
+    /// Whether promotion `index`'s decision creates profiles the pass did not list (it reads them
+    /// again before acting, and may decide again).
+    pub fn needs_prepare(&self, index: usize) -> bool {
+        needs_reads(&self.decisions[index], &self.world)
+    }
+
+    /// Moves to the first promotion from `index` on whose decision writes; `false` when none is
+    /// left (the pass is over).
+    fn start(&mut self, index: usize) -> bool {
+        let mut i = index;
+        while i < self.decisions.len() {
+            let d = &self.decisions[i];
+            if d.writes() {
+                self.index = i;
+                if !needs_reads(d, &self.world) {
+                    if self.plan(i) {
+                        return true;
+                    }
+                } else {
+                    self.work = Work::Prepare;
+                    return true;
+                }
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// The write plan of promotion `index`; `false` when it sends nothing.
+    fn plan(&mut self, index: usize) -> bool {
+        let d = &self.decisions[index];
+        if !d.writes() {
+            return false;
+        }
+        let writes = write_plan::plan(d, &self.world);
+        let at = skip_nothing(&writes, 0);
+        if at >= writes.len() {
+            return false;
+        }
+        let current = self.decoded[index].clone();
+        let current_json = self.promotions[index].clone();
+        self.index = index;
+        self.work = Work::Writing {
+            writes: Arc::new(writes),
+            at,
+            current: Arc::new(current),
+            current_json: Arc::new(current_json),
+        };
+        true
+    }
+}
+
+fn skip_nothing(writes: &[PlannedWrite], mut at: usize) -> usize {
+    while at < writes.len() && matches!(writes[at].kind, write_plan::WriteKind::Nothing) {
+        at += 1;
+    }
+    at
+}
+
+/// Whether the pass reads more before acting on `d`: profiles it would create but did not list,
+/// or the revision a rollback restores.
+fn needs_reads(d: &Decision, world: &World) -> bool {
+    d.needs_revision.is_some() || !unlisted(d, world).is_empty()
+}
+
+/// The profiles the decision would create but the pass did not list (see
+/// `ownership::fetch_unlisted`).
+fn unlisted(d: &Decision, world: &World) -> Vec<String> {
+    d.actions
+        .iter()
+        .chain(&d.after_status)
+        .filter_map(|a| match a {
+            Action::Apply(desired) if !world.profiles.contains_key(&desired.name) => {
+                Some(desired.name.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn context(epoch: u32) -> Context {
+    Context {
+        now: at(epoch),
+        default_tz: chrono_tz::Tz::UTC,
+    }
+}
+
+fn person() -> Actor {
+    Actor {
+        by: "person".into(),
+        reason: None,
+    }
+}
+
+/// A request applied by the store, answered as the API server answers it.
+pub fn send(store: &mut Store, request: &Request) -> Res<Answer> {
+    let (promotions, profiles) = (cluster_promotion_type(), cluster_profile_type());
+    let result = match request {
+        Request::MergePatchPromotion { name, patch } => {
+            store.patch(&promotions, "", name, PatchType::Merge, patch, false)
+        }
+        Request::JsonPatchPromotion { name, patch } => {
+            store.patch(&promotions, "", name, PatchType::Json, patch, false)
+        }
+        Request::ReplacePromotionStatus { name, body } => {
+            store.update(&promotions, "", name, value(&**body)?, true)
+        }
+        Request::CreateProfile { body } => store.create(&profiles, "", value(&**body)?),
+        Request::ReplaceProfile { name, body } => {
+            store.update(&profiles, "", name, value(&**body)?, false)
+        }
+        Request::DeleteProfile { name, uid } => store
+            .delete(
+                &profiles,
+                "",
+                name,
+                &DeleteOptions {
+                    precondition_uid: uid.clone(),
+                    ..Default::default()
+                },
+            )
+            .map(|(v, _)| v),
+        Request::MergePatchProfile { name, patch } => {
+            store.patch(&profiles, "", name, PatchType::Merge, patch, false)
+        }
+        Request::StoreRevision { body } => {
+            let revisions = promotion_revision_type();
+            let name = body.metadata.name.clone().unwrap_or_default();
+            if store.peek(&revisions, "", &name).is_some() {
+                return Ok(Answer::Present);
+            }
+            store.create(&revisions, "", value(&**body)?)
+        }
+        Request::DeleteRevision { name } => store
+            .delete(
+                &promotion_revision_type(),
+                "",
+                name,
+                &DeleteOptions::default(),
+            )
+            .map(|(v, _)| v),
+    };
+    let promotion_write = matches!(
+        request,
+        Request::MergePatchPromotion { .. }
+            | Request::JsonPatchPromotion { .. }
+            | Request::ReplacePromotionStatus { .. }
+    );
+    Ok(match result {
+        Ok(v) if promotion_write => Answer::Written(Some(Box::new(
+            observe::decode(&v).map_err(|e| ModelError(format!("a written promotion: {e}")))?,
+        ))),
+        Ok(_) => Answer::Written(None),
+        Err(e) => Answer::Refused {
+            code: e.code,
+            not_applied: e.code == 422 && e.message.starts_with(crate::guard::PATCH_NOT_APPLIED),
+            text: format!("{} ({})", e.message, e.code),
+        },
+    })
+}
+
+/// A request body as kube's client sends it (as `serde_json` encodes it).
+fn value<T: serde::Serialize>(body: &T) -> Res<Value> {
+    serde_json::to_value(body).map_err(|e| ModelError(format!("encoding: {e}")))
+}

@@ -1,0 +1,126 @@
+//! Sveltos in the model: for one generated profile at a time, the addon-controller deploys it on
+//! every ready cluster its selector matches (each ClusterSummary in sync with the profile and every
+//! feature `Provisioned`), or fails to (`Failed`); the summaries of a profile that is gone, and of
+//! clusters it no longer selects, are removed. One reconcile is one step, so deployments of
+//! different profiles interleave with everything else. Summaries are written as the simulated
+//! addon-controller (`sim::addon`) writes them, with fixed times (a `Provisioned` is never older
+//! than its spec here: the stale window of a busy controller is not modelled).
+
+use super::memo::{ArcMemo, normal_form as normal_form_of};
+use super::setup::fixed_time;
+use crate::fake::store::DeleteOptions;
+use crate::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
+use crate::labels::LabelSelector;
+use crate::sim::addon::labels;
+use crate::sim::addon::{feature_summaries, rfc3339, summary_object, write_summary};
+use serde_json::{Map, Value, json};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+fn text(v: &Value, pointer: &str) -> String {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// What Sveltos makes of a profile: the summaries' spec, their statuses (deployed, failing), and
+/// the clusters it selects.
+struct Desired {
+    spec: Arc<Map<String, Value>>,
+    normal: Value,
+    provisioned: Value,
+    failed: Value,
+    clusters: Vec<(String, String)>,
+}
+
+thread_local! {
+    static DESIRED: RefCell<ArcMemo<Value, Arc<Desired>>> = RefCell::default();
+}
+
+fn desired(store: &Store, arc: &Arc<Value>) -> Arc<Desired> {
+    DESIRED.with(|m| {
+        m.borrow_mut().get(arc, 0, |profile| {
+            let spec = normal_form_of(arc);
+            let selector: LabelSelector = serde_json::from_value(
+                profile
+                    .pointer("/spec/clusterSelector")
+                    .cloned()
+                    .unwrap_or(json!({})),
+            )
+            .unwrap_or_default();
+            // The clusters never change in the model.
+            let clusters = store
+                .stored(&sveltos_cluster_type())
+                .filter(|c| {
+                    selector.selects(&labels(c)).unwrap_or(false)
+                        && c.pointer("/status/ready") == Some(&Value::Bool(true))
+                        && c.pointer("/metadata/deletionTimestamp").is_none()
+                })
+                .map(|c| (text(c, "/metadata/namespace"), text(c, "/metadata/name")))
+                .collect();
+            Arc::new(Desired {
+                normal: Value::Object((*spec).clone()),
+                provisioned: feature_summaries(&spec, "Provisioned", None, Some(fixed_time())),
+                failed: feature_summaries(
+                    &spec,
+                    "Failed",
+                    Some("deployment failed (model)"),
+                    Some(fixed_time()),
+                ),
+                spec,
+                clusters,
+            })
+        })
+    })
+}
+
+/// One reconcile of the profile `name`: deployed everywhere it selects, or failing there.
+pub fn reconcile(store: &mut Store, name: &str, fail: bool) {
+    let cs_rt = cluster_summary_type();
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    if let Some(profile) = store.peek(&cluster_profile_type(), "", name).cloned()
+        && profile.pointer("/metadata/deletionTimestamp").is_none()
+    {
+        let d = desired(store, &profile);
+        let status = if fail { &d.failed } else { &d.provisioned };
+        for (ns, cluster_name) in &d.clusters {
+            let cs_name = format!("{name}-sveltos-{cluster_name}");
+            let existing = store.peek(&cs_rt, ns, &cs_name).cloned();
+            wanted.push((ns.clone(), cs_name));
+            // Already so: Sveltos writes nothing.
+            if existing.as_ref().is_some_and(|cs| {
+                cs.pointer("/spec/clusterProfileSpec") == Some(&d.normal)
+                    && cs.get("status") == Some(status)
+            }) {
+                continue;
+            }
+            let object = summary_object(
+                &profile,
+                ns,
+                cluster_name,
+                &d.spec,
+                json!(rfc3339(fixed_time())),
+            );
+            write_summary(
+                store,
+                object,
+                existing.map(|e| (*e).clone()),
+                status.clone(),
+            );
+        }
+    }
+    let stale: Vec<(String, String)> = store
+        .stored(&cs_rt)
+        .filter(|cs| {
+            cs.pointer("/metadata/labels")
+                .and_then(|l| l.get(crate::api::sveltos::CLUSTER_PROFILE_NAME_LABEL))
+                .is_some_and(|p| p == name)
+        })
+        .map(|cs| (text(cs, "/metadata/namespace"), text(cs, "/metadata/name")))
+        .filter(|key| !wanted.contains(key))
+        .collect();
+    for (ns, cs) in stale {
+        let _ = store.delete(&cs_rt, &ns, &cs, &DeleteOptions::default());
+    }
+}

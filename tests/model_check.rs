@@ -1,0 +1,110 @@
+//! Issue 25: the gates checked over every interleaving within bounds (see `promoter::model`).
+//!
+//! CI checks [`Bounds::ci`] here, in the test profile. `PROMOTER_MODEL=<bounds>` checks other
+//! bounds on demand (see `Bounds::parse`; run it optimised and print its figures:
+//! `PROMOTER_MODEL=large cargo test --profile bench --test model_check -- --ignored --nocapture`).
+
+use promoter::model::{Bounds, SpecChange, Step, explore, trace};
+
+fn check(bounds: &Bounds) {
+    let report = explore(bounds).unwrap();
+    eprintln!("{}: {}", bounds.describe(), report.summary());
+    let mut text = String::new();
+    for v in &report.violations {
+        text.push_str(&format!(
+            "\n{}\nsteps: {}\n{}",
+            v.messages.join("\n"),
+            trace::as_rust(&v.trace),
+            trace::render(bounds, &v.trace)
+        ));
+    }
+    assert!(report.violations.is_empty(), "{text}");
+    assert!(report.exhaustive);
+}
+
+/// `PROMOTER_MODEL=<bounds>` (see `Bounds::parse`; default `large`): check those bounds instead.
+#[test]
+#[ignore]
+fn on_demand() {
+    let text = std::env::var("PROMOTER_MODEL").unwrap_or_else(|_| "large".into());
+    check(&Bounds::parse(&text).unwrap());
+}
+
+#[test]
+fn every_interleaving_within_the_ci_bound_keeps_the_gates() {
+    check(&Bounds::ci());
+}
+
+/// Replays `steps` from the initial state of `bounds`: every step is possible and breaks nothing.
+fn replays_clean(bounds: &Bounds, steps: &[Step]) {
+    let states = trace::replay(bounds, steps).unwrap();
+    let broken: Vec<&String> = states.iter().flat_map(|(_, _, v)| v).collect();
+    assert!(
+        broken.is_empty(),
+        "{broken:?}\n{}",
+        trace::render(bounds, steps)
+    );
+}
+
+const P: u8 = 0;
+
+/// The approval consumed and `staging` passed: the steps both counterexamples below start with.
+fn staging_passed() -> Vec<Step> {
+    use Step::*;
+    let deploy = |stage| Deploy {
+        promotion: P,
+        stage,
+    };
+    vec![
+        Observe(P),
+        Prepare(P),
+        Write(P),
+        Write(P),
+        Write(P),
+        deploy(0),
+        Observe(P),
+        Write(P),
+        Approve {
+            promotion: P,
+            stage: 1,
+            command: false,
+        },
+        Tick,
+        Observe(P),
+        Prepare(P),
+        Write(P),
+        Write(P),
+        deploy(1),
+        Observe(P),
+        Prepare(P),
+        Write(P),
+    ]
+}
+
+/// The counterexample the checker printed with commit a1ca16a's bug re-introduced (the approval
+/// reset after the status write, no grant before it): "p0: stage staging passed without an
+/// approval consumed for this run (grant None)" at the last step.
+#[test]
+fn counterexample_approval_consumed_after_the_status_write() {
+    replays_clean(&Bounds::ci(), &staging_passed());
+}
+
+/// The counterexample the checker printed with commit 728dd14's bug re-introduced (an unused
+/// grant given back to a run of another revision): the approval is consumed, the pass dies
+/// before its status write, a new revision comes, and the next pass's restart gives the grant back
+/// ("an approval consumed for revision r4luR5Pb… was given back to revision OjUXhbIn…").
+#[test]
+fn counterexample_grant_given_back_to_another_revision() {
+    use Step::*;
+    let mut steps = staging_passed();
+    steps.extend([
+        Crash(P),
+        Change {
+            promotion: P,
+            change: SpecChange::Revision,
+        },
+        Observe(P),
+        Write(P),
+    ]);
+    replays_clean(&Bounds::ci(), &steps);
+}
