@@ -5,7 +5,8 @@
 //!
 //! * `promoter.dev/progress-deadline`: `2h` for every stage, or a comma-separated list of
 //!   `stage=duration` with an optional bare default (`30m, production=6h`, `1h, dev=none`).
-//!   Durations in the flag grammar of every command; `none` (or `0`) is no deadline. Default: none.
+//!   Durations in the flag grammar of every command, at most 365 days; `none` (or `0`) is no
+//!   deadline. Default: none.
 //! * `promoter.dev/failure-policy`: `halt` (default) or `rollback`.
 //! * `promoter.dev/rollback-order`: `reverse` (default) or `all-at-once`.
 //! * `promoter.dev/revision-history-limit`: completed revisions kept, 1..=50 (default 10).
@@ -27,6 +28,9 @@ pub const REVISION_HISTORY_LIMIT: &str = "promoter.dev/revision-history-limit";
 
 pub const DEFAULT_HISTORY_LIMIT: usize = 10;
 pub const MAX_HISTORY_LIMIT: usize = 50;
+/// The longest progress deadline, in days: a year is beyond any rollout, and the grammar accepts
+/// durations (`300000y`) that overflow the calendar when added to a stage's start.
+pub const MAX_DEADLINE_DAYS: i64 = 365;
 
 /// What happens when a stage misses its progress deadline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,6 +266,9 @@ fn deadline(text: &str) -> Result<Option<Deadline>, String> {
     }
     match parse_duration(text) {
         Ok(d) if d.is_zero() => Ok(None),
+        Ok(d) if d > Duration::days(MAX_DEADLINE_DAYS) => Err(format!(
+            "Invalid value: {text:?}: must be at most {MAX_DEADLINE_DAYS}d"
+        )),
         Ok(after) => Ok(Some(Deadline {
             after,
             text: text.to_string(),
@@ -370,6 +377,8 @@ mod tests {
             ("0", [None, None, None]),
             ("1d,dev=0", [None, Some(1440), Some(1440)]),
             (" production = 90m ", [None, None, Some(90)]),
+            // The cap, inclusive.
+            ("365d", [Some(525_600), Some(525_600), Some(525_600)]),
         ];
         for (value, want) in table {
             let got: Vec<Option<i64>> = deadlines(value).into_iter().map(|(_, d)| d).collect();
@@ -417,6 +426,14 @@ mod tests {
                 "-5m",
                 &[
                     r#"metadata.annotations[promoter.dev/progress-deadline]: Invalid value: "-5m": must not be negative"#,
+                ],
+            ),
+            (
+                PROGRESS_DEADLINE,
+                "300000y, dev=366d",
+                &[
+                    r#"metadata.annotations[promoter.dev/progress-deadline]: Invalid value: "300000y": must be at most 365d"#,
+                    r#"metadata.annotations[promoter.dev/progress-deadline]: Invalid value: "366d": must be at most 365d"#,
                 ],
             ),
             (

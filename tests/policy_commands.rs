@@ -421,6 +421,25 @@ async fn freezes_are_created_listed_bypassed_and_deleted() {
     );
     assert_eq!(code, 1);
     assert!(err.contains("more than 7 days ahead"), "{err}");
+    // A duration the grammar accepts but the calendar cannot hold: an error, not a panic.
+    for args in [
+        &[
+            "freeze", "bypass", MANUAL, "--reason", "r", "--until", "300000y",
+        ][..],
+        &[
+            "freeze", "create", "long", "--reason", "r", "--for", "300000y",
+        ][..],
+        &[
+            "freeze", "create", "long", "--reason", "r", "--start", "300000y",
+        ][..],
+    ] {
+        let (code, _, err) = promoter(&env, args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("\"300000y\" ends beyond the calendar"),
+            "{args:?}: {err}"
+        );
+    }
     let (code, _, err) = promoter(
         &env,
         &[

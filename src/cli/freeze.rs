@@ -101,13 +101,23 @@ fn time_or_duration(flag: &str, text: &str, now: DateTime<Utc>) -> anyhow::Resul
     if let Ok(t) = promoter::api::Timestamp::parse(text) {
         return Ok(t.as_datetime());
     }
-    promoter::api::flag_duration::parse(text)
-        .map(|d| now + d)
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "{flag}: {text:?} is neither an RFC 3339 time (2026-12-20T00:00:00Z) nor a duration (4h, 1d)"
-            )
-        })
+    let d = promoter::api::flag_duration::parse(text).map_err(|_| {
+        anyhow::anyhow!(
+            "{flag}: {text:?} is neither an RFC 3339 time (2026-12-20T00:00:00Z) nor a duration (4h, 1d)"
+        )
+    })?;
+    later(flag, text, now, d)
+}
+
+/// `at + d`, an error where the grammar accepts a duration (`300000y`) the calendar cannot hold.
+fn later(
+    flag: &str,
+    text: &str,
+    at: DateTime<Utc>,
+    d: chrono::Duration,
+) -> anyhow::Result<DateTime<Utc>> {
+    at.checked_add_signed(d)
+        .ok_or_else(|| anyhow::anyhow!("{flag}: {text:?} ends beyond the calendar"))
 }
 
 impl Render for Vec<FreezeRow> {
@@ -152,11 +162,13 @@ pub async fn run(args: FreezeArgs, client: &ClientArgs) -> anyhow::Result<ExitCo
                 .transpose()?;
             let end = match (&a.end, &a.for_) {
                 (Some(e), _) => Some(time_or_duration("--end", e, now)?),
-                (None, Some(d)) => Some(
-                    start.unwrap_or(now)
-                        + promoter::api::flag_duration::parse(d)
-                            .map_err(|e| anyhow::anyhow!("--for: {e}"))?,
-                ),
+                (None, Some(d)) => Some(later(
+                    "--for",
+                    d,
+                    start.unwrap_or(now),
+                    promoter::api::flag_duration::parse(d)
+                        .map_err(|e| anyhow::anyhow!("--for: {e}"))?,
+                )?),
                 (None, None) => None,
             };
             let new = NewFreeze {

@@ -381,12 +381,15 @@ fn current_deadline(p: &ClusterPromotion, row: &StatusRow) -> Option<DateTime<Ut
     let settings = crate::settings::Settings::of(p);
     let run = p.status.as_ref().and_then(crate::annotations::Run::of);
     let failed = crate::annotations::failed(p).filter(|f| Some(&f.run) == run.as_ref());
+    // Beyond the calendar: no time to show (the pass blocks the promotion and says why).
     crate::pass::deadline::due(
         settings.deadline_for(&stage.name)?,
         stage,
         entry,
         failed.as_ref(),
     )
+    .ok()
+    .flatten()
 }
 
 impl Explanation {

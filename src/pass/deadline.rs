@@ -15,14 +15,19 @@ use crate::settings::Deadline;
 use chrono::{DateTime, Utc};
 
 /// When `stage`'s deadline falls, given its status entry and a missed deadline recorded for the run
-/// (a resumed one re-opens the stage from `resumed.at`). None: no deadline, or no recorded start.
+/// (a resumed one re-opens the stage from `resumed.at`). Ok(None): no recorded start. Err: the
+/// deadline falls beyond the calendar (settings cap it; checked all the same, since a panic here
+/// would stop every promotion of the pass).
 pub fn due(
     deadline: &Deadline,
     stage: &Stage,
     entry: &StageStatus,
     failed: Option<&Failed>,
-) -> Option<DateTime<Utc>> {
-    let reached = entry.last_update_reconciled_time?.as_datetime();
+) -> Result<Option<DateTime<Utc>>, String> {
+    let Some(reached) = entry.last_update_reconciled_time else {
+        return Ok(None);
+    };
+    let reached = reached.as_datetime();
     let resumed = failed
         .filter(|f| f.stage == stage.name)
         .and_then(|f| f.resumed.as_ref())
@@ -39,7 +44,16 @@ pub fn due(
             .unwrap_or_else(chrono::Duration::zero),
         None => chrono::Duration::zero(),
     };
-    Some(start + deadline.after + soak)
+    start
+        .checked_add_signed(deadline.after)
+        .and_then(|t| t.checked_add_signed(soak))
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "Invalid value: {:?}: stage {}'s progress deadline falls beyond the calendar",
+                deadline.text, stage.name
+            )
+        })
 }
 
 #[cfg(test)]
@@ -147,12 +161,33 @@ mod tests {
             );
             assert_eq!(
                 got,
-                want.map(t),
+                Ok(want.map(t)),
                 "delay {delay:?}, provisioned {provisioned:?}"
             );
         }
         let mut no_start = entry("2026-01-01T00:00:00Z", None);
         no_start.last_update_reconciled_time = None;
-        assert_eq!(due(&two_hours(), &stage(None), &no_start, None), None);
+        assert_eq!(due(&two_hours(), &stage(None), &no_start, None), Ok(None));
+    }
+
+    #[test]
+    fn a_deadline_beyond_the_calendar_is_an_error_not_a_panic() {
+        let huge = Deadline {
+            after: chrono::Duration::days(300_000 * 365),
+            text: "300000y".into(),
+        };
+        let got = due(
+            &huge,
+            &stage(None),
+            &entry("2026-01-01T00:00:00Z", None),
+            None,
+        );
+        assert_eq!(
+            got,
+            Err(
+                "Invalid value: \"300000y\": stage staging's progress deadline falls beyond the calendar"
+                    .into()
+            )
+        );
     }
 }

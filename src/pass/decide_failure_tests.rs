@@ -689,3 +689,30 @@ fn event_reasons_of_the_failure_policy_are_warnings_where_someone_must_look() {
         assert_eq!(r.warning(), warning, "{}", r.as_str());
     }
 }
+
+/// Issue 24: "Bad input (…, negative deadline, …) is a clear error on that object alone; every
+/// other promotion goes on." A deadline the grammar accepts but that overflows chrono's calendar
+/// (`start + D` in `deadline::due`) panicked the decision, and with it the whole pass (review).
+#[test]
+fn a_huge_deadline_is_an_error_on_the_promotion_not_a_panic() {
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, PROGRESS_DEADLINE, "300000y");
+    let mut w = fleet();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run(&mut p, &mut w, 0);
+        run(&mut p, &mut w, 1)
+    }));
+    let Ok(d) = outcome else {
+        panic!("the decision panicked on a progress deadline of 300000y");
+    };
+    assert_eq!(d.phase, Phase::Error);
+    assert!(
+        d.summary.contains(
+            "metadata.annotations[promoter.dev/progress-deadline]: Invalid value: \"300000y\": \
+             must be at most 365d"
+        ),
+        "{}",
+        d.summary
+    );
+    assert!(w.profiles.is_empty());
+}

@@ -388,9 +388,16 @@ impl Planner<'_> {
             return;
         };
         let failed = annotations::failed(self.p).filter(|f| Some(&f.run) == self.run.as_ref());
-        let Some(due) = deadline::due(&limit, stage, entry(status, &stage.name), failed.as_ref())
-        else {
-            return;
+        let due = match deadline::due(&limit, stage, entry(status, &stage.name), failed.as_ref()) {
+            Ok(Some(due)) => due,
+            Ok(None) => return,
+            Err(e) => {
+                let path = crate::settings::SettingError {
+                    annotation: crate::settings::PROGRESS_DEADLINE,
+                    message: e,
+                };
+                return self.blocked(status, vec![path.to_string()]);
+            }
         };
         if !incomplete {
             return;

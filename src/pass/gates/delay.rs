@@ -14,7 +14,15 @@ pub fn check(
     let now = s.ctx.now;
     let e = entry(status, &s.stage.name);
     let since = e.last_successful_applied_time?;
-    let ready_at = Timestamp::new(since.as_datetime() + delay.to_chrono());
+    let Some(ready_at) = since.as_datetime().checked_add_signed(delay.to_chrono()) else {
+        // Only with a status edited near the end of the calendar: an error, not a panic.
+        let why = format!(
+            "stage {}: its soak (delay {delay}) from {since} ends beyond the calendar",
+            s.stage.name
+        );
+        return Some(Wait::new(Phase::Error, why.clone(), Some(why)));
+    };
+    let ready_at = Timestamp::new(ready_at);
     if now >= ready_at.as_datetime() {
         return None;
     }
