@@ -389,3 +389,42 @@ async fn without_promoters_crds_rollouts_complete_and_a_rollback_policy_says_wha
         "a blocked promotion deploys nothing"
     );
 }
+
+/// `promoter crd --only PromotionFreeze` installs the freeze CRD alone (doctor warns about the
+/// other). observe sees PromotionFreezes served, so completions store a PromotionRevision; its
+/// create answered 404 and was an error before the record patch: the rollout never recorded its
+/// completion, every pass after failed the same way (review). Completion does not depend on the
+/// optional history object (as with both CRDs missing), and the pass says the revision was not
+/// stored and what installs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_completes_with_only_the_freeze_crd_installed() {
+    let env = Env::without_own_crds(FLEET).await;
+    for crd in promoter::crd::own_crds() {
+        if crd.metadata.name.as_deref() == Some("promotionfreezes.promoter.dev") {
+            env.server
+                .store()
+                .register_crd(&serde_json::to_value(crd).unwrap())
+                .unwrap();
+        }
+    }
+    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    // The rollback policy is blocked without revisions; halt is the default.
+    env.store_json_patch(
+        &name,
+        json!([{"op": "remove", "path": "/metadata/annotations"}]),
+    );
+    let mut last = None;
+    for _ in 0..40 {
+        let report = env.tick().await;
+        last = Some(serde_json::to_string(&report.promotions[0]).unwrap());
+        if annotations::is_complete(&env.promotion(&name).unwrap()) {
+            let last = last.unwrap_or_default();
+            assert!(
+                last.contains("not stored") && last.contains("promoter crd --own"),
+                "the completing pass says the revision was not stored: {last}"
+            );
+            return;
+        }
+    }
+    panic!("never completed; last pass: {}", last.unwrap_or_default());
+}

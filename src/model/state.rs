@@ -601,7 +601,8 @@ impl State {
                 }
                 true
             }
-            Verdict::Skipped => true,
+            // A revision the store does not serve: the rest goes on, as in `act`.
+            Verdict::Skipped | Verdict::NotStored(_) => true,
             Verdict::Conflict(_) => false,
             Verdict::Error(e) => return err(format!("a write failed with an error: {e}")),
         };

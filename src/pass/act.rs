@@ -91,6 +91,11 @@ pub async fn act(
                 continue;
             }
             Verdict::Skipped => continue,
+            Verdict::NotStored(line) => {
+                tracing::warn!(promotion = %name, "{line}");
+                out.done.push(line);
+                continue;
+            }
             Verdict::Conflict(text) => {
                 out.conflict = Some(text);
                 write.when

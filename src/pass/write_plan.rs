@@ -139,6 +139,11 @@ pub enum Verdict {
     Done(String, Option<Box<ClusterPromotion>>),
     /// Nothing needed doing after all (already gone, already stored).
     Skipped,
+    /// Not written, and the rest goes on: a PromotionRevision whose create answered 404, so
+    /// PromotionRevisions are not served (a half install: PromotionFreeze's CRD alone). The
+    /// history is optional (as without promoter's CRDs at all); the line, for the report and a
+    /// warning, says the revision is not stored and what installs the CRD.
+    NotStored(String),
     /// Another writer was first, the promotion is gone, or the answer was lost: the rest of this
     /// promotion waits for the next pass (not an error).
     Conflict(String),
@@ -291,6 +296,12 @@ impl PlannedWrite {
             {
                 Verdict::Skipped
             }
+            // The GET before found nothing and the create has no other reason for a 404.
+            Answer::Refused { code: 404, .. }
+                if matches!(self.kind, WriteKind::StoreRevision(_)) =>
+            {
+                Verdict::NotStored(self.not_stored())
+            }
             Answer::Refused { code: 409, .. } if self.when == When::Status => Verdict::Conflict(
                 format!("ClusterPromotion {name} changed during the pass; status not written"),
             ),
@@ -331,6 +342,19 @@ impl PlannedWrite {
                 })
             }
         }
+    }
+
+    /// The line of a revision not stored because PromotionRevisions are not served.
+    fn not_stored(&self) -> String {
+        let revision = match &self.kind {
+            WriteKind::StoreRevision(r) => r.metadata.name.as_deref().unwrap_or_default(),
+            _ => "",
+        };
+        format!(
+            "PromotionRevision {revision} not stored: PromotionRevisions are not served (their CRD \
+             is not installed), so a rollback to this revision cannot restore it; install it with \
+             `promoter crd --own | kubectl apply -f -`"
+        )
     }
 
     fn conflict(&self, name: &str) -> Verdict {
@@ -617,6 +641,7 @@ mod tests {
             Verdict::Error(t) => format!("error: {t}"),
             Verdict::Skipped => "skipped".into(),
             Verdict::Done(line, _) => format!("done: {line}"),
+            Verdict::NotStored(line) => format!("not stored: {line}"),
         };
         assert_eq!(
             text(plan[1].judge("p", refused(422, true))),
@@ -646,6 +671,33 @@ mod tests {
         assert_eq!(
             text(plan[2].judge("p", Answer::Written(None))),
             "done: wrote status"
+        );
+        // A revision: present or a 409 is the same revision stored; a 404 on the create is a
+        // cluster that does not serve PromotionRevisions (the rest goes on); else an error.
+        let revision = PromotionRevision::of(
+            &promotion("7"),
+            "h",
+            "s",
+            None,
+            crate::api::Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
+        );
+        let name = revision.metadata.name.clone().unwrap();
+        let mut d = Decision::new("p");
+        d.actions = vec![Action::StoreRevision(Box::new(revision))];
+        let store = &super::plan(&d, &world)[0];
+        assert_eq!(text(store.judge("p", Answer::Present)), "skipped");
+        assert_eq!(text(store.judge("p", refused(409, false))), "skipped");
+        assert_eq!(
+            text(store.judge("p", refused(404, false))),
+            format!(
+                "not stored: PromotionRevision {name} not stored: PromotionRevisions are not served \
+                 (their CRD is not installed), so a rollback to this revision cannot restore it; \
+                 install it with `promoter crd --own | kubectl apply -f -`"
+            )
+        );
+        assert_eq!(
+            text(store.judge("p", refused(500, false))),
+            format!("error: ClusterPromotion p: storing PromotionRevision {name}: status 500")
         );
     }
 }
