@@ -117,6 +117,10 @@ async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resum
             "explain lacks {expected:?}:\n{text}"
         );
     }
+    assert!(
+        !text.contains("not stored"),
+        "revisions are stored:\n{text}"
+    );
     let reasons: Vec<String> = events_of(&env, &name)
         .await
         .into_iter()
@@ -422,6 +426,16 @@ async fn a_rollout_completes_with_only_the_freeze_crd_installed() {
             assert!(
                 last.contains("not stored") && last.contains("promoter crd --own"),
                 "the completing pass says the revision was not stored: {last}"
+            );
+            let (code, text, err) = promoter(&env, &["explain", &name]);
+            assert_eq!(code, 0, "{err}");
+            let id = History::of(&env.promotion(&name).unwrap()).0[0].id.clone();
+            assert!(
+                text.contains(&format!(
+                    "warning: revision {id} not stored (no PromotionRevision): a rollback cannot restore it"
+                )) && text.contains("crd --own | kubectl apply -f -")
+                    && text.contains(", not stored"),
+                "{text}"
             );
             return;
         }

@@ -367,6 +367,7 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
         observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
     }
     promoter::ops::explain::load_summaries(&client, &p, &mut observation.world).await?;
+    promoter::ops::explain::load_revisions(&client, &p, &mut observation.world).await;
     promoter::pass::revisions::fetch_for_rollbacks(
         &client,
         std::slice::from_ref(&p),

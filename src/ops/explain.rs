@@ -30,6 +30,29 @@ pub async fn load_summaries(
     Ok(())
 }
 
+/// Reads the stored revisions a rollback could restore (the history's completed revisions), so
+/// that one not stored (PromotionRevisions not served, or deleted) is said before a rollback
+/// needs it. A revision that cannot be read is left out (nothing is said about it).
+pub async fn load_revisions(client: &kube::Client, p: &ClusterPromotion, world: &mut World) {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let api: kube::Api<crate::api::PromotionRevision> = kube::Api::all(client.clone());
+    for entry in crate::annotations::History::of(p).candidates("") {
+        let object = crate::api::revision_name(&name, &entry.revision);
+        match api.get_opt(&object).await {
+            Ok(got) => {
+                world.revisions.insert(object, got);
+            }
+            // Not served (a plain-text 404 has no NotFound reason): not stored either.
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                world.revisions.insert(object, None);
+            }
+            Err(e) => {
+                tracing::debug!(revision = %object, error = %e, "could not read a stored revision");
+            }
+        }
+    }
+}
+
 fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
@@ -52,6 +75,9 @@ pub struct Explanation {
     pub freeze_bypass: Option<String>,
     /// The revision history, newest first (`promoter.dev/history`).
     pub history: Vec<crate::annotations::HistoryEntry>,
+    /// Ids of completed revisions of the history whose PromotionRevision was read and is absent:
+    /// a rollback cannot restore them.
+    pub not_stored: Vec<String>,
     pub stages: Vec<StageExplanation>,
     #[serde(skip)]
     now: DateTime<Utc>,
@@ -354,6 +380,14 @@ pub fn explain(
             Ok(b) => format!("by {} until {}: {}", b.by, b.until, b.reason),
             Err(why) => why,
         }),
+        not_stored: crate::annotations::History::of(p)
+            .candidates("")
+            .filter(|e| {
+                let object = crate::api::revision_name(&name, &e.revision);
+                matches!(world.revisions.get(&object), Some(None))
+            })
+            .map(|e| e.id.clone())
+            .collect(),
         history: crate::annotations::History::of(p).0,
         status: row,
         stages,
@@ -460,6 +494,14 @@ impl Explanation {
                 String::new()
             }
         );
+        if !self.not_stored.is_empty() {
+            let _ = writeln!(
+                out,
+                "  warning: revision {} not stored (no PromotionRevision): a rollback cannot restore it; `{} crd --own | kubectl apply -f -` installs PromotionRevisions",
+                self.not_stored.join(", "),
+                crate::invocation::command()
+            );
+        }
         if let Some(t) = self.deadline {
             let _ = writeln!(
                 out,
@@ -499,6 +541,9 @@ impl Explanation {
                 );
                 if let Some(t) = e.completed_at {
                     let _ = write!(line, ", completed {t}");
+                }
+                if self.not_stored.contains(&e.id) {
+                    line.push_str(", not stored");
                 }
                 if let Some(r) = &e.rolled_back {
                     let _ = write!(
