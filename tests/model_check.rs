@@ -108,3 +108,15 @@ fn counterexample_grant_given_back_to_another_revision() {
     ]);
     replays_clean(&Bounds::ci(), &steps);
 }
+
+/// `promoter abort` at any point, and `promoter resume`: a pass that observed the current run
+/// aborted changes no profile and no current stage, and the rollout can always still complete.
+#[test]
+fn an_aborted_run_holds_until_resumed() {
+    check(&Bounds {
+        crashes: 0,
+        spec_changes: 0,
+        aborts: 1,
+        ..Bounds::ci()
+    });
+}

@@ -186,6 +186,7 @@ fn actor(pre: &State, step: Step) -> Actor {
             | Step::Revoke { .. }
             | Step::Pause(_)
             | Step::Resume(_)
+            | Step::Abort(_)
             | Step::Change { .. } => Actor::Person,
             _ => Actor::Other,
         },
@@ -203,6 +204,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
             }
         }
     }
+    held(pre, step, post, &mut out);
     for i in 0..bounds.promotions {
         if !touched(&pre.store, &post.store, i) {
             continue;
@@ -216,6 +218,55 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
         post.ghost.promotions[i] = g;
     }
     out
+}
+
+/// A pass that observed its promotion paused, or its current run aborted, changes neither what a
+/// stage's profile carries nor the current stage (README: passes leave a paused promotion alone;
+/// an aborted run holds where it is, with no profile writes).
+fn held(pre: &State, step: Step, post: &State, out: &mut Vec<String>) {
+    let (Step::Write(n) | Step::WriteLost(n)) = step else {
+        return;
+    };
+    let Pass::Acting(a) = &pre.passes[n as usize] else {
+        return;
+    };
+    let observed = &a.decoded[a.index];
+    let run = observed.status.as_ref().and_then(Run::of);
+    let why = if annotations::paused(observed).is_some() {
+        "paused"
+    } else if annotations::aborted(observed).is_some_and(|x| {
+        // A new revision restarts an aborted run (README): held only for the run's own spec.
+        Some(&x.run) == run.as_ref()
+            && x.run.revision == crate::hash::revision_hash(observed)
+            && x.run.stages == crate::hash::stages_hash(&observed.spec.stages)
+    }) {
+        "aborted"
+    } else {
+        return;
+    };
+    let name = observed.metadata.name.clone().unwrap_or_default();
+    let Some(i) = (0..pre.ghost.promotions.len()).find(|i| promotion_name(*i) == name) else {
+        return;
+    };
+    let current = |s: &State| {
+        promotion(&s.store, i).and_then(|m| {
+            m.p.status
+                .as_ref()
+                .and_then(|st| st.current_stage_name.clone())
+        })
+    };
+    if current(pre) != current(post) {
+        out.push(format!(
+            "{name}: a pass that observed it {why} moved its current stage"
+        ));
+    }
+    for stage in STAGES {
+        if stored_content(&pre.store, i, stage) != stored_content(&post.store, i, stage) {
+            out.push(format!(
+                "{name}: a pass that observed it {why} changed profile {name}-{stage}"
+            ));
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

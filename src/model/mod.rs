@@ -41,14 +41,15 @@
 //! [`Bounds`](setup::Bounds): promotions (of three stages: a delay, a manual approval, a window),
 //! concurrent passes, whether observing is one step or one per list call, and how many crashes,
 //! lost answers, spec changes (new revision, stage reorder, selector change), hand revocations,
-//! pauses and Sveltos failures may happen. Approvals, resumes, Sveltos deployments, passes and
+//! pauses, aborts and Sveltos failures may happen. Approvals, resumes, Sveltos deployments, passes and
 //! clock ticks are unbounded: they are what lets a rollout finish. CI checks
 //! [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash, a new revision);
 //! larger bounds run on demand (BENCHMARKS.md has their sizes and times).
 //!
 //! # Not modelled (yet)
 //!
-//! The issue-24 actors and rules: `promoter rollback`/`abort`, freezes, progress deadlines (the
+//! The issue-24 actors and rules other than `promoter abort` (modelled, with its hold checked in
+//! `ghost`): `promoter rollback`, freezes, progress deadlines (the
 //! model's promotions set none, so no pass starts a rollback; the write plan's revision writes and
 //! the pass's revision read are wired in but never exercised). Health checks, Cluster API
 //! clusters, sharding and notifications are out of the model.

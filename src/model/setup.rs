@@ -103,6 +103,8 @@ pub struct Bounds {
     pub revokes: u8,
     /// `promoter pause`s (resume is unbounded).
     pub pauses: u8,
+    /// `promoter abort`s of the current run (resume is unbounded).
+    pub aborts: u8,
     /// Deployments Sveltos fails (a later deployment succeeds).
     pub failures: u8,
     /// Whether the person also approves with `promoter approve` (with its record), besides
@@ -126,6 +128,7 @@ impl Bounds {
             changes: vec![SpecChange::Revision],
             revokes: 0,
             pauses: 0,
+            aborts: 0,
             failures: 0,
             approve_command: false,
             max_states: 20_000_000,
@@ -144,7 +147,7 @@ impl Bounds {
 
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
-    /// `revokes`, `pauses`, `failures`, `approve_command=true|false`, `max_states`).
+    /// `revokes`, `pauses`, `aborts`, `failures`, `approve_command=true|false`, `max_states`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -184,6 +187,7 @@ impl Bounds {
                 }
                 "revokes" => b.revokes = number()?,
                 "pauses" => b.pauses = number()?,
+                "aborts" => b.aborts = number()?,
                 "failures" => b.failures = number()?,
                 "approve_command" => b.approve_command = value == "true",
                 "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
@@ -196,7 +200,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, failures {}, approve command {}",
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, approve command {}",
             self.promotions,
             self.passes,
             match self.observe {
@@ -209,6 +213,7 @@ impl Bounds {
             self.changes,
             self.revokes,
             self.pauses,
+            self.aborts,
             self.failures,
             self.approve_command
         )

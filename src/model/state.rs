@@ -20,7 +20,7 @@ use crate::fake::{
     Store, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
     promotion_freeze_type, promotion_revision_type, sveltos_cluster_type,
 };
-use crate::ops::control::{Actor, approval_ops, guarded, pause_ops, resume_ops};
+use crate::ops::control::{Actor, abort_ops, approval_ops, guarded, pause_ops, resume_ops};
 use crate::pass::decide::watched_profiles;
 use crate::pass::observe::{self, world_from_listed};
 use crate::pass::write_plan::{self, Answer, PlannedWrite, Request, Verdict};
@@ -36,6 +36,7 @@ pub struct Budget {
     pub spec_changes: u8,
     pub revokes: u8,
     pub pauses: u8,
+    pub aborts: u8,
     pub failures: u8,
 }
 
@@ -47,6 +48,7 @@ impl Budget {
             spec_changes: b.spec_changes,
             revokes: b.revokes,
             pauses: b.pauses,
+            aborts: b.aborts,
             failures: b.failures,
         }
     }
@@ -80,6 +82,8 @@ pub enum Step {
     },
     Pause(u8),
     Resume(u8),
+    /// `promoter abort`: the current run holds where it is.
+    Abort(u8),
     /// The person changes the spec.
     Change {
         promotion: u8,
@@ -144,6 +148,7 @@ impl Step {
             }
             Step::Pause(i) => format!("person: promoter pause {}", p(i)),
             Step::Resume(i) => format!("person: promoter resume {}", p(i)),
+            Step::Abort(i) => format!("person: promoter abort {}", p(i)),
             Step::Change { promotion, change } => {
                 format!("person: spec change {change:?} of {}", p(promotion))
             }
@@ -310,6 +315,9 @@ impl State {
             if self.budget.pauses > 0 {
                 out.push(Step::Pause(i));
             }
+            if self.budget.aborts > 0 {
+                out.push(Step::Abort(i));
+            }
             out.push(Step::Resume(i));
             if self.budget.spec_changes > 0 {
                 for change in &bounds.changes {
@@ -358,6 +366,13 @@ impl State {
                 changed
             }
             Step::Resume(i) => next.pause(i as usize, false)?,
+            Step::Abort(i) => {
+                let changed = next.abort(i as usize)?;
+                if changed {
+                    next.budget.aborts -= 1;
+                }
+                changed
+            }
             Step::Change { promotion, change } => {
                 let changed = next.change(promotion as usize, change)?;
                 if changed {
@@ -726,6 +741,17 @@ impl State {
             ops
         };
         self.json_patch(index, guarded(&m.p, ops))
+    }
+
+    fn abort(&mut self, index: usize) -> Res<bool> {
+        let Some(m) = promotion(&self.store, index) else {
+            return Ok(false);
+        };
+        // Refused (nothing runs) or aborted already: nothing written.
+        match abort_ops(&m.p, &person(), setup::fixed_time()) {
+            Ok(Ok(ops)) => self.json_patch(index, guarded(&m.p, ops)),
+            _ => Ok(false),
+        }
     }
 
     fn change(&mut self, index: usize, change: SpecChange) -> Res<bool> {
