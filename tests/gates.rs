@@ -198,10 +198,10 @@ impl Oracle {
                     // Reverse: every higher target runs the good revision everywhere first.
                     if r.order == promoter::settings::RollbackOrder::Reverse {
                         for k in j + 1..p.spec.stages.len() {
-                            let target = reached[k]
-                                || versions_now[k]
-                                    .as_ref()
-                                    .is_some_and(|x| Some(x) != good.as_ref());
+                            // Every stage with a profile: an unfinished earlier revision may
+                            // have left one above the run's reach, and re-applying it is not
+                            // running it.
+                            let target = reached[k] || versions_now[k].is_some();
                             if target && !(versions_now[k] == good && everywhere[k]) {
                                 self.violations.push(format!(
                                     "write {} by {user}: {pname} rolled back before {} finished rolling back",

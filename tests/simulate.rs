@@ -402,7 +402,7 @@ fn the_readme_simulations_run_as_written() {
                 "staging     rolling back to revision",
                 "staging     rolled back to revision",
                 "dev         rolled back to revision",
-                "=> stopped at stage staging at 2026-11-21T00:42:00Z: rolled back to revision",
+                "=> stopped at stage staging at 2026-11-21T00:43:00Z: rolled back to revision",
             ] {
                 assert!(text.contains(line), "no {line:?} in:\n{text}");
             }

@@ -77,6 +77,10 @@ impl HistoryEntry {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct History(pub Vec<HistoryEntry>);
 
+/// How many rolled-back revisions the history remembers, whatever `revision-history-limit` says
+/// (the limit's maximum): a revert to one of them holds until `promoter resume`.
+pub const ROLLED_BACK_KEPT: usize = crate::settings::MAX_HISTORY_LIMIT;
+
 impl History {
     /// The history recorded on `p`. An entry that does not parse is left out (the others still
     /// say what is known good); a value that is not a JSON list is no history.
@@ -172,19 +176,23 @@ impl History {
         self.trim(limit);
     }
 
-    /// Keeps the newest `limit` completed entries, and at most `limit` runs that never completed
-    /// (rolled back before completing): the history stays bounded whatever happens, and a run in
-    /// progress never pushes out what a rollback needs.
+    /// Keeps the newest `limit` completed entries, at most `limit` runs that never completed,
+    /// and the newest [`ROLLED_BACK_KEPT`] rolled-back revisions whatever the limit (each one
+    /// holds a revert to it until a person resumes it; forgetting it would let that revision
+    /// roll out unasked): the history stays bounded whatever happens, and a run in progress
+    /// never pushes out what a rollback needs.
     pub fn trim(&mut self, limit: usize) {
-        let (mut completed, mut other) = (0, 0);
+        let (mut completed, mut rolled_back, mut other) = (0, 0, 0);
         self.0.retain(|e| {
-            let count = if e.completed_at.is_some() {
-                &mut completed
+            let (count, cap) = if e.rolled_back.is_some() {
+                (&mut rolled_back, ROLLED_BACK_KEPT.max(limit))
+            } else if e.completed_at.is_some() {
+                (&mut completed, limit)
             } else {
-                &mut other
+                (&mut other, limit)
             };
             *count += 1;
-            *count <= limit
+            *count <= cap
         });
     }
 
@@ -289,9 +297,23 @@ mod tests {
         for i in 0..3u32 {
             h.record_rollback(&format!("r{i}"), Some(t(20 + i)), rolled("c4"), 2);
         }
+        // Rolled-back revisions are remembered beyond the limit: each holds a revert to it.
         let revisions: Vec<&str> = h.0.iter().map(|e| e.revision.as_str()).collect();
-        assert_eq!(revisions, ["r2", "r1", "c4", "c3"]);
+        assert_eq!(revisions, ["r2", "r1", "r0", "c4", "c3"]);
         assert_eq!(h.kept_revisions(), BTreeSet::from(["c4", "c3"]));
         assert_eq!(h.last_known_good("r2", |_| true).unwrap().revision, "c4");
+        // … up to ROLLED_BACK_KEPT of them.
+        for i in 3..(ROLLED_BACK_KEPT as u32 + 5) {
+            h.record_rollback(&format!("r{i}"), None, rolled("c4"), 2);
+        }
+        assert_eq!(
+            h.0.iter().filter(|e| e.rolled_back.is_some()).count(),
+            ROLLED_BACK_KEPT
+        );
+        assert!(h.rolled_back("r0").is_none());
+        assert!(
+            h.rolled_back(&format!("r{}", ROLLED_BACK_KEPT + 4))
+                .is_some()
+        );
     }
 }

@@ -175,7 +175,7 @@ pub struct Listed {
 pub struct Acting {
     /// The epoch it observed at (its clock).
     pub now: u32,
-    /// What it listed (promotions, profiles, summaries).
+    /// What it listed (profiles, then promotions; summaries).
     pub promotions: Arc<Vec<Value>>,
     pub profiles: Arc<Vec<Value>>,
     pub summaries: Arc<Vec<Value>>,
@@ -405,17 +405,8 @@ impl State {
             Pass::Observing { now, listed } => (*now, (**listed).clone()),
             Pass::Acting(_) => return err("observe while acting"),
         };
-        let fresh = matches!(self.passes[n], Pass::Idle);
-        if fresh {
-            listed.promotions = Arc::new(self.store.all(&cluster_promotion_type()));
-            if bounds.observe == Observe::ListByList {
-                self.passes[n] = Pass::Observing {
-                    now,
-                    listed: Arc::new(listed),
-                };
-                return Ok(true);
-            }
-        }
+        // Profiles, then promotions: the order `observe_pass` lists them in (a profile read is
+        // never newer than the status read after it).
         if listed.profiles.is_none() {
             listed.profiles = Some(Arc::new(self.list_profiles()));
             if bounds.observe == Observe::ListByList {
@@ -426,6 +417,7 @@ impl State {
                 return Ok(true);
             }
         }
+        listed.promotions = Arc::new(self.store.all(&cluster_promotion_type()));
         let acting = self.decide(now, listed)?;
         self.passes[n] = acting;
         Ok(true)

@@ -436,7 +436,12 @@ pub fn resume_ops(
             removals.push(ABORTED);
             lifted.push(format!("aborted by {} at {}", a.by, a.at));
         }
-        if let Some(mut f) = failed(p).filter(|f| f.run == *run && f.resumed.is_none()) {
+        // Under a rollback the miss belongs to it: only a retry (below) lifts it.
+        let rolling_back = rollback(p).is_some_and(|r| r.from == *run);
+        if let Some(mut f) = failed(p)
+            .filter(|f| f.run == *run && f.resumed.is_none())
+            .filter(|_| !rolling_back || lifted.is_empty())
+        {
             f.resumed = Some(actor.record(now, None));
             lifted.push(format!(
                 "stage {} missed its progress deadline ({}) at {}: it gets a new deadline",
@@ -445,6 +450,9 @@ pub fn resume_ops(
             sets.push((FAILED, encode(&f)));
         }
     }
+    // Lifting a pause or an abort is all this resume does: a rollback under way goes on, and
+    // rolling its revision out again takes another `resume` (a person asks for that explicitly).
+    let lifts_a_hold = removals.iter().any(|r| [PAUSED, ABORTED].contains(r));
     let retrying_revision = retry(p).map(|r| r.revision);
     let spec_revision = crate::hash::revision_hash(p);
     let to_retry = match &run {
@@ -460,6 +468,7 @@ pub fn resume_ops(
                 )
             })
             .map(|why| (spec_revision.clone(), why)),
+        Some(_) if lifts_a_hold => None,
         Some(run) => rollback(p).filter(|r| r.from == *run).map(|r| {
             (
                 run.revision.clone(),

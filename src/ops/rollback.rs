@@ -91,13 +91,9 @@ async fn once(
         if same {
             return Ok(Ok(Outcome::Recorded(existing)));
         }
-        anyhow::bail!(
-            "a rollback of {name}'s current run to revision {} is already recorded (by {} at {}); `{} resume {name}` lifts it",
-            crate::api::revision_id(&existing.to),
-            existing.by,
-            existing.at,
-            crate::invocation::command()
-        );
+        // Another revision named: the rollback is redirected (its stored revision may be gone,
+        // and the status tells the user to do this). The record is replaced in one guarded
+        // patch, so a pass applies either the old target or the new one, never a mix.
     }
     let target = target(revisions, name, &history, &run, request).await?;
     let settings = Settings::of(&p);

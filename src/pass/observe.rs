@@ -210,6 +210,16 @@ pub async fn observe_pass(
     if let Some(s) = selector {
         params = params.labels(s);
     }
+    // Profiles before promotions. A pass writes a promotion's records and status before the
+    // profiles that status decides, so a profile listed first is never newer than the promotion
+    // listed after it; a profile changed after this list makes any write of it here a conflict.
+    // The other way round, a pass that read a promotion before a concurrent pass's rollback (or
+    // restart) could read that pass's new profiles and "repair" them back to the revision of the
+    // status it read, with their fresh resourceVersions (tests/failure_policy.rs,
+    // a_stale_concurrent_pass_never_undoes_a_rollback).
+    let profiles =
+        list_decoded::<ClusterProfile>(client, ListParams::default().labels(PROMOTION_NAME_LABEL))
+            .await;
     let (mut promotions, mut undecodable) = list_decoded::<ClusterPromotion>(client, params)
         .await
         .context("listing ClusterPromotions")?;
@@ -235,9 +245,7 @@ pub async fn observe_pass(
     if promotions.is_empty() {
         return done(promotions, undecodable, world, unread);
     }
-    match list_decoded::<ClusterProfile>(client, ListParams::default().labels(PROMOTION_NAME_LABEL))
-        .await
-    {
+    match profiles {
         Ok((mut profiles, bad_profiles)) => {
             for bad in &bad_profiles {
                 tracing::warn!(profile = %bad.name, error = %bad.error, "cannot read this ClusterProfile; it is rewritten from its promotion");

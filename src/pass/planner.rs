@@ -113,8 +113,10 @@ impl Planner<'_> {
             return self.hold_aborted(status, &a);
         }
         if let Some(r) = annotations::rollback(self.p).filter(|r| r.from == run) {
+            // A retried revision starts again as a new run does: a freeze holds it (the retry
+            // record waits for the freeze to lift).
             if annotations::retry(self.p).is_some_and(|t| t.revision == run.revision) {
-                return self.restart(status, ps_hash, st_hash);
+                return self.start_run(status, ps_hash, st_hash);
             }
             return rollback::plan(self.p, self.world, self.ctx, &run, &r, status, self.d);
         }

@@ -72,8 +72,10 @@ struct Target {
     reached: bool,
 }
 
-/// The targets, in stage order: the stages the run reached, and every stage whose profile exists and
-/// is not the stored revision's. A stage without a profile that the run never reached stays as it is.
+/// The targets, in stage order: the stages the run reached, and every stage whose profile exists
+/// (an earlier unfinished revision may have left it anywhere; once the rollback re-applied it, it
+/// stays a target until its clusters run the stored revision). A stage without a profile that the
+/// run never reached stays as it is.
 fn targets(
     p: &ClusterPromotion,
     good: &ClusterPromotion,
@@ -90,7 +92,7 @@ fn targets(
             .filter(|cp| cp.metadata.deletion_timestamp.is_none());
         let reached = status.stages.iter().flatten().any(|s| s.name == stage.name);
         let holds = observed.is_some_and(|cp| desired.is_applied(cp));
-        if !reached && (observed.is_none() || holds) {
+        if !reached && observed.is_none() {
             continue;
         }
         let deployed = match observed {

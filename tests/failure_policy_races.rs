@@ -1,0 +1,284 @@
+//! Issue 24 against races and the commands' edges (found by an independent review; each failed on
+//! the code as reviewed): a concurrent pass whose view predates a rollback never undoes it
+//! (README: "while a rollback of the current run is recorded, no profile changes to anything but
+//! the revision rolled back to"); a rollback whose stored revision is gone is redirected as the
+//! status says; `promoter resume` after an abort continues the rollback.
+
+mod common;
+
+use common::Env;
+use promoter::annotations::{self, Cause, ROLLBACK, Rollback, Run};
+use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
+use promoter::pass::{ChecksNotEvaluated, PassOptions, run_pass};
+use promoter::settings::RollbackOrder;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+
+const FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_concurrent_pass_never_undoes_a_rollback() {
+    let mut env = Env::new(FLEET).await;
+    env.addon
+        .failing
+        .insert("staging/staging".into(), common::start_time());
+    env.addon
+        .failing_only
+        .insert("staging/staging".into(), "3.6.0".into());
+    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    let mut ticks = 0;
+    while !annotations::is_complete(&env.promotion(&name).unwrap()) {
+        env.tick().await;
+        ticks += 1;
+        assert!(ticks < 40, "3.5.2 never completed");
+    }
+    let good = Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap())
+        .unwrap()
+        .revision;
+    // 3.6.0 reaches staging, whose cluster never deploys it.
+    let mut p = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    for _ in 0..20 {
+        env.tick().await;
+        if env.chart_version(&format!("{name}-staging")).as_deref() == Some("3.6.0") {
+            break;
+        }
+    }
+    assert_eq!(
+        env.chart_version(&format!("{name}-staging")).as_deref(),
+        Some("3.6.0")
+    );
+    let run = Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap()).unwrap();
+
+    // The oracle: while a rollback of the current run is recorded, staging only changes to 3.5.2.
+    let violations = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (v, n) = (violations.clone(), name.clone());
+    let last = Arc::new(Mutex::new(Some("3.6.0".to_string())));
+    env.server.on_write(Arc::new(move |store, user| {
+        let Ok(pv) = store.get(&promoter::fake::cluster_promotion_type(), "", &n) else {
+            return;
+        };
+        let p: promoter::api::ClusterPromotion = serde_json::from_value(pv).unwrap();
+        let version = store
+            .get(
+                &promoter::fake::cluster_profile_type(),
+                "",
+                &format!("{n}-staging"),
+            )
+            .ok()
+            .and_then(|cp| {
+                cp["spec"]["helmCharts"][0]["chartVersion"]
+                    .as_str()
+                    .map(String::from)
+            });
+        let mut last = last.lock().unwrap();
+        let run = p.status.as_ref().and_then(Run::of);
+        let rolling = annotations::rollback(&p).is_some_and(|r| Some(&r.from) == run.as_ref());
+        if rolling && version != *last && version.as_deref() != Some("3.5.2") {
+            v.lock().unwrap().push(format!(
+                "{user}: staging changed to {version:?} during the rollback"
+            ));
+        }
+        *last = version;
+    }));
+
+    // Pass B lists the promotions, then its list of profiles hangs.
+    env.server.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["list"])
+            .resource("clusterprofiles")
+            .user("pass-b"),
+        1,
+        FaultAction::Hang(std::time::Duration::from_millis(1500)),
+    ));
+    let client_b = env.server.client_as("pass-b").await.unwrap();
+    let opts = PassOptions {
+        dry_run: false,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now: env.now(),
+        notifications: None,
+    };
+    let b = tokio::spawn(async move { run_pass(&client_b, &ChecksNotEvaluated, &opts).await });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Meanwhile: `promoter rollback` (what it records), and pass A applies 3.5.2 to staging.
+    let record = Rollback {
+        from: run,
+        to: good,
+        order: RollbackOrder::Reverse,
+        cause: Cause::Manual,
+        by: "alice".into(),
+        at: promoter::api::Timestamp::new(env.now()),
+        reason: Some("INC-7".into()),
+        completed_at: None,
+    };
+    env.store_json_patch(
+        &name,
+        json!([{"op": "add", "path": format!("/metadata/annotations/{}", ROLLBACK.replace('/', "~1")),
+                "value": serde_json::to_string(&record).unwrap()}]),
+    );
+    env.pass().await;
+    assert_eq!(
+        env.chart_version(&format!("{name}-staging")).as_deref(),
+        Some("3.5.2"),
+        "pass A starts the rollback at staging"
+    );
+    let report = b.await.unwrap().unwrap();
+    let v = violations.lock().unwrap().clone();
+    assert!(
+        v.is_empty(),
+        "{v:?}; pass B: {}",
+        serde_json::to_string(&report).unwrap()
+    );
+    assert_eq!(
+        env.chart_version(&format!("{name}-staging")).as_deref(),
+        Some("3.5.2")
+    );
+}
+
+/// The pass says, when the revision a rollback restores is gone: "`promoter rollback
+/// --to-revision` another revision, or change the spec". `promoter rollback --to-revision`
+/// refuses while a rollback of the run is recorded ("`promoter resume` lifts it"), and resume
+/// rolls the bad revision out again: the hint leads nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_to_a_gone_revision_can_be_redirected_as_the_status_says() {
+    use promoter::api::{PromotionRevision, revision_id, revision_name};
+    use promoter::ops::control::Actor;
+    use promoter::ops::rollback::{RollbackRequest, request_rollback};
+    let env = Env::new(FLEET).await;
+    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    let mut revisions = Vec::new();
+    for v in ["3.5.1", "3.5.2", "3.5.3"] {
+        let mut p = env.promotion(&name).unwrap();
+        p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!(v);
+        env.apply_promotion(&p);
+        env.tick().await;
+        let mut ticks = 0;
+        while !annotations::is_complete(&env.promotion(&name).unwrap()) {
+            env.tick().await;
+            ticks += 1;
+            assert!(ticks < 40, "{v} never completed");
+        }
+        revisions.push(
+            Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap())
+                .unwrap()
+                .revision,
+        );
+    }
+    let actor = Actor::new("alice", Some("INC-7")).unwrap();
+    let said = request_rollback(
+        &env.client,
+        &name,
+        &RollbackRequest::default(),
+        &actor,
+        env.now(),
+    )
+    .await
+    .unwrap();
+    assert!(said.contains(&revision_id(&revisions[1])), "{said}");
+    // 3.5.2's stored revision goes (by hand, or a bug): the pass says what to do.
+    let api: kube::Api<PromotionRevision> = kube::Api::all(env.client.clone());
+    api.delete(&revision_name(&name, &revisions[1]), &Default::default())
+        .await
+        .unwrap();
+    let report = env.tick().await;
+    let summary = &report.promotions[0].summary;
+    assert!(
+        summary.contains("is gone; `promoter rollback --to-revision` another revision"),
+        "{summary}"
+    );
+    // Doing what it says.
+    let wanted = revision_id(&revisions[0]);
+    let request = RollbackRequest {
+        to_revision: Some(wanted.clone()),
+        order: None,
+    };
+    let out = request_rollback(&env.client, &name, &request, &actor, env.now()).await;
+    assert!(
+        out.is_ok(),
+        "`promoter rollback --to-revision {wanted}` refused: {:#}",
+        out.unwrap_err()
+    );
+    // And the passes carry the redirected rollback through.
+    let mut ticks = 0;
+    while annotations::rollback(&env.promotion(&name).unwrap())
+        .and_then(|r| r.completed_at)
+        .is_none()
+    {
+        env.tick().await;
+        ticks += 1;
+        assert!(ticks < 40, "the redirected rollback never finished");
+    }
+    for stage in ["dev", "staging", "production"] {
+        assert_eq!(
+            env.chart_version(&format!("{name}-{stage}")).as_deref(),
+            Some("3.5.1"),
+            "{stage}"
+        );
+    }
+}
+
+/// Design: "Abort during a rollback holds it where it is; resume continues it." `promoter
+/// resume` lifts the abort and also writes `promoter.dev/retry` for the rollback of the run, so
+/// the next pass abandons the rollback and rolls the bad revision out again from stage 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_an_abort_continues_the_rollback() {
+    use promoter::ops::control::{Actor, abort, resume};
+    use promoter::ops::rollback::{RollbackRequest, request_rollback};
+    let mut env = Env::new(FLEET).await;
+    env.addon
+        .failing
+        .insert("staging/staging".into(), common::start_time());
+    env.addon
+        .failing_only
+        .insert("staging/staging".into(), "3.6.0".into());
+    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+    let mut ticks = 0;
+    while !annotations::is_complete(&env.promotion(&name).unwrap()) {
+        env.tick().await;
+        ticks += 1;
+        assert!(ticks < 40, "3.5.2 never completed");
+    }
+    let mut p = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    for _ in 0..20 {
+        env.tick().await;
+        if env.chart_version(&format!("{name}-staging")).as_deref() == Some("3.6.0") {
+            break;
+        }
+    }
+    let actor = Actor::new("alice", Some("INC-7")).unwrap();
+    request_rollback(
+        &env.client,
+        &name,
+        &RollbackRequest::default(),
+        &actor,
+        env.now(),
+    )
+    .await
+    .unwrap();
+    env.tick().await;
+    assert_eq!(
+        env.chart_version(&format!("{name}-staging")).as_deref(),
+        Some("3.5.2")
+    );
+    abort(&env.client, &name, &actor, env.now()).await.unwrap();
+    env.tick().await;
+    let said = resume(&env.client, &name, &actor, env.now()).await.unwrap();
+    let report = env.tick().await;
+    let p = env.promotion(&name).unwrap();
+    assert!(
+        annotations::rollback(&p).is_some(),
+        "resume said {said:?}; the rollback was abandoned: {}",
+        serde_json::to_string(&report.promotions[0]).unwrap()
+    );
+    assert_eq!(
+        env.chart_version(&format!("{name}-staging")).as_deref(),
+        Some("3.5.2")
+    );
+}
