@@ -247,15 +247,17 @@ mod tests {
         let client = crate::http_client::client().unwrap();
         let jobs: Vec<Job> = (0..3).map(|i| job("good", "p", &format!("k{i}"))).collect();
         let started = std::time::Instant::now();
+        // The deadline leaves a loaded machine time to start the first send (400 ms did not, at
+        // load 6); the bound below only says the 30 s answer was not waited for.
         let out = send_all(
             Ok(&client),
             &endpoints,
             &jobs,
-            Instant::now() + Duration::from_millis(400),
+            Instant::now() + Duration::from_secs(2),
         )
         .await;
         assert!(
-            started.elapsed() < Duration::from_secs(3),
+            started.elapsed() < Duration::from_secs(20),
             "{:?}",
             started.elapsed()
         );
