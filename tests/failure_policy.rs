@@ -7,17 +7,10 @@
 
 mod common;
 
-use common::{Env, events_of, promoter};
+use common::{DEV_STAGING_PROD, Env, completed_before_a_break, events_of, promoter};
 use promoter::annotations::{self, History, Run};
 use promoter::api::ClusterPromotion;
 use serde_json::{Value, json};
-
-const FLEET: &[(&str, &str, &str)] = &[
-    ("dev", "dev01", "dev"),
-    ("dev", "dev02", "dev"),
-    ("staging", "staging", "staging"),
-    ("prod", "prod", "prod"),
-];
 
 /// One minute: the pass `promoter step` runs, at the virtual clock's time; Sveltos reacts; the
 /// clock moves. Returns step's exit code for that pass and its JSON report.
@@ -43,20 +36,8 @@ fn version(env: &Env, name: &str, stage: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resumed() {
-    let mut env = Env::new(FLEET).await;
-    env.addon
-        .failing
-        .insert("staging/staging".into(), common::start_time());
-    env.addon
-        .failing_only
-        .insert("staging/staging".into(), "3.6.0".into());
-    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
-    let mut ticks = 0;
-    while !annotations::is_complete(&env.promotion(&name).unwrap()) {
-        step(&env).await;
-        ticks += 1;
-        assert!(ticks < 40, "3.5.2 never completed");
-    }
+    let mut env = Env::new(DEV_STAGING_PROD).await;
+    let name = completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
     let good = Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap()).unwrap();
     // 3.6.0 breaks on staging.
     let mut p: ClusterPromotion = env.promotion(&name).unwrap();
@@ -149,7 +130,7 @@ async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resum
 /// freeze lets the rest go.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_freeze_holds_many_promotions_in_one_pass_a_bypass_is_recorded_removal_resumes() {
-    let env = Env::new(FLEET).await;
+    let env = Env::new(DEV_STAGING_PROD).await;
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-auto.yaml");
     let docs = promoter::manifest::load_file(&path).unwrap();
@@ -280,7 +261,7 @@ async fn a_freeze_holds_many_promotions_in_one_pass_a_bypass_is_recorded_removal
 /// nothing: its status says why, once, with a Warning Event on it, and every promotion goes on.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_invalid_freeze_is_an_error_on_itself_alone() {
-    let env = Env::new(FLEET).await;
+    let env = Env::new(DEV_STAGING_PROD).await;
     let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
     env.server
         .store()
@@ -352,7 +333,7 @@ async fn an_invalid_freeze_is_an_error_on_itself_alone() {
 /// revisions, says in its own status what to install, and changes nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn without_promoters_crds_rollouts_complete_and_a_rollback_policy_says_what_to_install() {
-    let env = Env::without_own_crds(FLEET).await;
+    let env = Env::without_own_crds(DEV_STAGING_PROD).await;
     let plain = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
     let guarded = env.apply_example("rollback-on-deadline.yaml")[0].clone();
     let mut ticks = 0;
@@ -402,7 +383,7 @@ async fn without_promoters_crds_rollouts_complete_and_a_rollback_policy_says_wha
 /// stored and what installs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_completes_with_only_the_freeze_crd_installed() {
-    let env = Env::without_own_crds(FLEET).await;
+    let env = Env::without_own_crds(DEV_STAGING_PROD).await;
     for crd in promoter::crd::own_crds() {
         if crd.metadata.name.as_deref() == Some("promotionfreezes.promoter.dev") {
             env.server

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Env;
+use common::{DEV_STAGING_PROD, Env, completed_before_a_break};
 use promoter::annotations::{self, Cause, ROLLBACK, Rollback, Run};
 use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
 use promoter::pass::{ChecksNotEvaluated, PassOptions, run_pass};
@@ -14,28 +14,10 @@ use promoter::settings::RollbackOrder;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
-const FLEET: &[(&str, &str, &str)] = &[
-    ("dev", "dev01", "dev"),
-    ("staging", "staging", "staging"),
-    ("prod", "prod", "prod"),
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_concurrent_pass_never_undoes_a_rollback() {
-    let mut env = Env::new(FLEET).await;
-    env.addon
-        .failing
-        .insert("staging/staging".into(), common::start_time());
-    env.addon
-        .failing_only
-        .insert("staging/staging".into(), "3.6.0".into());
-    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
-    let mut ticks = 0;
-    while !annotations::is_complete(&env.promotion(&name).unwrap()) {
-        env.tick().await;
-        ticks += 1;
-        assert!(ticks < 40, "3.5.2 never completed");
-    }
+    let mut env = Env::new(DEV_STAGING_PROD).await;
+    let name = completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
     let good = Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap())
         .unwrap()
         .revision;
@@ -141,15 +123,15 @@ async fn a_stale_concurrent_pass_never_undoes_a_rollback() {
 }
 
 /// The pass says, when the revision a rollback restores is gone: "`promoter rollback
-/// --to-revision` another revision, or change the spec". `promoter rollback --to-revision`
-/// refuses while a rollback of the run is recorded ("`promoter resume` lifts it"), and resume
-/// rolls the bad revision out again: the hint leads nowhere.
+/// --to-revision` another revision, or change the spec". Doing so redirects the recorded
+/// rollback, and the passes carry it through (the command used to refuse while a rollback of the
+/// run was recorded: the hint led nowhere).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollback_to_a_gone_revision_can_be_redirected_as_the_status_says() {
     use promoter::api::{PromotionRevision, revision_id, revision_name};
     use promoter::ops::control::Actor;
     use promoter::ops::rollback::{RollbackRequest, request_rollback};
-    let env = Env::new(FLEET).await;
+    let env = Env::new(DEV_STAGING_PROD).await;
     let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
     let mut revisions = Vec::new();
     for v in ["3.5.1", "3.5.2", "3.5.3"] {
@@ -222,27 +204,15 @@ async fn a_rollback_to_a_gone_revision_can_be_redirected_as_the_status_says() {
     }
 }
 
-/// Design: "Abort during a rollback holds it where it is; resume continues it." `promoter
-/// resume` lifts the abort and also writes `promoter.dev/retry` for the rollback of the run, so
-/// the next pass abandons the rollback and rolls the bad revision out again from stage 1.
+/// Design: "Abort during a rollback holds it where it is; resume continues it." A `promoter
+/// resume` that lifts the abort only lifts it (it used to write `promoter.dev/retry` as well, and
+/// the next pass abandoned the rollback and rolled the bad revision out again from stage 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_after_an_abort_continues_the_rollback() {
     use promoter::ops::control::{Actor, abort, resume};
     use promoter::ops::rollback::{RollbackRequest, request_rollback};
-    let mut env = Env::new(FLEET).await;
-    env.addon
-        .failing
-        .insert("staging/staging".into(), common::start_time());
-    env.addon
-        .failing_only
-        .insert("staging/staging".into(), "3.6.0".into());
-    let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
-    let mut ticks = 0;
-    while !annotations::is_complete(&env.promotion(&name).unwrap()) {
-        env.tick().await;
-        ticks += 1;
-        assert!(ticks < 40, "3.5.2 never completed");
-    }
+    let mut env = Env::new(DEV_STAGING_PROD).await;
+    let name = completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
     let mut p = env.promotion(&name).unwrap();
     p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
     env.apply_promotion(&p);

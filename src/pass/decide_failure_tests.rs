@@ -761,8 +761,9 @@ fn leftover_above(order: &str) -> (ClusterPromotion, World, i64) {
 
 /// README: "in reverse order a stage's profile goes back only once every higher stage runs the
 /// revision rolled back to on every matching cluster". A target the run never reached (a stage an
-/// earlier unfinished run left on another revision) drops out of `targets` as soon as its profile
-/// holds the stored revision, before its clusters run it: the next lower stage goes at once.
+/// earlier unfinished run left on another revision) stays a target once its profile holds the
+/// stored revision, until its clusters run it (it used to drop out at once, and the next lower
+/// stage went back before it).
 #[test]
 fn reverse_waits_for_a_higher_target_the_run_did_not_reach() {
     let (mut p, mut w, min) = leftover_above("reverse");
@@ -782,8 +783,8 @@ fn reverse_waits_for_a_higher_target_the_run_did_not_reach() {
     );
 }
 
-/// README: "all at once, the rollback is done only when every target is". The same hole: a
-/// target the run never reached counts as done as soon as its profile holds the revision.
+/// README: "all at once, the rollback is done only when every target is", a target the run never
+/// reached included (it used to count as done as soon as its profile held the revision).
 #[test]
 fn all_at_once_is_not_done_before_every_target_runs_the_revision() {
     let (mut p, mut w, min) = leftover_above("all-at-once");
@@ -801,8 +802,8 @@ fn all_at_once_is_not_done_before_every_target_runs_the_revision() {
 
 /// README: "no stage starts (an advance or a restart) while an active PromotionFreeze selects the
 /// promotion, unless its promoter.dev/freeze-bypass names who, why and until when". `promoter
-/// resume` of a rolled-back run writes `retry`; `continue_run` restarts it without asking the
-/// freeze: stage 1 gets the rolled-back revision during the freeze, without a bypass.
+/// resume` of a rolled-back run writes `retry`; the restart it asks for is a stage start, held by
+/// the freeze like any other (it used to restart stage 1 without asking the freeze).
 #[test]
 fn resume_of_a_rolled_back_run_waits_for_a_freeze() {
     let (mut p, mut w, min) = completed(&[
@@ -843,8 +844,8 @@ fn resume_of_a_rolled_back_run_waits_for_a_freeze() {
 }
 
 /// README: "A rolled-back revision is never promoted again without a person: the history marks
-/// it". The history keeps `revision-history-limit` entries that did not complete (the rolled-back
-/// runs); an older rolled-back revision is forgotten, and a revert to it rolls out unasked.
+/// it". The history remembers rolled-back revisions beyond `revision-history-limit` (it used to
+/// forget the older ones, and a revert to one rolled out unasked).
 #[test]
 fn a_rolled_back_revision_beyond_the_history_limit_is_still_held() {
     let (mut p, mut w, mut min) = completed(&[

@@ -366,3 +366,30 @@ pub fn round_trip<K: serde::de::DeserializeOwned + serde::Serialize>(raw: &Value
     );
     obj
 }
+
+/// The fleet of the failure-policy tests: two dev clusters, staging, prod (label `env`).
+pub const DEV_STAGING_PROD: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+];
+
+/// The first promotion of `example` rolled out to completion, on a fleet where staging fails every
+/// later deployment whose spec contains `breaks` (a chart version that breaks there); its name.
+pub async fn completed_before_a_break(env: &mut Env, example: &str, breaks: &str) -> String {
+    env.addon
+        .failing
+        .insert("staging/staging".into(), start_time());
+    env.addon
+        .failing_only
+        .insert("staging/staging".into(), breaks.into());
+    let name = env.apply_example(example)[0].clone();
+    let mut ticks = 0;
+    while !promoter::annotations::is_complete(&env.promotion(&name).unwrap()) {
+        env.tick().await;
+        ticks += 1;
+        assert!(ticks < 40, "{name} never completed");
+    }
+    name
+}
