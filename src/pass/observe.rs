@@ -215,7 +215,7 @@ pub async fn observe_pass(
     // listed after it; a profile changed after this list makes any write of it here a conflict.
     // The other way round, a pass that read a promotion before a concurrent pass's rollback (or
     // restart) could read that pass's new profiles and "repair" them back to the revision of the
-    // status it read, with their fresh resourceVersions (tests/failure_policy.rs,
+    // status it read, with their fresh resourceVersions (tests/failure_policy_races.rs,
     // a_stale_concurrent_pass_never_undoes_a_rollback).
     let profiles =
         list_decoded::<ClusterProfile>(client, ListParams::default().labels(PROMOTION_NAME_LABEL))
