@@ -252,3 +252,164 @@ async fn resume_after_an_abort_continues_the_rollback() {
         Some("3.5.2")
     );
 }
+
+/// Issue 30: a pass killed right after the record patch that records the missed deadline and
+/// starts the rollback (before its status write): the next pass still shows the failed stage's
+/// failureMessage and emits the `ProgressDeadlineExceeded` Event, once (they used to be lost: the
+/// next pass only carried the rollback out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cause_of_a_rollback_survives_a_crash_after_its_record_patch() {
+    let mut env = Env::new(DEV_STAGING_PROD).await;
+    let name = completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
+    let mut p = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    let opts = |dry_run| PassOptions {
+        dry_run,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now: env.now(),
+        notifications: None,
+    };
+    let mut crashed = false;
+    for _ in 0..80 {
+        // The pass that will record the miss dies right after its first write to the promotion
+        // (the record patch): its answer is lost.
+        let plan = run_pass(&env.client, &ChecksNotEvaluated, &opts(true))
+            .await
+            .unwrap();
+        if !crashed
+            && plan.promotions[0]
+                .actions
+                .iter()
+                .any(|a| a.contains("missed its progress deadline"))
+        {
+            env.server.inject(FaultRule::nth(
+                RequestMatcher::verbs(&["patch"]).resource("clusterpromotions"),
+                1,
+                FaultAction::ResetAfter,
+            ));
+            env.tick().await;
+            env.server.clear_faults();
+            crashed = true;
+            let p = env.promotion(&name).unwrap();
+            assert!(
+                annotations::rollback(&p).is_some(),
+                "the record patch landed"
+            );
+            assert!(
+                !p.status.unwrap().stages.unwrap().iter().any(|s| s
+                    .failure_message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("progress deadline"))),
+                "the status write did not happen"
+            );
+            continue;
+        }
+        env.tick().await;
+        if crashed
+            && annotations::rollback(&env.promotion(&name).unwrap())
+                .is_some_and(|r| r.completed_at.is_some())
+        {
+            break;
+        }
+    }
+    assert!(crashed, "the deadline was never missed");
+    let p = env.promotion(&name).unwrap();
+    let staging = p
+        .status
+        .unwrap()
+        .stages
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "staging")
+        .unwrap();
+    assert!(
+        staging
+            .failure_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("progress deadline 30m exceeded at ")),
+        "{staging:?}"
+    );
+    let misses = common::events_of(&env, &name)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+        .count();
+    assert_eq!(misses, 1, "the Event of the miss, once");
+}
+
+/// Issue 30: a PromotionRevision the history forgot is deleted even when the pass that forgot it
+/// dies right after any of its writes (it used to be deleted only by that pass, after its status
+/// write, and leaked for good): with `revision-history-limit: 1`, a second completed revision
+/// forgets the first, and whatever write the passes die after, once the rollout completes and a
+/// few passes ran, the only stored revision of the promotion is the one the history names, and no
+/// sweep is left due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_the_history_forgot_never_leaks_whatever_write_a_pass_dies_after() {
+    use promoter::api::{PromotionRevision, revision_name};
+    async fn world(crash_after: Option<usize>) -> (usize, Vec<String>, Vec<String>, bool) {
+        let env = Env::new(DEV_STAGING_PROD).await;
+        let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
+        env.store_json_patch(
+            &name,
+            json!([{"op": "add", "path": "/metadata/annotations/promoter.dev~1revision-history-limit", "value": "1"}]),
+        );
+        let mut ticks = 0;
+        while !annotations::is_complete(&env.promotion(&name).unwrap()) {
+            env.tick().await;
+            ticks += 1;
+            assert!(ticks < 40, "3.5.2 never completed");
+        }
+        let mut p = env.promotion(&name).unwrap();
+        p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.5.3");
+        env.apply_promotion(&p);
+        env.server.clear_requests();
+        if let Some(k) = crash_after {
+            env.server.inject(FaultRule::nth(
+                RequestMatcher::writes(),
+                k,
+                FaultAction::ResetAfter,
+            ));
+        }
+        // The first pass restarts the rollout (until then the old run reads as complete).
+        env.tick().await;
+        let mut ticks = 0;
+        while !annotations::is_complete(&env.promotion(&name).unwrap()) {
+            env.tick().await;
+            ticks += 1;
+            assert!(ticks < 40, "3.5.3 never completed");
+        }
+        let writes = env.server.writes();
+        env.server.clear_faults();
+        for _ in 0..3 {
+            env.tick().await;
+        }
+        let p = env.promotion(&name).unwrap();
+        let named: Vec<String> = annotations::History::of(&p)
+            .kept_revisions()
+            .into_iter()
+            .map(|r| revision_name(&name, r))
+            .collect();
+        let api: kube::Api<PromotionRevision> = kube::Api::all(env.client.clone());
+        let mut stored: Vec<String> = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|r| r.metadata.name)
+            .collect();
+        stored.sort();
+        (writes, named, stored, annotations::sweep_due(&p).is_some())
+    }
+    let (writes, named, stored, due) = world(None).await;
+    assert!(writes > 10, "the second rollout's writes: {writes}");
+    assert_eq!(named.len(), 1);
+    assert_eq!((&stored, due), (&named, false));
+    for k in 1..=writes {
+        let (_, named, stored, due) = world(Some(k)).await;
+        assert_eq!(stored, named, "crash after write {k}: leaked");
+        assert!(!due, "crash after write {k}: the sweep never finished");
+    }
+}

@@ -60,6 +60,8 @@ struct Oracle {
     versions: BTreeMap<String, String>,
     /// Revisions a person asked to roll out again (`promoter.dev/retry`).
     retried: std::collections::BTreeSet<String>,
+    /// Issue 30: (promotion, run start, stage) whose progress deadline a clock recorded as met.
+    met: std::collections::BTreeSet<(String, String, String)>,
     violations: Vec<String>,
     writes: usize,
 }
@@ -144,6 +146,7 @@ impl Oracle {
             if let Some(r) = annotations::retry(&p).filter(|_| user == HUMAN) {
                 self.retried.insert(r.revision);
             }
+            self.check_deadline_and_revisions(store, &p, run.as_ref(), user);
             let rollback = annotations::rollback(&p).filter(|r| Some(&r.from) == run.as_ref());
             let good = rollback
                 .as_ref()
@@ -382,6 +385,67 @@ impl Oracle {
     }
 }
 
+impl Oracle {
+    /// Issue 30, as README's invariants state them:
+    /// * a stage whose progress deadline its clock recorded as met (`promoter.dev/deadline-clock`
+    ///   `metAt` for the run and stage) is never recorded as having missed it
+    ///   (`promoter.dev/failed` for that run and stage);
+    /// * every stored PromotionRevision of a promotion is named by its history, its current run
+    ///   or its recorded rollback, unless a sweep is due (`promoter.dev/revision-sweep`).
+    fn check_deadline_and_revisions(
+        &mut self,
+        store: &Store,
+        p: &ClusterPromotion,
+        run: Option<&Run>,
+        user: &str,
+    ) {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if let Some(run) = run {
+            for stage in &p.spec.stages {
+                let subject = annotations::Subject::Stage(stage.name.clone());
+                if annotations::deadline_clock(p, run, &subject).is_some_and(|c| c.met_at.is_some())
+                {
+                    self.met
+                        .insert((name.clone(), run.since.clone(), stage.name.clone()));
+                }
+            }
+            if let Some(f) = annotations::failed(p).filter(|f| f.run == *run)
+                && self
+                    .met
+                    .contains(&(name.clone(), run.since.clone(), f.stage.clone()))
+            {
+                self.violations.push(format!(
+                    "write {} by {user}: {name} stage {} failed its progress deadline after meeting it",
+                    self.writes, f.stage
+                ));
+            }
+        }
+        if annotations::sweep_due(p).is_some() {
+            return;
+        }
+        let history = annotations::History::of(p);
+        let mut named: std::collections::BTreeSet<String> = history
+            .kept_revisions()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        named.extend(run.map(|r| r.revision.clone()));
+        named.extend(annotations::rollback(p).map(|r| r.to));
+        for r in store.all(&promoter::fake::promotion_revision_type()) {
+            if r["spec"]["promotion"] != name.as_str() {
+                continue;
+            }
+            let revision = r["spec"]["revision"].as_str().unwrap_or_default();
+            if !named.contains(revision) {
+                self.violations.push(format!(
+                    "write {} by {user}: PromotionRevision {} of {name} is named by nothing and no sweep is due",
+                    self.writes, r["metadata"]["name"]
+                ));
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The world
 
@@ -598,6 +662,9 @@ struct Outcome {
     writes: usize,
     violations: Vec<String>,
     ticks: usize,
+    /// A scenario that rolls back: whether the failed stage's failureMessage says it missed its
+    /// deadline, and how many `ProgressDeadlineExceeded` Events there are.
+    miss: Option<(bool, usize)>,
 }
 
 /// A small seeded generator.
@@ -726,7 +793,27 @@ async fn scenario(plan: &Plan) -> Outcome {
     } else {
         (lab.complete(&name), lab.all_stages_current(&name))
     };
+    let miss = if plan.rolls_back {
+        let p = lab.env.promotion(&name).unwrap();
+        let shown = annotations::failed(&p).is_some_and(|f| {
+            p.status
+                .iter()
+                .flat_map(|s| s.stages.iter().flatten())
+                .any(|e| {
+                    e.name == f.stage && e.failure_message.as_deref() == Some(f.message().as_str())
+                })
+        });
+        let events = common::events_of(&lab.env, &name)
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("ProgressDeadlineExceeded"))
+            .count();
+        Some((shown, events))
+    } else {
+        None
+    };
     Outcome {
+        miss,
         complete,
         current,
         writes: lab
@@ -757,6 +844,15 @@ fn campaign() -> bool {
 
 fn assert_safe_and_done(what: &str, o: &Outcome) {
     assert!(o.violations.is_empty(), "{what}: {:#?}", o.violations);
+    // Issue 30: the cause of a rollback reaches the status whatever write a pass died after, and
+    // its Event is emitted at most once (none when the pass died between its status write and
+    // its Events: documented).
+    if let Some((shown, events)) = o.miss {
+        assert!(
+            shown && events <= 1,
+            "{what}: failureMessage shows the miss: {shown}, ProgressDeadlineExceeded Events: {events}"
+        );
+    }
     assert!(
         o.complete && o.current,
         "{what}: not converged after {} ticks: {o:?}",

@@ -250,6 +250,7 @@ async fn abort_holds_the_run_until_resume_and_is_refused_when_nothing_runs() {
         why: "Waiting for approval".into(),
         deadline: "2h".into(),
         resumed: None,
+        due: None,
     };
     env.store_json_patch(
         MANUAL,

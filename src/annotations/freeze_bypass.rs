@@ -3,7 +3,7 @@
 //! trail); replaced by the next bypass. Unlike the other records, a value that is not a valid
 //! bypass is reported ("present but invalid"), so that the status can say why it is ignored.
 
-use super::{FREEZE_BYPASS, annotation};
+use super::keys::{FREEZE_BYPASS, annotation};
 use crate::api::{ClusterPromotion, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -6,7 +6,7 @@
 //! "Last known good" is the newest entry that completed, was not rolled back, is not the revision
 //! being rolled back, and whose `PromotionRevision` object exists.
 
-use super::{HISTORY, annotation};
+use super::keys::{HISTORY, annotation};
 use crate::api::{ClusterPromotion, Timestamp, revision_id};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -12,103 +12,36 @@
 //!   the status write that records the promotion; the grant approves that stage of that run only.
 //! * `promoter.dev/completed`: the run whose last stage was promoted past. Only a new run (a new
 //!   revision) undoes a completion.
-//! * `promoter.dev/history`: the bounded revision history ([`history`]).
+//! * `promoter.dev/history`: the bounded revision history ([`history`]); `promoter.dev/revision-sweep`:
+//!   stored revisions it forgot are still to be deleted ([`revision_sweep`]).
 //! * `promoter.dev/failed`, `rollback`, `aborted`, `retry`: what holds or releases the current run
 //!   ([`run_holds`]).
+//! * `promoter.dev/deadline-clock`: what the pass saw of the running deadline, in its own clock
+//!   ([`deadline_clock`]).
 //! * `promoter.dev/freeze-bypass`: `promoter freeze bypass` ([`freeze_bypass`]).
 //! * `promoter.dev/outbox`: the transitions still to be notified ([`outbox`]).
 //!
 //! The settings annotations (`progress-deadline`, `failure-policy`, …) are in [`crate::settings`].
 
+pub mod deadline_clock;
 pub mod freeze_bypass;
 pub mod history;
+mod keys;
 pub mod outbox;
+pub mod revision_sweep;
 pub mod run_holds;
 
+pub use deadline_clock::{DEADLINE_CLOCK, DeadlineClock, Subject, deadline_clock};
 pub use freeze_bypass::{FreezeBypass, freeze_bypass};
 pub use history::{Cause, History, HistoryEntry, RolledBack};
+pub use keys::*;
+pub use revision_sweep::{REVISION_SWEEP, sweep_due};
 pub use run_holds::{Aborted, Failed, Retry, Rollback, aborted, failed, retry, rollback};
 
+use crate::api::ClusterPromotion;
 use crate::api::promotion_revision::hex;
-use crate::api::{ClusterPromotion, ClusterPromotionStatus, Timestamp};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
-
-/// Set by `promoter pause`; every pass leaves the promotion alone while it is present.
-pub const PAUSED: &str = "promoter.dev/paused";
-/// Prefix of the per-stage approval record written by `promoter approve`.
-pub const APPROVAL_PREFIX: &str = "promoter.dev/approval.";
-/// Prefix of the per-stage record of an approval consumed for one run.
-pub const GRANT_PREFIX: &str = "promoter.dev/grant.";
-/// The run whose rollout is complete.
-pub const COMPLETED: &str = "promoter.dev/completed";
-/// The bounded revision history.
-pub const HISTORY: &str = "promoter.dev/history";
-/// A stage of the current run missed its progress deadline.
-pub const FAILED: &str = "promoter.dev/failed";
-/// A rollback of the current run.
-pub const ROLLBACK: &str = "promoter.dev/rollback";
-/// `promoter abort` of the current run.
-pub const ABORTED: &str = "promoter.dev/aborted";
-/// `promoter resume` of a rolled-back revision.
-pub const RETRY: &str = "promoter.dev/retry";
-/// `promoter freeze bypass`.
-pub const FREEZE_BYPASS: &str = "promoter.dev/freeze-bypass";
-/// On a PromotionFreeze: who created it with `promoter freeze create` (a [`Record`]).
-pub const CREATED_BY: &str = "promoter.dev/created-by";
-
-/// A record's annotation value: compact JSON, as the records above are written.
-pub fn encode(record: &impl Serialize) -> String {
-    serde_json::to_string(record).unwrap_or_default()
-}
-
-/// Who did something, and when (the value of the annotations above, as JSON).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub by: String,
-    pub at: String,
-    /// For approvals: the profileSpecHash of the revision approved; none for a pre-approval of the
-    /// next revision.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<String>,
-    /// Why, as given with `--reason`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// One run of a promotion: one revision (both hashes) started at one moment (the first stage's
-/// `lastUpdateReconciledTime`, set by the restart). Reverting to an earlier revision is a new run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Run {
-    pub revision: String,
-    pub stages: String,
-    #[serde(default)]
-    pub since: String,
-}
-
-impl Run {
-    /// When the run started (`since`), as the history keys a run's entry; None without one.
-    pub fn started_at(&self) -> Option<Timestamp> {
-        Timestamp::parse(&self.since).ok()
-    }
-
-    /// The run the status records, if it has started. A restart writes the first stage's entry
-    /// first, so the first entry is the first stage's.
-    pub fn of(status: &ClusterPromotionStatus) -> Option<Run> {
-        Some(Run {
-            revision: status.profile_spec_hash.clone()?,
-            stages: status.stages_hash.clone()?,
-            since: status
-                .stages
-                .iter()
-                .flatten()
-                .next()
-                .and_then(|s| s.last_update_reconciled_time.as_ref())
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-        })
-    }
-}
 
 /// An approval consumed for one run of one stage. `approval` is the `promoter approve` record it
 /// came with, so that an approval whose run is superseded before its promotion was recorded can be
@@ -126,10 +59,6 @@ pub fn has(p: &ClusterPromotion, key: &str) -> bool {
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(key))
-}
-
-pub(crate) fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
-    p.metadata.annotations.as_ref()?.get(key).cloned()
 }
 
 /// A record, or for a hand-written value that is not JSON, the value as `by`.

@@ -8,7 +8,7 @@
 //! moves the status on). An entry whose status write never happened is never sent. The
 //! [`key`] is stable per transition, so a resend after a crash carries the same idempotency key.
 
-use super::Run;
+use super::keys::Run;
 use crate::api::promotion_revision::hex;
 use crate::api::{ClusterPromotion, ClusterPromotionStatus, Timestamp};
 use serde::{Deserialize, Serialize};

@@ -11,7 +11,7 @@
 //! A value that does not parse is absent.
 
 use super::history::Cause;
-use super::{ABORTED, FAILED, RETRY, ROLLBACK, Record, Run, annotation};
+use super::keys::{ABORTED, FAILED, RETRY, ROLLBACK, Record, Run, annotation};
 use crate::api::{ClusterPromotion, Timestamp};
 use crate::settings::RollbackOrder;
 use serde::de::DeserializeOwned;
@@ -28,9 +28,36 @@ pub struct Failed {
     pub why: String,
     /// The deadline as written (`2h`).
     pub deadline: String,
-    /// `promoter resume`: the stage gets a fresh deadline counted from `resumed.at`.
+    /// `promoter resume`: the stage gets a fresh deadline, counted from the first pass that sees
+    /// the resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed: Option<Record>,
+    /// When the deadline fell (the pass's clock); absent in records of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due: Option<Timestamp>,
+}
+
+impl Failed {
+    /// The failed stage's failureMessage: `progress deadline <D> exceeded at <due>: <why>`.
+    pub fn message(&self) -> String {
+        format!(
+            "progress deadline {} exceeded at {}: {}",
+            self.deadline,
+            self.due.unwrap_or(self.at),
+            self.why
+        )
+    }
+
+    /// The note of its `ProgressDeadlineExceeded` Event.
+    pub fn event_note(&self) -> String {
+        format!(
+            "Stage {} did not complete within its progress deadline {} (due {}): {}",
+            self.stage,
+            self.deadline,
+            self.due.unwrap_or(self.at),
+            self.why
+        )
+    }
 }
 
 /// `promoter.dev/rollback`.
@@ -137,6 +164,7 @@ mod tests {
                 revision: None,
                 reason: Some("flaky".into()),
             }),
+            due: None,
         };
         let text = format!(
             r#"{{"run":{RUN},"stage":"staging","at":"2026-02-16T08:00:00Z","why":"Waiting for ClusterSummary st01 to be Provisioned","deadline":"2h","resumed":{{"by":"alice","at":"2026-02-16T09:00:00Z","reason":"flaky"}}}}"#

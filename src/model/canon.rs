@@ -338,6 +338,7 @@ fn write_text(w: &PlannedWrite) -> Text {
                     RecordOp::History(h) => record_identities(&json!(h.0), &mut stamps),
                     RecordOp::Failed(f) => record_identities(&json!(f), &mut stamps),
                     RecordOp::Rollback(r) => record_identities(&json!(r), &mut stamps),
+                    RecordOp::Clock(c) => record_identities(&json!(c), &mut stamps),
                     _ => {}
                 }
             }
@@ -345,7 +346,7 @@ fn write_text(w: &PlannedWrite) -> Text {
         WriteKind::StoreRevision(body) => {
             unstamped(&mut body.metadata);
         }
-        WriteKind::Finalizer { .. } | WriteKind::DeleteRevision { .. } | WriteKind::Nothing => {}
+        WriteKind::Finalizer { .. } | WriteKind::Nothing => {}
     }
     let mut t = text_of(&Value::String(format!("{:?}", w.kind)));
     t.identities = ids.iter().filter_map(|x| seconds(x)).collect();

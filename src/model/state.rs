@@ -925,14 +925,6 @@ pub fn send(store: &mut Store, request: &Request) -> Res<Answer> {
             }
             store.create(&revisions, "", value(&**body)?)
         }
-        Request::DeleteRevision { name } => store
-            .delete(
-                &promotion_revision_type(),
-                "",
-                name,
-                &DeleteOptions::default(),
-            )
-            .map(|(v, _)| v),
     };
     let promotion_write = matches!(
         request,

@@ -374,7 +374,7 @@ pub fn explain(
             rollback_order: settings.rollback_order.as_str(),
             revision_history_limit: settings.revision_history_limit,
         },
-        deadline: current_deadline(p, &row),
+        deadline: current_deadline(p, &row, now),
         freezes,
         freeze_bypass: bypass.map(|b| match b {
             Ok(b) => format!("by {} until {}: {}", b.by, b.until, b.reason),
@@ -396,7 +396,11 @@ pub fn explain(
 }
 
 /// When the current stage's progress deadline falls, while the stage is in progress.
-fn current_deadline(p: &ClusterPromotion, row: &StatusRow) -> Option<DateTime<Utc>> {
+fn current_deadline(
+    p: &ClusterPromotion,
+    row: &StatusRow,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     use super::inspect::ObservedPhase::*;
     if !matches!(
         row.phase,
@@ -412,18 +416,7 @@ fn current_deadline(p: &ClusterPromotion, row: &StatusRow) -> Option<DateTime<Ut
         .iter()
         .flatten()
         .find(|s| s.name == row.stage)?;
-    let settings = crate::settings::Settings::of(p);
-    let run = p.status.as_ref().and_then(crate::annotations::Run::of);
-    let failed = crate::annotations::failed(p).filter(|f| Some(&f.run) == run.as_ref());
-    // Beyond the calendar: no time to show (the pass blocks the promotion and says why).
-    crate::pass::deadline::due(
-        settings.deadline_for(&stage.name)?,
-        stage,
-        entry,
-        failed.as_ref(),
-    )
-    .ok()
-    .flatten()
+    crate::pass::deadline::predicted_due(p, stage, entry, now)
 }
 
 impl Explanation {

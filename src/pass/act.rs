@@ -211,11 +211,5 @@ async fn send(apis: &Apis<'_>, request: Request) -> Answer {
                 Err(e) => answer_of(e),
             }
         }
-        Request::DeleteRevision { name } => other(
-            apis.revisions
-                .delete(&name, &DeleteParams::default())
-                .await
-                .map(drop),
-        ),
     }
 }

@@ -1,39 +1,37 @@
 //! The progress deadline of a stage (`promoter.dev/progress-deadline`): how long a stage may take
 //! to be *complete* (deployed on every matching cluster, its preHealthCheckDeployment deployed, its
 //! postDelayHealthChecks passing), its soak excluded. Waiting for a window, an approval or a freeze
-//! comes after completion and never counts.
+//! comes after completion and never counts: a complete stage that waits there has met its
+//! deadline, and nothing later (a flaky check, a drifting cluster) fails it.
 //!
 //! Counted from when the stage was reached in this run (its entry's `lastUpdateReconciledTime`,
-//! written when the stage starts), or from a `promoter resume` of its missed deadline, whichever is
-//! later. Before the stage is provisioned it must deploy within `D`; once provisioned, its soak
-//! (`delay`) is added: the time spent deploying plus the time spent failing checks after the soak
-//! may not exceed `D` (`start + D + delay`).
+//! written when the stage starts), or, after a `promoter resume` of its missed deadline, from the
+//! first pass that saw the resume. Before the stage is provisioned it must deploy within `D`; once
+//! provisioned, its soak (`delay`) is added: the time spent deploying plus the time spent failing
+//! checks after the soak may not exceed `D` (`start + D + delay`). Time the run was held by a
+//! pause or an abort is added too. Every time here is the pass's own (the deadline clock,
+//! `annotations::deadline_clock`), never a command's.
 
-use crate::annotations::Failed;
-use crate::api::{Stage, StageStatus, Timestamp};
-use crate::settings::Deadline;
+use super::decision::{Decision, RecordOp};
+use crate::annotations::{self, DeadlineClock, Run, Subject};
+use crate::api::{ClusterPromotion, Stage, StageStatus};
+use crate::settings::{Deadline, Settings};
 use chrono::{DateTime, Utc};
 
-/// When `stage`'s deadline falls, given its status entry and a missed deadline recorded for the run
-/// (a resumed one re-opens the stage from `resumed.at`). Ok(None): no recorded start. Err: the
-/// deadline falls beyond the calendar (settings cap it; checked all the same, since a panic here
-/// would stop every promotion of the pass).
+/// When `stage`'s deadline falls, given its status entry and its clock (`since` replaces the
+/// stage's start; held time is added). Ok(None): no recorded start. Err: the deadline falls beyond
+/// the calendar (settings cap it; checked all the same, since a panic here would stop every
+/// promotion of the pass).
 pub fn due(
     deadline: &Deadline,
     stage: &Stage,
     entry: &StageStatus,
-    failed: Option<&Failed>,
+    clock: &DeadlineClock,
 ) -> Result<Option<DateTime<Utc>>, String> {
     let Some(reached) = entry.last_update_reconciled_time else {
         return Ok(None);
     };
-    let reached = reached.as_datetime();
-    let resumed = failed
-        .filter(|f| f.stage == stage.name)
-        .and_then(|f| f.resumed.as_ref())
-        .and_then(|r| Timestamp::parse(&r.at).ok())
-        .map(|t| t.as_datetime());
-    let start = resumed.map_or(reached, |r| r.max(reached));
+    let start = clock.since.unwrap_or(reached).as_datetime();
     let soak = match entry.last_successful_applied_time {
         Some(_) => stage
             .trigger
@@ -47,6 +45,7 @@ pub fn due(
     start
         .checked_add_signed(deadline.after)
         .and_then(|t| t.checked_add_signed(soak))
+        .and_then(|t| t.checked_add_signed(chrono::Duration::seconds(clock.held_seconds)))
         .map(Some)
         .ok_or_else(|| {
             format!(
@@ -56,10 +55,110 @@ pub fn due(
         })
 }
 
+/// The deadline that runs for `p`'s current run, as observed: its current stage's (while the
+/// stage is neither complete nor halted by its miss, and the run is not rolled back).
+/// None when no deadline applies.
+pub fn running(p: &ClusterPromotion) -> Option<(Run, Subject)> {
+    let status = p.status.as_ref()?;
+    let run = Run::of(status)?;
+    let settings = Settings::of(p);
+    if annotations::rollback(p).is_some_and(|r| r.from == run) {
+        return None;
+    }
+    if annotations::completed(p).as_ref() == Some(&run)
+        || annotations::failed(p).is_some_and(|f| f.run == run && f.resumed.is_none())
+    {
+        return None;
+    }
+    let stage = status.current_stage_name.clone()?;
+    settings.deadline_for(&stage)?;
+    let subject = Subject::Stage(stage);
+    let met = annotations::deadline_clock(p, &run, &subject).is_some_and(|c| c.met_at.is_some());
+    (!met).then_some((run, subject))
+}
+
+/// A pause or an abort holds `p` (a pass that leaves it alone): the first pass that sees the hold
+/// starts counting it on the running deadline's clock, so that it does not count against it.
+pub fn hold(p: &ClusterPromotion, now: DateTime<Utc>, d: &mut Decision) {
+    let Some((run, subject)) = running(p) else {
+        return;
+    };
+    let mut clock = annotations::deadline_clock(p, &run, &subject)
+        .unwrap_or_else(|| DeadlineClock::new(&run, &subject));
+    if clock.hold(now) {
+        d.record(RecordOp::Clock(clock));
+    }
+}
+
+/// The clock of `run` about `subject` as this pass continues it: the observed one (or a fresh
+/// one) with a hold that has ended added up. Record it with [`record`] once the pass has set
+/// what it knows.
+pub fn clock(p: &ClusterPromotion, run: &Run, subject: &Subject, now: DateTime<Utc>) -> Clock {
+    let observed = annotations::deadline_clock(p, run, subject);
+    let mut clock = observed
+        .clone()
+        .unwrap_or_else(|| DeadlineClock::new(run, subject));
+    clock.release(now);
+    Clock { observed, clock }
+}
+
+/// The clock of `stage`'s progress deadline in `run`, as a pass at `now` continues it: a hold
+/// that ended added up, and after a `promoter resume` of the stage's miss a new deadline from
+/// `now` (the first pass that sees the resume).
+pub fn stage_clock(p: &ClusterPromotion, run: &Run, stage: &str, now: DateTime<Utc>) -> Clock {
+    let subject = Subject::Stage(stage.to_string());
+    let mut c = clock(p, run, &subject, now);
+    let resumed = annotations::failed(p)
+        .is_some_and(|f| f.run == *run && f.stage == stage && f.resumed.is_some());
+    if c.clock.since.is_none() && resumed {
+        c.clock.since = Some(crate::api::Timestamp::new(now));
+    }
+    c
+}
+
+/// When the current stage's progress deadline falls, as the next pass at `now` would count it;
+/// None when it has none, has met it, or it cannot be computed (`status`, `explain`).
+pub fn predicted_due(
+    p: &ClusterPromotion,
+    stage: &Stage,
+    entry: &StageStatus,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let run = Run::of(p.status.as_ref()?)?;
+    let limit = Settings::of(p).deadline_for(&stage.name)?.clone();
+    let c = stage_clock(p, &run, &stage.name, now);
+    if c.clock.met_at.is_some() {
+        return None;
+    }
+    // Beyond the calendar: no time to show (the pass blocks the promotion and says why).
+    due(&limit, stage, entry, &c.clock).ok().flatten()
+}
+
+/// A deadline clock being continued by a pass: what was observed, and what it is now.
+pub struct Clock {
+    observed: Option<DeadlineClock>,
+    pub clock: DeadlineClock,
+}
+
+impl Clock {
+    /// Records the clock when the pass changed it (and it says something: a fresh clock with
+    /// nothing in it is not written).
+    pub fn record(self, run: &Run, subject: &Subject, d: &mut Decision) {
+        let fresh = DeadlineClock::new(run, subject);
+        let changed = match &self.observed {
+            Some(o) => *o != self.clock,
+            None => self.clock != fresh,
+        };
+        if changed {
+            d.record(RecordOp::Clock(self.clock));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::annotations::{Record, Run};
+    use crate::api::Timestamp;
     use serde_json::json;
 
     fn t(s: &str) -> DateTime<Utc> {
@@ -93,81 +192,72 @@ mod tests {
         }
     }
 
-    fn failed(stage: &str, resumed_at: Option<&str>) -> Failed {
-        Failed {
-            run: Run {
-                revision: "r".into(),
-                stages: "s".into(),
-                since: String::new(),
-            },
-            stage: stage.into(),
-            at: Timestamp::parse("2026-01-01T05:00:00Z").unwrap(),
-            why: "x".into(),
-            deadline: "2h".into(),
-            resumed: resumed_at.map(|at| Record {
-                by: "alice".into(),
-                at: at.into(),
-                revision: None,
-                reason: None,
-            }),
+    fn clock(since: Option<&str>, held_seconds: i64) -> DeadlineClock {
+        DeadlineClock {
+            since: since.map(|s| Timestamp::parse(s).unwrap()),
+            held_seconds,
+            ..Default::default()
         }
     }
 
     #[test]
     fn counts_from_the_stage_start_with_the_soak_once_provisioned() {
-        // (delay, provisioned at, failed record, due)
+        // (delay, provisioned at, clock, due)
         type Case<'a> = (
             Option<&'a str>,
             Option<&'a str>,
-            Option<Failed>,
+            DeadlineClock,
             Option<&'a str>,
         );
         let cases: Vec<Case> = vec![
-            (None, None, None, Some("2026-01-01T02:00:00Z")),
-            (Some("1h"), None, None, Some("2026-01-01T02:00:00Z")),
+            (None, None, clock(None, 0), Some("2026-01-01T02:00:00Z")),
+            (
+                Some("1h"),
+                None,
+                clock(None, 0),
+                Some("2026-01-01T02:00:00Z"),
+            ),
             (
                 Some("1h"),
                 Some("2026-01-01T00:30:00Z"),
-                None,
+                clock(None, 0),
                 Some("2026-01-01T03:00:00Z"),
             ),
-            // A resumed miss of this stage re-opens it from the resume.
+            // A resumed miss re-opens the stage from the first pass after the resume.
             (
                 None,
                 None,
-                Some(failed("staging", Some("2026-01-01T06:00:00Z"))),
+                clock(Some("2026-01-01T06:00:00Z"), 0),
                 Some("2026-01-01T08:00:00Z"),
             ),
-            // Not resumed, or another stage's: the stage's own start.
+            // An hour held by a pause or an abort does not count.
+            (None, None, clock(None, 3600), Some("2026-01-01T03:00:00Z")),
             (
-                None,
-                None,
-                Some(failed("staging", None)),
-                Some("2026-01-01T02:00:00Z"),
-            ),
-            (
-                None,
-                None,
-                Some(failed("dev", Some("2026-01-01T06:00:00Z"))),
-                Some("2026-01-01T02:00:00Z"),
+                Some("1h"),
+                Some("2026-01-01T00:30:00Z"),
+                clock(Some("2026-01-01T01:00:00Z"), 90),
+                Some("2026-01-01T04:01:30Z"),
             ),
         ];
-        for (delay, provisioned, f, want) in cases {
+        for (delay, provisioned, c, want) in cases {
             let got = due(
                 &two_hours(),
                 &stage(delay),
                 &entry("2026-01-01T00:00:00Z", provisioned),
-                f.as_ref(),
+                &c,
             );
             assert_eq!(
                 got,
                 Ok(want.map(t)),
-                "delay {delay:?}, provisioned {provisioned:?}"
+                "delay {delay:?}, provisioned {provisioned:?}, clock {c:?}"
             );
         }
         let mut no_start = entry("2026-01-01T00:00:00Z", None);
         no_start.last_update_reconciled_time = None;
-        assert_eq!(due(&two_hours(), &stage(None), &no_start, None), Ok(None));
+        assert_eq!(
+            due(&two_hours(), &stage(None), &no_start, &clock(None, 0)),
+            Ok(None)
+        );
     }
 
     #[test]
@@ -180,7 +270,7 @@ mod tests {
             &huge,
             &stage(None),
             &entry("2026-01-01T00:00:00Z", None),
-            None,
+            &DeadlineClock::default(),
         );
         assert_eq!(
             got,

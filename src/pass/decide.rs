@@ -87,6 +87,8 @@ pub fn decide(
             set_description(entry(&mut status, &stage), &text, ctx.now);
             d.stage = Some(stage);
         }
+        // The time it is paused does not count against the running deadline.
+        super::deadline::hold(p, ctx.now, &mut d);
         if status != old {
             d.status = Some(status);
         }

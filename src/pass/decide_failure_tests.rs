@@ -601,16 +601,16 @@ fn the_history_is_bounded_and_revisions_it_forgets_are_deleted() {
             _ => None,
         }));
         if v == "3.0.0" {
-            let deleted: Vec<&Action> = d
-                .after_status
-                .iter()
-                .filter(|a| matches!(a, Action::DeleteRevision { .. }))
-                .collect();
-            assert_eq!(
-                deleted,
-                [&Action::DeleteRevision {
-                    name: stored[0].clone()
-                }]
+            // The completing pass marks the sweep in its record patch; its sweep deleted 1.0.0.
+            assert!(d.actions.iter().any(|a| matches!(a, Action::Record(ops)
+                if ops.iter().any(|o| matches!(o, RecordOp::SweepDue(_))))));
+            assert_eq!(w.revisions.get(&stored[0]), Some(&None));
+            assert!(matches!(w.revisions.get(&stored[1]), Some(Some(_))));
+            assert!(crate::annotations::sweep_due(&p).is_none(), "done");
+        } else {
+            assert!(
+                crate::annotations::sweep_due(&p).is_none(),
+                "nothing forgotten"
             );
         }
     }
@@ -637,9 +637,13 @@ fn without_promoters_crds_the_history_is_kept_and_a_rollback_policy_blocks() {
             !d.actions
                 .iter()
                 .chain(&d.after_status)
-                .any(|a| matches!(a, Action::StoreRevision(_) | Action::DeleteRevision { .. })),
+                .any(|a| matches!(a, Action::StoreRevision(_))),
             "{:?}",
             d.actions
+        );
+        assert!(
+            crate::annotations::sweep_due(&p).is_none(),
+            "no sweep without the CRDs"
         );
     }
     assert_eq!(History::of(&p).0.len(), 1);
@@ -883,7 +887,6 @@ fn a_rolled_back_revision_beyond_the_history_limit_is_still_held() {
 /// count, `deadline::due`): the pass right after the resume finds the deadline missed and rolls
 /// back, although the stage had minutes left when it was aborted.
 #[test]
-#[ignore = "known issue (issue 24 review, finding 9): a pause or an abort does not stop the deadline clock; resume should record when it lifted the hold"]
 fn time_held_by_an_abort_does_not_count_against_the_deadline() {
     use crate::annotations::{ABORTED, Aborted, Run};
     let (mut p, mut w, min) =
@@ -914,12 +917,59 @@ fn time_held_by_an_abort_does_not_count_against_the_deadline() {
     );
 }
 
+/// A pause holds the run like an abort: the passes that see it paused record when the hold began
+/// (once: later paused passes are quiet), the first pass that sees it resumed adds the time up,
+/// and the deadline moves by exactly that much.
+#[test]
+fn time_held_by_a_pause_does_not_count_and_paused_passes_stay_quiet() {
+    use crate::annotations::{DEADLINE_CLOCK, PAUSED};
+    let (mut p, mut w, min) = completed(&[(PROGRESS_DEADLINE, "10m")]);
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    annotate(
+        &mut p,
+        PAUSED,
+        r#"{"by":"bob","at":"2026-02-16T08:00:00Z"}"#,
+    );
+    let d = run(&mut p, &mut w, min + 3);
+    assert_eq!(d.phase, Phase::Paused);
+    assert!(
+        annotations(&p).contains_key(DEADLINE_CLOCK),
+        "the hold is on record"
+    );
+    assert!(
+        !run(&mut p, &mut w, min + 4).writes(),
+        "paused passes stay quiet"
+    );
+    unannotate(&mut p, PAUSED);
+    // 30 minutes held: due at min + 10 + 30.
+    let d = run(&mut p, &mut w, min + 33);
+    assert_eq!(d.phase, Phase::Progressing, "{}", d.summary);
+    assert_eq!(d.next_check, Some(t(min + 40)), "{}", d.summary);
+    assert!(
+        !run(&mut p, &mut w, min + 34).writes(),
+        "the hold is added up once"
+    );
+    let d = run(&mut p, &mut w, min + 40);
+    assert_eq!(d.phase, Phase::Failed, "{}", d.summary);
+    // A promotion without a deadline records nothing while paused.
+    let (mut q, mut w, min) = completed(&[]);
+    new_revision(&mut q, "9.9.9");
+    run(&mut q, &mut w, min);
+    annotate(&mut q, PAUSED, "bob");
+    run(&mut q, &mut w, min + 1);
+    assert!(!annotations(&q).contains_key(DEADLINE_CLOCK));
+}
+
+fn annotations(p: &ClusterPromotion) -> std::collections::BTreeMap<String, String> {
+    p.metadata.annotations.clone().unwrap_or_default()
+}
+
 /// README: "a pass killed after any write leaves a state the next pass completes". At completion
 /// the revisions the history forgets are deleted after the status write, computed from the
 /// history *before* the record patch; a pass killed after its record patch leaves the forgotten
 /// PromotionRevision behind for good (no later pass deletes it, nothing lists them).
 #[test]
-#[ignore = "known issue (issue 24 review, finding 11): a PromotionRevision the history forgot leaks if the pass dies before deleting it; owner references collect it with the promotion"]
 fn a_revision_the_history_forgot_is_deleted_even_after_a_crash() {
     let mut p = promotion(auto_stages());
     annotate(&mut p, REVISION_HISTORY_LIMIT, "1");
@@ -964,7 +1014,6 @@ fn a_revision_the_history_forgot_is_deleted_even_after_a_crash() {
 /// that fails later: the deadline is never "met", it keeps counting from the stage's start.
 /// Issue 24: "a stage that has not completed ... within a deadline is marked failed".
 #[test]
-#[ignore = "known issue (issue 24 review, finding 8): the deadline keeps counting after a stage passed its checks and waits at a later gate"]
 fn a_stage_that_completed_in_time_is_not_failed_by_a_later_flaky_check() {
     let mut p = promotion(json!([
         {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}},
@@ -1005,6 +1054,18 @@ fn a_stage_that_completed_in_time_is_not_failed_by_a_later_flaky_check() {
         "a stage that completed in 4 minutes missed its 10m deadline: {}",
         d.summary
     );
+    assert_eq!(
+        d.phase,
+        Phase::Waiting,
+        "it waits for its checks: {}",
+        d.summary
+    );
+    assert!(failed(&p).is_none());
+    // Nor does a cluster that drifts later.
+    summarize(&mut w, "kyverno-staging", "Provisioning");
+    let d = decide(&p, &w, &passed, &ctx(302));
+    assert_eq!(d.phase, Phase::Progressing, "{}", d.summary);
+    assert!(failed_in(&d).is_none(), "{}", d.summary);
 }
 
 /// A pass killed right after the record patch that starts a rollback (records `failed`,
@@ -1012,27 +1073,59 @@ fn a_stage_that_completed_in_time_is_not_failed_by_a_later_flaky_check() {
 /// but the failed stage's failureMessage never says why (design: "failureMessage of the failed
 /// stage keeps the cause") and no ProgressDeadlineExceeded Event is ever recorded.
 #[test]
-#[ignore = "known issue (issue 24 review, finding 12): a crash after the rollback record patch loses the failed stage's failureMessage and ProgressDeadlineExceeded Event"]
 fn the_cause_of_a_rollback_reaches_the_status_after_a_crash() {
-    let (mut p, mut w, min) =
-        completed(&[(PROGRESS_DEADLINE, "10m"), (FAILURE_POLICY, "rollback")]);
-    new_revision(&mut p, "9.9.9");
-    run(&mut p, &mut w, min);
-    let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 10));
-    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
-    let mut killed = d.clone();
-    killed.status = None;
-    killed.after_status.clear();
-    apply(&mut p, &mut w, &killed);
-    let d = run(&mut p, &mut w, min + 11);
-    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
-    let why = stage_status(&p, "dev")
-        .failure_message
-        .clone()
-        .unwrap_or_default();
-    let reasons: Vec<&str> = d.events.iter().map(|e| e.reason.as_str()).collect();
-    assert!(
-        why.contains("progress deadline") || reasons.contains(&"ProgressDeadlineExceeded"),
-        "failureMessage {why:?}, events {reasons:?}"
-    );
+    for policy in ["rollback", "halt"] {
+        let (mut p, mut w, min) =
+            completed(&[(PROGRESS_DEADLINE, "10m"), (FAILURE_POLICY, policy)]);
+        new_revision(&mut p, "9.9.9");
+        run(&mut p, &mut w, min);
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 10));
+        let unharmed = d.clone();
+        let mut killed = d.clone();
+        killed.status = None;
+        killed.after_status.clear();
+        apply(&mut p, &mut w, &killed);
+        let d = run(&mut p, &mut w, min + 11);
+        let want = if policy == "rollback" {
+            Phase::RollingBack
+        } else {
+            Phase::Failed
+        };
+        assert_eq!(d.phase, want, "{policy}: {}", d.summary);
+        let why = stage_status(&p, "dev")
+            .failure_message
+            .clone()
+            .unwrap_or_default();
+        let reasons: Vec<&str> = d.events.iter().map(|e| e.reason.as_str()).collect();
+        assert!(
+            why.starts_with("progress deadline 10m exceeded at 2026-"),
+            "{policy}: failureMessage {why:?}, events {reasons:?}"
+        );
+        // The same text and Event as a pass that did not die.
+        let first = |d: &Decision| d.events[0].clone();
+        assert_eq!(
+            first(&d).reason,
+            "ProgressDeadlineExceeded",
+            "{policy}: {reasons:?}"
+        );
+        assert_eq!(first(&d).message, first(&unharmed).message);
+        assert!(
+            first(&d).owed,
+            "notified by the record patch that recorded it, not again"
+        );
+        assert!(
+            crate::pass::notifications::transitions(&d)
+                .iter()
+                .all(|n| n.reason != "ProgressDeadlineExceeded")
+        );
+        // Once.
+        let d = run(&mut p, &mut w, min + 12);
+        assert!(
+            d.events
+                .iter()
+                .all(|e| e.reason != "ProgressDeadlineExceeded"),
+            "{policy}: {:?}",
+            d.events
+        );
+    }
 }

@@ -98,9 +98,6 @@ fn apply(p: &mut ClusterPromotion, world: &mut World, d: &Decision) {
                 let name = r.metadata.name.clone().unwrap_or_default();
                 world.revisions.insert(name, Some((**r).clone()));
             }
-            Action::DeleteRevision { name } => {
-                world.revisions.insert(name.clone(), None);
-            }
         }
     }
     if let Some(s) = &d.status {
@@ -146,6 +143,9 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
             RecordOp::History(h) => {
                 a.insert(crate::annotations::HISTORY.into(), h.to_annotation());
             }
+            RecordOp::SweepDue(token) => {
+                a.insert(crate::annotations::REVISION_SWEEP.into(), token.clone());
+            }
             RecordOp::Failed(f) => {
                 a.insert(
                     crate::annotations::FAILED.into(),
@@ -156,6 +156,12 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
                 a.insert(
                     crate::annotations::ROLLBACK.into(),
                     serde_json::to_string(r).unwrap(),
+                );
+            }
+            RecordOp::Clock(c) => {
+                a.insert(
+                    crate::annotations::DEADLINE_CLOCK.into(),
+                    serde_json::to_string(c).unwrap(),
                 );
             }
             RecordOp::Drop(hold) => {
@@ -257,7 +263,30 @@ fn summaries_for(world: &World, profile: &str, feature_status: &str) -> Vec<Clus
 fn run(p: &mut ClusterPromotion, world: &mut World, min: i64) -> Decision {
     let d = decide(p, world, &HealthResults::new(), &ctx(min));
     apply(p, world, &d);
+    sweep(p, world);
     d
+}
+
+/// The pass's sweep of stored revisions after the decision's writes, as `revisions::sweep_if_due`
+/// does it.
+fn sweep(p: &mut ClusterPromotion, world: &mut World) {
+    use crate::annotations::REVISION_SWEEP;
+    if crate::annotations::sweep_due(p).is_none() {
+        return;
+    }
+    let listed: Vec<crate::api::PromotionRevision> =
+        world.revisions.values().flatten().cloned().collect();
+    let plan = crate::pass::revisions::sweep(p, &listed, true);
+    for (name, _) in &plan.delete {
+        world.revisions.insert(name.clone(), None);
+    }
+    if plan.done {
+        p.metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .remove(REVISION_SWEEP);
+    }
 }
 
 fn stage_status<'a>(p: &'a ClusterPromotion, name: &str) -> &'a StageStatus {

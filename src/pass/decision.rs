@@ -4,7 +4,7 @@
 //! `decide` and its gates write it, `act` applies it, `events` records its notes.
 
 use super::profiles::DesiredProfile;
-use crate::annotations::{Failed, Grant, History, Record, Rollback, Run};
+use crate::annotations::{DeadlineClock, Failed, Grant, History, Record, Rollback, Run};
 use crate::api::{ClusterPromotionStatus, PromotionRevision};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -71,12 +71,9 @@ pub enum Action {
     /// pass observed (a concurrent writer makes it fail, and the pass stops).
     Record(Vec<RecordOp>),
     /// Stores a completed revision (`PromotionRevision`, content-addressed: one that already
-    /// exists is the same revision, and is left as it is).
+    /// exists is the same revision, and is left as it is). Revisions the history forgets are
+    /// deleted by the pass's sweep (`revisions::sweep`), not by the decision.
     StoreRevision(Box<PromotionRevision>),
-    /// Deletes a stored revision the history no longer refers to.
-    DeleteRevision {
-        name: String,
-    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -107,10 +104,15 @@ pub enum RecordOp {
     WithdrawApproval { index: usize, stage: String },
     /// Writes the revision history (`promoter.dev/history`) as a whole.
     History(History),
+    /// A sweep of the stored revisions is due (`promoter.dev/revision-sweep`, this token): the
+    /// history written with it forgets a revision it kept.
+    SweepDue(String),
     /// A stage of the run missed its progress deadline (`promoter.dev/failed`).
     Failed(Failed),
     /// A rollback of the run starts, or (with `completed_at`) is complete (`promoter.dev/rollback`).
     Rollback(Rollback),
+    /// Writes the deadline clock (`promoter.dev/deadline-clock`) as a whole.
+    Clock(DeadlineClock),
     /// Removes a record that holds or releases a run (the run it was about is over).
     Drop(Hold),
     /// Writes the notification outbox (`promoter.dev/outbox`) as a whole: the transitions of this
@@ -125,19 +127,28 @@ pub enum Hold {
     Rollback,
     Aborted,
     Retry,
+    /// The deadline clock (about the run's stage or rollback).
+    Clock,
 }
 
 impl Hold {
-    pub const ALL: [Hold; 4] = [Hold::Failed, Hold::Rollback, Hold::Aborted, Hold::Retry];
+    pub const ALL: [Hold; 5] = [
+        Hold::Failed,
+        Hold::Rollback,
+        Hold::Aborted,
+        Hold::Retry,
+        Hold::Clock,
+    ];
 
     /// The annotation that holds it.
     pub fn key(self) -> &'static str {
-        use crate::annotations::{ABORTED, FAILED, RETRY, ROLLBACK};
+        use crate::annotations::{ABORTED, DEADLINE_CLOCK, FAILED, RETRY, ROLLBACK};
         match self {
             Hold::Failed => FAILED,
             Hold::Rollback => ROLLBACK,
             Hold::Aborted => ABORTED,
             Hold::Retry => RETRY,
+            Hold::Clock => DEADLINE_CLOCK,
         }
     }
 }
@@ -152,6 +163,9 @@ pub struct EventNote {
     /// Recorded by the decision's record patch itself, or announced before such a transition in
     /// the same decision (see [`Decision::recorded_event`]).
     pub recorded: bool,
+    /// Its transition was recorded (and notified) by an earlier pass that died before its status
+    /// write: only the Event is still owed (see [`Decision::owed_event`]).
+    pub owed: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -234,6 +248,17 @@ impl Decision {
         for e in &mut self.events {
             e.recorded = true;
         }
+    }
+
+    /// The Event of a transition an earlier pass recorded in its record patch (with its
+    /// notification) but died before the status write that it goes with: the status shows it
+    /// now, and its Event follows that write, once. Not notified again.
+    pub(super) fn owed_event(&mut self, reason: Reason, stage: Option<&str>, message: String) {
+        self.events.push(EventNote {
+            stage: stage.map(String::from),
+            owed: true,
+            ..reason.note(message)
+        });
     }
 
     /// Adds a record to the decision's one guarded record patch.
@@ -385,6 +410,7 @@ impl Reason {
             message,
             stage: None,
             recorded: false,
+            owed: false,
         }
     }
 }

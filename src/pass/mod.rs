@@ -202,9 +202,7 @@ fn planned_line(a: &Action) -> String {
         Action::Apply(p) => format!("apply ClusterProfile {}", p.name),
         Action::Delete { name } => format!("delete ClusterProfile {name}"),
         Action::Disown { name } => format!("remove owner reference from ClusterProfile {name}"),
-        Action::Record(_) | Action::StoreRevision(_) | Action::DeleteRevision { .. } => {
-            act::describe(a)
-        }
+        Action::Record(_) | Action::StoreRevision(_) => act::describe(a),
     }
 }
 
@@ -580,6 +578,18 @@ async fn pass_body(
                 r.actions.clear();
                 r.deferred = Some(deferred_text(limits));
             }
+        }
+        // Revisions the history forgot, once this promotion's own writes all went through.
+        if !opts.dry_run
+            && !past(limits.deadline)
+            && !observation.world.own_crds_missing
+            && r.conflict.is_none()
+            && r.error.is_none()
+            && r.deferred.is_none()
+        {
+            let now_p = written.get(&r.name).unwrap_or(p);
+            r.actions
+                .extend(revisions::sweep_if_due(client, now_p).await);
         }
         match (&r.error, &r.conflict, &r.deferred) {
             (Some(e), _, _) => {

@@ -93,7 +93,7 @@ pub fn transitions(d: &Decision) -> Vec<Noted> {
     let mut out = Vec::new();
     for (i, e) in d.events.iter().enumerate() {
         out.extend(d.approved.iter().filter(|a| a.after == i).map(approved));
-        if let Some(t) = transition(&e.reason) {
+        if let Some(t) = transition(&e.reason).filter(|_| !e.owed) {
             out.push(Noted {
                 transition: t,
                 reason: e.reason.clone(),

@@ -9,20 +9,21 @@ use super::decision::{
 };
 use super::deployment::{self, DeploymentCheck};
 use super::gates::freeze::{self, FreezeCheck};
-use super::gates::{GATES, GatedStage, Wait, approval};
+use super::gates::{GATES, GatedStage, Progress, Wait, approval};
 use super::problems::problems;
 use super::profile_writes::{
     Observed, delete_after, delete_if_present, ensure, ensure_after, is_deleting,
 };
 use super::profiles::{DesiredProfile, main_profile, owned_by, preverification_name, profile_name};
+use super::revisions;
 use super::rollback;
 use super::stage_status::{description_text, entry, set_description, set_failure};
 use super::takeover;
 use super::world::World;
-use crate::annotations::{self, Aborted, Cause, Failed, History, Rollback, Run};
+use crate::annotations::{self, Aborted, Cause, Failed, History, Rollback, Run, Subject};
 use crate::api::{
     ClusterPromotion, ClusterPromotionStatus, PromotionRevision, Stage, StageStatus, Timestamp,
-    revision_id, revision_name,
+    revision_id,
 };
 use crate::hash::{revision_hash, stages_hash};
 use crate::settings::{Deadline, FailurePolicy, Settings};
@@ -118,10 +119,14 @@ impl Planner<'_> {
             if annotations::retry(self.p).is_some_and(|t| t.revision == run.revision) {
                 return self.start_run(status, ps_hash, st_hash);
             }
+            if let Some(f) = annotations::failed(self.p).filter(|f| f.run == run) {
+                self.show_miss(status, &f);
+            }
             return rollback::plan(self.p, self.world, self.ctx, &run, &r, status, self.d);
         }
         if let Some(f) = annotations::failed(self.p).filter(|f| f.run == run && f.resumed.is_none())
         {
+            self.show_miss(status, &f);
             return self.hold_failed(status, idx, &f);
         }
         self.progress(status, idx)
@@ -185,10 +190,43 @@ impl Planner<'_> {
                 .unwrap_or_default()
         );
         set_description(entry(status, &stage), &text, self.now());
+        // The time it is held does not count against the running deadline.
+        deadline::hold(self.p, self.now(), self.d);
         self.d.stage = Some(stage);
         self.d.outcome(
             Phase::Aborted,
             format!("{text}; holds until the spec changes or `promoter resume`"),
+        );
+    }
+
+    /// The missed deadline `f` in the failed stage's status, and its Event, when the pass that
+    /// recorded it died between its record patch and its status write: the observed entry neither
+    /// says so nor was written since the miss (its lastStatusCheckTime, which every write of the
+    /// entry moves, is older than the miss; both are the pass's clock). Its notification was in
+    /// that record patch: only the Event is owed.
+    fn show_miss(&mut self, status: &mut ClusterPromotionStatus, f: &Failed) {
+        let message = f.message();
+        let observed = self
+            .p
+            .status
+            .as_ref()
+            .and_then(|s| s.stages.as_ref())
+            .and_then(|s| s.iter().find(|e| e.name == f.stage));
+        let shown = observed.is_some_and(|e| {
+            e.failure_message.as_deref() == Some(message.as_str())
+                || e.last_status_check_time.is_some_and(|t| t >= f.at)
+        });
+        if shown {
+            return;
+        }
+        let now = self.now();
+        let e = entry(status, &f.stage);
+        set_failure(e, Some(&message), now);
+        set_description(e, FAILED_DEADLINE, now);
+        self.d.owed_event(
+            Reason::ProgressDeadlineExceeded,
+            Some(&f.stage),
+            f.event_note(),
         );
     }
 
@@ -306,6 +344,7 @@ impl Planner<'_> {
                 self.d.record(RecordOp::Drop(hold));
             }
         }
+        revisions::superseded(self.p, self.world, now, self.d);
         let bypass_note = match freeze::state(self.p, self.world, now) {
             FreezeCheck::Bypassed { freeze, bypass } => {
                 Some(freeze::bypassed(&first.name, &freeze, &bypass, self.d))
@@ -363,7 +402,7 @@ impl Planner<'_> {
             return self.keep_complete(status, &stage);
         }
         if !self.deployed(status, &stage) {
-            return self.deadline(status, &stage, true);
+            return self.deadline(status, &stage, Progress::Incomplete);
         }
         // The failure message is settled once per pass, so that it (and lastStatusCheckTime) does
         // not flip between passes that learn nothing new.
@@ -376,7 +415,7 @@ impl Planner<'_> {
                 );
                 self.d.next_check = wait.next_check;
                 self.d.outcome(wait.phase, wait.summary);
-                self.deadline(status, &stage, wait.incomplete);
+                self.deadline(status, &stage, wait.progress);
             }
             None => self.advance(status, idx),
         }
@@ -384,13 +423,26 @@ impl Planner<'_> {
 
     /// The current stage's progress deadline (`deadline`): while it is not complete it says when
     /// the deadline falls; once it has passed, the stage failed and the failure policy decides.
-    fn deadline(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, incomplete: bool) {
+    /// A complete stage waiting at a later gate has met it: that is recorded on its clock, and the
+    /// deadline is done for the run.
+    fn deadline(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, progress: Progress) {
         let settings = Settings::of(self.p);
         let Some(limit) = settings.deadline_for(&stage.name).cloned() else {
             return;
         };
-        let failed = annotations::failed(self.p).filter(|f| Some(&f.run) == self.run.as_ref());
-        let due = match deadline::due(&limit, stage, entry(status, &stage.name), failed.as_ref()) {
+        let Some(run) = self.run.clone() else {
+            return;
+        };
+        let now = self.now();
+        let subject = Subject::Stage(stage.name.clone());
+        let mut clock = deadline::stage_clock(self.p, &run, &stage.name, now);
+        if clock.clock.met_at.is_none() && progress == Progress::Complete {
+            clock.clock.met_at = Some(Timestamp::new(now));
+        }
+        let met = clock.clock.met_at.is_some();
+        let due = deadline::due(&limit, stage, entry(status, &stage.name), &clock.clock);
+        clock.record(&run, &subject, self.d);
+        let due = match due {
             Ok(Some(due)) => due,
             Ok(None) => return,
             Err(e) => {
@@ -401,10 +453,10 @@ impl Planner<'_> {
                 return self.blocked(status, vec![path.to_string()]);
             }
         };
-        if !incomplete {
+        if met || progress != Progress::Incomplete {
             return;
         }
-        if self.now() < due {
+        if now < due {
             self.d.check_by(Some(due));
             self.d.summary = format!(
                 "{} (progress deadline {})",
@@ -431,30 +483,22 @@ impl Planner<'_> {
             return;
         };
         let now = self.now();
-        let why = self.d.summary.clone();
-        let message = format!(
-            "progress deadline {} exceeded at {}: {why}",
-            limit.text,
-            Timestamp::new(due)
-        );
-        self.d.record(RecordOp::Failed(Failed {
+        let failed = Failed {
             run: run.clone(),
             stage: stage.name.clone(),
             at: Timestamp::new(now),
-            why: why.clone(),
+            why: self.d.summary.clone(),
             deadline: limit.text.clone(),
             resumed: None,
-        }));
+            due: Some(Timestamp::new(due)),
+        };
+        let message = failed.message();
+        self.d.record(RecordOp::Failed(failed.clone()));
         // `promoter.dev/failed` holds the run from now on, whatever the status write does.
         self.d.recorded_event(
             Reason::ProgressDeadlineExceeded,
             Some(&stage.name),
-            format!(
-                "Stage {} did not complete within its progress deadline {} (due {}): {why}",
-                stage.name,
-                limit.text,
-                Timestamp::new(due)
-            ),
+            failed.event_note(),
         );
         let e = entry(status, &stage.name);
         set_failure(e, Some(&message), now);
@@ -788,8 +832,8 @@ impl Planner<'_> {
 
     /// A run completed: its revision is stored (a `PromotionRevision`, before the record patch, so
     /// the history never names a revision that is not stored) and added to the history, which
-    /// keeps the newest `revision-history-limit`; revisions it no longer names are deleted once
-    /// the status is written. Where promoter's CRDs are not served, only the history is kept
+    /// keeps the newest `revision-history-limit`; revisions it no longer names are swept by this
+    /// or a later pass (`revisions`). Where promoter's CRDs are not served, only the history is kept
     /// (a rollback policy is a problem there, `problems`; a manual rollback says the revision is
     /// not stored).
     fn record_completion(&mut self, run: &Run, at: DateTime<Utc>) {
@@ -815,21 +859,8 @@ impl Planner<'_> {
                 .insert(before, Action::StoreRevision(Box::new(revision)));
         }
         let mut history = History::of(self.p);
-        let kept: BTreeSet<String> = history
-            .kept_revisions()
-            .into_iter()
-            .map(String::from)
-            .collect();
         history.record_completion(&run.revision, started, Timestamp::new(at), limit);
-        for gone in kept
-            .iter()
-            .filter(|r| stored && !history.kept_revisions().contains(r.as_str()))
-        {
-            self.d.after_status.push(Action::DeleteRevision {
-                name: revision_name(self.name, gone),
-            });
-        }
-        self.d.record(RecordOp::History(history));
+        revisions::record_history(self.p, self.world, history, self.now(), self.d);
     }
 }
 

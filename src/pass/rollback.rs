@@ -141,7 +141,7 @@ pub fn plan(
     let name = p.metadata.name.clone().unwrap_or_default();
     let current = status.current_stage_name.clone().unwrap_or_default();
     d.stage = Some(current.clone());
-    record_in_history(p, run, record, d);
+    record_in_history(p, world, run, record, now, d);
     let rev = match world.revisions.get(&revision_name(&name, &record.to)) {
         None => {
             // The pass reads the stored revision and decides again.
@@ -298,7 +298,14 @@ fn held(d: &mut Decision, id: &str, at: Timestamp, record: &Rollback) {
 
 /// The run's history entry says it was rolled back (once: the first pass of the rollback records
 /// it, whether the pass or `promoter rollback` started it).
-fn record_in_history(p: &ClusterPromotion, run: &Run, record: &Rollback, d: &mut Decision) {
+fn record_in_history(
+    p: &ClusterPromotion,
+    world: &World,
+    run: &Run,
+    record: &Rollback,
+    now: chrono::DateTime<chrono::Utc>,
+    d: &mut Decision,
+) {
     let mut history = History::of(p);
     let since = run.started_at();
     if history
@@ -320,5 +327,5 @@ fn record_in_history(p: &ClusterPromotion, run: &Run, record: &Rollback, d: &mut
         },
         limit,
     );
-    d.record(RecordOp::History(history));
+    super::revisions::record_history(p, world, history, now, d);
 }

@@ -16,7 +16,9 @@
 use super::decision::{Action, Decision, RecordOp};
 use super::world::World;
 use crate::annotations::outbox::{self, OUTBOX};
-use crate::annotations::{COMPLETED, FAILED, HISTORY, ROLLBACK, approval_key, grant_key};
+use crate::annotations::{
+    COMPLETED, DEADLINE_CLOCK, FAILED, HISTORY, REVISION_SWEEP, ROLLBACK, approval_key, grant_key,
+};
 use crate::api::promotion::FINALIZER;
 use crate::api::{ClusterProfile, ClusterPromotion, ClusterPromotionStatus, PromotionRevision};
 use serde_json::{Value, json};
@@ -62,8 +64,6 @@ pub enum WriteKind {
     /// A content-addressed PromotionRevision: looked up first, created when absent; one that
     /// exists (or a 409) is the same revision, stored by an earlier or a concurrent pass.
     StoreRevision(Box<PromotionRevision>),
-    /// A PromotionRevision beyond the history; a 404: already gone.
-    DeleteRevision { name: String },
     /// Nothing to send after all (a profile to disown that was not observed).
     Nothing,
 }
@@ -104,9 +104,6 @@ pub enum Request {
     /// A GET of the revision, then (absent) a create: answered [`Answer::Present`] when found.
     StoreRevision {
         body: Box<PromotionRevision>,
-    },
-    DeleteRevision {
-        name: String,
     },
 }
 
@@ -179,7 +176,6 @@ fn planned(action: &Action, when: When, promotion: &str, world: &World) -> Plann
         Action::RemoveFinalizer => WriteKind::Finalizer { add: false },
         Action::Record(ops) => WriteKind::Records(ops.clone()),
         Action::StoreRevision(r) => WriteKind::StoreRevision(r.clone()),
-        Action::DeleteRevision { name } => WriteKind::DeleteRevision { name: name.clone() },
         Action::Apply(desired) => match world.profiles.get(&desired.name) {
             Some(observed) => WriteKind::ReplaceProfile(Box::new(desired.merged_into(observed))),
             None => WriteKind::CreateProfile(Box::new(desired.to_object())),
@@ -280,7 +276,6 @@ impl PlannedWrite {
                 patch: patch.clone(),
             },
             WriteKind::StoreRevision(body) => Request::StoreRevision { body: body.clone() },
-            WriteKind::DeleteRevision { name } => Request::DeleteRevision { name: name.clone() },
             WriteKind::Nothing => return None,
         })
     }
@@ -372,7 +367,6 @@ impl PlannedWrite {
             WriteKind::Finalizer { add: false }
                 | WriteKind::DeleteProfile { .. }
                 | WriteKind::DisownProfile { .. }
-                | WriteKind::DeleteRevision { .. }
         )
     }
 
@@ -395,9 +389,6 @@ pub(crate) fn describe(action: &Action) -> String {
             "storing PromotionRevision {}",
             r.metadata.name.as_deref().unwrap_or_default()
         ),
-        Action::DeleteRevision { name } => {
-            format!("deleting PromotionRevision {name} (beyond the revision history)")
-        }
         Action::Record(ops) => ops
             .iter()
             .map(|op| match op {
@@ -420,6 +411,9 @@ pub(crate) fn describe(action: &Action) -> String {
                     )
                 }
                 RecordOp::History(_) => "recording the revision history".into(),
+                RecordOp::SweepDue(_) => {
+                    "recording that revisions the history forgot are to be deleted".into()
+                }
                 RecordOp::Failed(f) => {
                     format!(
                         "recording that stage {} missed its progress deadline",
@@ -433,6 +427,10 @@ pub(crate) fn describe(action: &Action) -> String {
                     "recording a rollback to revision {}",
                     crate::api::revision_id(&r.to)
                 ),
+                RecordOp::Clock(c) => match &c.stage {
+                    Some(stage) => format!("recording the deadline clock of stage {stage}"),
+                    None => "recording the deadline clock of the rollback".into(),
+                },
                 RecordOp::Drop(hold) => format!("dropping {}", hold.key()),
                 RecordOp::Outbox(entries) => {
                     match entries.iter().filter(|e| !e.confirmed).count() {
@@ -500,8 +498,10 @@ pub fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> 
                 out.push(set(&approval_key(stage), to_json(record)));
             }
             RecordOp::History(h) => out.push(set(HISTORY, h.to_annotation())),
+            RecordOp::SweepDue(token) => out.push(set(REVISION_SWEEP, token.clone())),
             RecordOp::Failed(f) => out.push(set(FAILED, to_json(f))),
             RecordOp::Rollback(r) => out.push(set(ROLLBACK, to_json(r))),
+            RecordOp::Clock(c) => out.push(set(DEADLINE_CLOCK, to_json(c))),
             RecordOp::Drop(hold) => remove(&mut out, hold.key()),
             RecordOp::Outbox(entries) if entries.is_empty() => remove(&mut out, OUTBOX),
             RecordOp::Outbox(entries) => out.push(set(OUTBOX, outbox::encode(entries))),

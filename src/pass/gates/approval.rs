@@ -45,7 +45,7 @@ pub fn check(
             r.by, r.at
         );
         let summary = format!("stage {stage}: awaiting manual approval ({why})");
-        return Some(Wait::new(Phase::AwaitingApproval, summary, Some(why)));
+        return Some(Wait::new(Phase::AwaitingApproval, summary, Some(why)).complete());
     }
     if !manual.is_approved() {
         let e = entry(status, stage);
@@ -63,7 +63,7 @@ pub fn check(
             );
         }
         let summary = format!("stage {stage}: awaiting manual approval");
-        return Some(Wait::new(Phase::AwaitingApproval, summary, None));
+        return Some(Wait::new(Phase::AwaitingApproval, summary, None).complete());
     }
     d.let_through(stage, annotations::approval(s.p, stage));
     if manual.automatic_reset()

@@ -156,5 +156,9 @@ pub fn check(
         "stage {} done; {what} held by freeze {}: {} ({})",
         s.stage.name, h.freeze, h.reason, h.until
     );
-    Some(Wait::new(Phase::Frozen, summary, None).until(h.next_change))
+    Some(
+        Wait::new(Phase::Frozen, summary, None)
+            .until(h.next_change)
+            .complete(),
+    )
 }

@@ -3,7 +3,8 @@
 //! ([`health`]), then promoter's [`freeze`] (a PromotionFreeze holds the next stage), the
 //! promotion window ([`window`]) and manual approval ([`approval`]). A stage is *complete* once it
 //! is past the health checks: the progress deadline (`pass::deadline`) counts only the waits before
-//! that ([`Wait::incomplete`]).
+//! that ([`Progress::Incomplete`]), and is met once a complete stage waits at a later gate
+//! ([`Progress::Complete`]).
 //!
 //! A gate is one module with one [`Gate`] function: it looks at the stage and either lets it pass
 //! (`None`, with what passing means: an Event such as "window open", a consumed approval) or says
@@ -72,10 +73,21 @@ pub struct Wait {
     pub failure: Option<String>,
     /// When waiting on time: the moment the wait ends.
     pub next_check: Option<DateTime<Utc>>,
-    /// The stage is not complete yet (its preHealthCheckDeployment is not deployed, or its checks
-    /// fail): this wait counts against its progress deadline. A soak, a window, an approval, a
-    /// freeze or checks not evaluated yet do not.
-    pub incomplete: bool,
+    /// Where the waiting stage stands against its progress deadline.
+    pub progress: Progress,
+}
+
+/// Where a waiting stage stands against its progress deadline (`pass::deadline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Not complete, and the wait counts: its preHealthCheckDeployment is not deployed, or its
+    /// checks fail.
+    Incomplete,
+    /// Not complete, and the wait does not count: a soak, checks not evaluated yet.
+    Excluded,
+    /// Complete (deployed, past its checks), waiting at a later gate (a freeze, a window, an
+    /// approval): its deadline is met, and nothing later fails it.
+    Complete,
 }
 
 impl Wait {
@@ -85,14 +97,22 @@ impl Wait {
             summary,
             failure,
             next_check: None,
-            incomplete: false,
+            progress: Progress::Excluded,
         }
     }
 
     /// A wait that counts against the stage's progress deadline.
     fn incomplete(self) -> Self {
         Wait {
-            incomplete: true,
+            progress: Progress::Incomplete,
+            ..self
+        }
+    }
+
+    /// A wait of a complete stage at a later gate.
+    fn complete(self) -> Self {
+        Wait {
+            progress: Progress::Complete,
             ..self
         }
     }

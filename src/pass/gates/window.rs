@@ -32,7 +32,11 @@ pub fn check(
             "stage {}: promotion window closed until {when}",
             s.stage.name
         );
-        return Some(Wait::new(Phase::Waiting, summary, None).until(opens_at));
+        return Some(
+            Wait::new(Phase::Waiting, summary, None)
+                .until(opens_at)
+                .complete(),
+        );
     }
     if window_was_closed(s.p, &s.stage.name) {
         let text = format!("Stage {}: promotion window open", s.stage.name);

@@ -1,0 +1,85 @@
+//! The annotation keys of promoter's records and what every record shares (who and when, the
+//! run), apart from the records themselves, which import only from here.
+
+use crate::api::{ClusterPromotion, ClusterPromotionStatus, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// Set by `promoter pause`; every pass leaves the promotion alone while it is present.
+pub const PAUSED: &str = "promoter.dev/paused";
+/// Prefix of the per-stage approval record written by `promoter approve`.
+pub const APPROVAL_PREFIX: &str = "promoter.dev/approval.";
+/// Prefix of the per-stage record of an approval consumed for one run.
+pub const GRANT_PREFIX: &str = "promoter.dev/grant.";
+/// The run whose rollout is complete.
+pub const COMPLETED: &str = "promoter.dev/completed";
+/// The bounded revision history.
+pub const HISTORY: &str = "promoter.dev/history";
+/// A stage of the current run missed its progress deadline.
+pub const FAILED: &str = "promoter.dev/failed";
+/// A rollback of the current run.
+pub const ROLLBACK: &str = "promoter.dev/rollback";
+/// `promoter abort` of the current run.
+pub const ABORTED: &str = "promoter.dev/aborted";
+/// `promoter resume` of a rolled-back revision.
+pub const RETRY: &str = "promoter.dev/retry";
+/// `promoter freeze bypass`.
+pub const FREEZE_BYPASS: &str = "promoter.dev/freeze-bypass";
+/// On a PromotionFreeze: who created it with `promoter freeze create` (a [`Record`]).
+pub const CREATED_BY: &str = "promoter.dev/created-by";
+
+/// A record's annotation value: compact JSON, as the records above are written.
+pub fn encode(record: &impl Serialize) -> String {
+    serde_json::to_string(record).unwrap_or_default()
+}
+
+/// Who did something, and when (the value of the annotations above, as JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub by: String,
+    pub at: String,
+    /// For approvals: the profileSpecHash of the revision approved; none for a pre-approval of the
+    /// next revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Why, as given with `--reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One run of a promotion: one revision (both hashes) started at one moment (the first stage's
+/// `lastUpdateReconciledTime`, set by the restart). Reverting to an earlier revision is a new run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub revision: String,
+    pub stages: String,
+    #[serde(default)]
+    pub since: String,
+}
+
+impl Run {
+    /// When the run started (`since`), as the history keys a run's entry; None without one.
+    pub fn started_at(&self) -> Option<Timestamp> {
+        Timestamp::parse(&self.since).ok()
+    }
+
+    /// The run the status records, if it has started. A restart writes the first stage's entry
+    /// first, so the first entry is the first stage's.
+    pub fn of(status: &ClusterPromotionStatus) -> Option<Run> {
+        Some(Run {
+            revision: status.profile_spec_hash.clone()?,
+            stages: status.stages_hash.clone()?,
+            since: status
+                .stages
+                .iter()
+                .flatten()
+                .next()
+                .and_then(|s| s.last_update_reconciled_time.as_ref())
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+        })
+    }
+}
+
+pub(crate) fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
+    p.metadata.annotations.as_ref()?.get(key).cloned()
+}
