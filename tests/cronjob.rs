@@ -294,6 +294,7 @@ async fn the_cluster_role_is_sufficient_and_minimal() {
         ("promotionfreezes", "list"),
         ("promotionfreezes/status", "patch"),
         ("promotionrevisions", "get"),
+        ("promotionrevisions", "list"),
         ("promotionrevisions", "create"),
         ("promotionrevisions", "delete"),
     ] {
