@@ -24,6 +24,7 @@ pub mod ops;
 pub mod pass;
 pub mod settings;
 pub mod sim;
+pub mod suggest;
 pub mod sveltos;
 pub mod validation;
 pub mod window;

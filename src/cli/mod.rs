@@ -213,7 +213,7 @@ async fn dispatch(
 fn not_found<'a>(name: &str, existing: impl IntoIterator<Item = &'a str>) -> String {
     format!(
         "Error from server (NotFound): clusterpromotions.config.projectsveltos.io {name:?} not found{}",
-        promoter::ops::suggest::did_you_mean(name, existing)
+        promoter::suggest::did_you_mean(name, existing)
     )
 }
 

@@ -45,7 +45,7 @@ pub fn stage_to_approve(
             let stages = p.spec.stages.iter().map(|s| s.name.as_str());
             format!(
                 "{name} has no stage {target:?}{}",
-                crate::ops::suggest::did_you_mean(&target, stages)
+                crate::suggest::did_you_mean(&target, stages)
             )
         })?;
     if p.spec.stages[idx]

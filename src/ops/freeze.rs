@@ -244,7 +244,7 @@ async fn freeze_not_found(api: &Api<PromotionFreeze>, name: &str) -> anyhow::Err
     };
     anyhow::anyhow!(
         "Error from server (NotFound): promotionfreezes.promoter.dev {name:?} not found{}",
-        crate::ops::suggest::did_you_mean(name, existing.iter().map(String::as_str))
+        crate::suggest::did_you_mean(name, existing.iter().map(String::as_str))
     )
 }
 

@@ -10,5 +10,4 @@ pub mod identity;
 pub mod inspect;
 pub mod lint;
 pub mod rollback;
-pub mod suggest;
 pub mod yaml_spans;

@@ -146,7 +146,7 @@ async fn target(
             let ids = history.0.iter().map(|e| e.id.as_str());
             anyhow::bail!(
                 "{name} has no revision {wanted:?} in its history{}",
-                crate::ops::suggest::did_you_mean(wanted, ids)
+                crate::suggest::did_you_mean(wanted, ids)
             );
         };
         if entry.revision == run.revision {

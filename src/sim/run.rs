@@ -73,7 +73,7 @@ fn check_approvals(
             anyhow::bail!(
                 "--approve {what}: no ClusterPromotion {typed:?} (have: {}){}",
                 names.join(", "),
-                crate::ops::suggest::did_you_mean(typed, names.iter().copied())
+                crate::suggest::did_you_mean(typed, names.iter().copied())
             );
         }
         let stages: Vec<&str> = candidates
@@ -85,7 +85,7 @@ fn check_approvals(
                 "--approve {what}: no stage {:?} (stages: {}){}",
                 a.stage,
                 stages.join(", "),
-                crate::ops::suggest::did_you_mean(&a.stage, stages.iter().copied())
+                crate::suggest::did_you_mean(&a.stage, stages.iter().copied())
             );
         }
     }
