@@ -18,7 +18,6 @@ pub mod labels;
 pub mod logging;
 pub mod manifest;
 pub mod metrics;
-pub mod model;
 pub mod notify;
 pub mod ops;
 pub mod pass;

@@ -70,7 +70,7 @@ pub struct DeleteOptions {
 
 type Key = (String, String, String, String); // group, plural, namespace, name
 
-/// Cloned whole by the model checker (`model`), one copy per explored state: the compiled schemas
+/// Cloned whole by the model checker (the `promoter-model` crate), one copy per explored state: the compiled schemas
 /// are shared.
 #[derive(Clone)]
 pub struct Store {

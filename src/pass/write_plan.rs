@@ -1,5 +1,5 @@
 //! The writes of one decision, as data: the exact requests `act` sends, in order, and how each
-//! answer is judged. Pure (no I/O): `act` sends them through kube; the model checker (`model`)
+//! answer is judged. Pure (no I/O): `act` sends them through kube; the model checker (`promoter-model`)
 //! applies them to the fake API server's store one at a time.
 //!
 //! A plan is built from the decision and the world the pass observed ([`plan`]). Each

@@ -75,7 +75,7 @@ fn meta_str(v: &Value, field: &str) -> String {
 }
 
 /// An object's labels (`metadata.labels`), as strings.
-pub(crate) fn labels(v: &Value) -> BTreeMap<String, String> {
+pub fn labels(v: &Value) -> BTreeMap<String, String> {
     v.pointer("/metadata/labels")
         .and_then(Value::as_object)
         .map(|m| {
@@ -308,7 +308,7 @@ impl AddonController {
 /// The ClusterSummary Sveltos keeps for `profile` on one cluster, carrying `spec` (the profile's
 /// spec in Sveltos' normal form), its spec write stamped at `spec_written` in `managedFields`, as
 /// the API server records the controller's writes.
-pub(crate) fn summary_object(
+pub fn summary_object(
     profile: &Value,
     namespace: &str,
     cluster: &str,
@@ -335,12 +335,7 @@ pub(crate) fn summary_object(
 
 /// Writes a summary as the controller does: its spec (creating it, or over `existing`), then its
 /// status.
-pub(crate) fn write_summary(
-    store: &mut Store,
-    object: Value,
-    existing: Option<Value>,
-    status: Value,
-) {
+pub fn write_summary(store: &mut Store, object: Value, existing: Option<Value>, status: Value) {
     let cs_rt = cluster_summary_type();
     let (ns, name) = (meta_str(&object, "namespace"), meta_str(&object, "name"));
     let written = match existing {
@@ -359,7 +354,7 @@ pub(crate) fn write_summary(
 
 /// The `featureSummaries` of a summary carrying `spec`: one feature per kind of content, each in
 /// `status`.
-pub(crate) fn feature_summaries(
+pub fn feature_summaries(
     spec: &Map<String, Value>,
     status: &str,
     failure: Option<&str>,
@@ -368,7 +363,7 @@ pub(crate) fn feature_summaries(
     json!({"featureSummaries": features(spec, status, failure, applied)})
 }
 
-pub(crate) fn rfc3339(t: DateTime<Utc>) -> String {
+pub fn rfc3339(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

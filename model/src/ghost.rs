@@ -20,12 +20,12 @@
 use super::memo;
 use super::setup::{Bounds, CLUSTER_NAMESPACE, CLUSTERS, STAGES, promotion_name};
 use super::state::{Pass, State, Step, promotion};
-use crate::annotations::{self, Run};
-use crate::api::{ClusterPromotion, Stage};
-use crate::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
-use crate::labels::LabelSelector;
-use crate::sim::addon::labels;
-use crate::window::{PromotionWindow, WindowState};
+use promoter::annotations::{self, Run};
+use promoter::api::{ClusterPromotion, Stage};
+use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
+use promoter::labels::LabelSelector;
+use promoter::sim::addon::labels;
+use promoter::window::{PromotionWindow, WindowState};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,7 +86,7 @@ fn stored_content(store: &Store, index: usize, stage: &str) -> Option<u64> {
 
 /// Whether a step changed any object of promotion `index`: itself, its profiles, their summaries.
 fn touched(pre: &Store, post: &Store, index: usize) -> bool {
-    let same = |rt: &crate::fake::ResourceType, ns: &str, name: &str| match (
+    let same = |rt: &promoter::fake::ResourceType, ns: &str, name: &str| match (
         pre.peek(rt, ns, name),
         post.peek(rt, ns, name),
     ) {
@@ -95,7 +95,7 @@ fn touched(pre: &Store, post: &Store, index: usize) -> bool {
         _ => false,
     };
     if !same(
-        &crate::fake::cluster_promotion_type(),
+        &promoter::fake::cluster_promotion_type(),
         "",
         &promotion_name(index),
     ) {
@@ -237,8 +237,8 @@ fn held(pre: &State, step: Step, post: &State, out: &mut Vec<String>) {
     } else if annotations::aborted(observed).is_some_and(|x| {
         // A new revision restarts an aborted run (README): held only for the run's own spec.
         Some(&x.run) == run.as_ref()
-            && x.run.revision == crate::hash::revision_hash(observed)
-            && x.run.stages == crate::hash::stages_hash(&observed.spec.stages)
+            && x.run.revision == promoter::hash::revision_hash(observed)
+            && x.run.stages == promoter::hash::stages_hash(&observed.spec.stages)
     }) {
         "aborted"
     } else {

@@ -25,15 +25,15 @@
 use super::memo::ArcMemo;
 use super::setup::{at, horizon, step};
 use super::state::{Acting, Pass, State, Work};
-use crate::annotations::Run;
-use crate::fake::{
+use chrono::DateTime;
+use promoter::annotations::Run;
+use promoter::fake::{
     Store, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
     promotion_freeze_type, promotion_revision_type,
 };
-use crate::pass::Decision;
-use crate::pass::decision::RecordOp;
-use crate::pass::write_plan::{self, PlannedWrite, WriteKind};
-use chrono::DateTime;
+use promoter::pass::Decision;
+use promoter::pass::decision::RecordOp;
+use promoter::pass::write_plan::{self, PlannedWrite, WriteKind};
 use regex::Regex;
 use serde_json::{Value, json};
 use std::cell::RefCell;

@@ -11,20 +11,20 @@
 use super::memo;
 use super::setup::{self, Bounds, Observe, STAGES, SpecChange, at};
 use super::sveltos;
-use crate::annotations;
-use crate::api::PromotionFreeze;
-use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
-use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster};
-use crate::fake::store::{DeleteOptions, PatchType};
-use crate::fake::{
+use promoter::annotations;
+use promoter::api::PromotionFreeze;
+use promoter::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
+use promoter::api::{ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster};
+use promoter::fake::store::{DeleteOptions, PatchType};
+use promoter::fake::{
     Store, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
     promotion_freeze_type, promotion_revision_type, sveltos_cluster_type,
 };
-use crate::ops::control::{Actor, abort_ops, approval_ops, guarded, pause_ops, resume_ops};
-use crate::pass::decide::watched_profiles;
-use crate::pass::observe::{self, world_from_listed};
-use crate::pass::write_plan::{self, Answer, PlannedWrite, Request, Verdict};
-use crate::pass::{Action, Context, Decision, HealthResults, World, decide, ownership};
+use promoter::ops::control::{Actor, abort_ops, approval_ops, guarded, pause_ops, resume_ops};
+use promoter::pass::decide::watched_profiles;
+use promoter::pass::observe::{self, world_from_listed};
+use promoter::pass::write_plan::{self, Answer, PlannedWrite, Request, Verdict};
+use promoter::pass::{Action, Context, Decision, HealthResults, World, decide, ownership};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -649,7 +649,9 @@ impl State {
         ) {
             Ok(_) => Ok(self.store.revision() != before),
             // A `test` that does not hold: nothing to do.
-            Err(e) if e.code == 422 && e.message.starts_with(crate::guard::PATCH_NOT_APPLIED) => {
+            Err(e)
+                if e.code == 422 && e.message.starts_with(promoter::guard::PATCH_NOT_APPLIED) =>
+            {
                 Ok(false)
             }
             Err(e) => err(format!(
@@ -939,7 +941,7 @@ pub fn send(store: &mut Store, request: &Request) -> Res<Answer> {
         Ok(_) => Answer::Written(None),
         Err(e) => Answer::Refused {
             code: e.code,
-            not_applied: e.code == 422 && e.message.starts_with(crate::guard::PATCH_NOT_APPLIED),
+            not_applied: e.code == 422 && e.message.starts_with(promoter::guard::PATCH_NOT_APPLIED),
             text: format!("{} ({})", e.message, e.code),
         },
     })

@@ -5,10 +5,10 @@
 //! # What is real and what is modelled
 //!
 //! The passes are promoter's own code: listed objects are decoded and made into a `World` as
-//! `observe` does ([`observe::world_from_listed`](crate::pass::observe::world_from_listed)), the
-//! decision is [`decide`](crate::pass::decide), the writes are its
-//! [`write_plan`](crate::pass::write_plan), each request applied by the fake API server's own
-//! [`Store`](crate::fake::Store) (resourceVersion preconditions, JSON-patch `test`, conflicts,
+//! `observe` does ([`observe::world_from_listed`](promoter::pass::observe::world_from_listed)), the
+//! decision is [`decide`](promoter::pass::decide), the writes are its
+//! [`write_plan`](promoter::pass::write_plan), each request applied by the fake API server's own
+//! [`Store`](promoter::fake::Store) (resourceVersion preconditions, JSON-patch `test`, conflicts,
 //! the CRDs' schemas) and its answer judged as `act` judges it. The person's approvals and pauses
 //! are `promoter approve`/`pause`/`resume`'s own patches (`ops::control`). What is modelled: the
 //! order of a pass's steps (as `pass_body`: observe, decide every promotion, then per promotion

@@ -1,10 +1,11 @@
-//! Issue 25: the gates checked over every interleaving within bounds (see `promoter::model`).
+//! Issue 25: the gates checked over every interleaving within bounds (see the `promoter-model` crate).
 //!
 //! CI checks [`Bounds::ci`] here, in the test profile. `PROMOTER_MODEL=<bounds>` checks other
 //! bounds on demand (see `Bounds::parse`; run it optimised and print its figures:
-//! `PROMOTER_MODEL=large cargo test --profile bench --test model_check -- --ignored --nocapture`).
+//! `PROMOTER_MODEL=large cargo test --profile bench -p promoter-model --test model_check -- --ignored
+//! --nocapture`).
 
-use promoter::model::{Bounds, SpecChange, Step, explore, trace};
+use promoter_model::{Bounds, SpecChange, Step, explore, trace};
 
 fn check(bounds: &Bounds) {
     let report = explore(bounds).unwrap();

@@ -5,9 +5,9 @@
 use super::ghost;
 use super::setup::{Bounds, promotion_name};
 use super::state::{Pass, State, Step, Work, promotion};
-use crate::annotations;
-use crate::fake::{cluster_profile_type, cluster_summary_type};
-use crate::pass::stage_status::description_text;
+use promoter::annotations;
+use promoter::fake::{cluster_profile_type, cluster_summary_type};
+use promoter::pass::stage_status::description_text;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -2,11 +2,11 @@
 //! objects (`Arc`s of the store), and most steps change one. Per thread, keyed by the object's
 //! address; the memo holds the `Arc`, so that an address is never reused while memoised.
 
-use crate::api::ClusterPromotion;
-use crate::hash::{revision_hash, stages_hash};
-use crate::pass::observe;
-use crate::pass::profiles::main_profile;
-use crate::sveltos::normal_form::normalize;
+use promoter::api::ClusterPromotion;
+use promoter::hash::{revision_hash, stages_hash};
+use promoter::pass::observe;
+use promoter::pass::profiles::main_profile;
+use promoter::sveltos::normal_form::normalize;
 use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -8,11 +8,11 @@
 
 use super::memo::{ArcMemo, normal_form as normal_form_of};
 use super::setup::fixed_time;
-use crate::fake::store::DeleteOptions;
-use crate::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
-use crate::labels::LabelSelector;
-use crate::sim::addon::labels;
-use crate::sim::addon::{feature_summaries, rfc3339, summary_object, write_summary};
+use promoter::fake::store::DeleteOptions;
+use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
+use promoter::labels::LabelSelector;
+use promoter::sim::addon::labels;
+use promoter::sim::addon::{feature_summaries, rfc3339, summary_object, write_summary};
 use serde_json::{Map, Value, json};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -114,7 +114,7 @@ pub fn reconcile(store: &mut Store, name: &str, fail: bool) {
         .stored(&cs_rt)
         .filter(|cs| {
             cs.pointer("/metadata/labels")
-                .and_then(|l| l.get(crate::api::sveltos::CLUSTER_PROFILE_NAME_LABEL))
+                .and_then(|l| l.get(promoter::api::sveltos::CLUSTER_PROFILE_NAME_LABEL))
                 .is_some_and(|p| p == name)
         })
         .map(|cs| (text(cs, "/metadata/namespace"), text(cs, "/metadata/name")))

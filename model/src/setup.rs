@@ -9,9 +9,9 @@
 //! in one step is over in the next, and the window (`0 * * * *` to `30 * * * *`) is open in even
 //! steps and closed in odd ones: every tick crosses a delay end and a window edge.
 
-use crate::fake::{Store, cluster_promotion_type, register_sveltos, sveltos_cluster_type};
-use crate::sim::sveltos_cluster;
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use promoter::fake::{Store, cluster_promotion_type, register_sveltos, sveltos_cluster_type};
+use promoter::sim::sveltos_cluster;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
