@@ -44,7 +44,7 @@ where
         }
     };
     let path = parts.uri.path().to_string();
-    let query = parse_query(parts.uri.query().unwrap_or_default());
+    let mut query = parse_query(parts.uri.query().unwrap_or_default());
     let header = |name: &str| {
         parts
             .headers
@@ -52,6 +52,14 @@ where
             .and_then(|v| v.to_str().ok())
             .map(String::from)
     };
+    // The field manager of a write: `fieldManager`, else the User-Agent's product (managedFields).
+    if !query.contains_key("fieldManager") {
+        let agent = header("user-agent").unwrap_or_default();
+        query.insert(
+            "fieldManager".into(),
+            super::managed_fields::manager_from_user_agent(&agent),
+        );
+    }
     let user = header("authorization")
         .and_then(|h| h.strip_prefix("Bearer ").map(String::from))
         .unwrap_or_else(|| "system:anonymous".into());
@@ -578,19 +586,22 @@ fn serve(
         }
     };
     let mut store = shared.store.lock().unwrap_or_else(|p| p.into_inner());
-    let result = serve_locked(
-        &mut store,
-        rt,
-        t,
-        verb,
-        query,
-        content_type,
-        body,
-        method,
-        &ns,
-        &name,
-        status_only,
-    );
+    let manager = query.get("fieldManager").cloned().unwrap_or_default();
+    let result = store.with_manager(&manager, |store| {
+        serve_locked(
+            store,
+            rt,
+            t,
+            verb,
+            query,
+            content_type,
+            body,
+            method,
+            &ns,
+            &name,
+            status_only,
+        )
+    });
     // Write hooks see every applied write alone, before any other request runs (the lock is held).
     if result.as_ref().is_ok_and(|(code, _)| *code < 300)
         && matches!(verb, "create" | "update" | "patch" | "delete")

@@ -21,8 +21,13 @@
 //! main-resource write ignores `status`, a `/status` write ignores everything else, and
 //! `generation` moves only with the spec (and when a deletion starts).
 //!
+//! Every write is stamped in `managedFields` as the real field manager stamps it: per manager
+//! (`fieldManager`, else the User-Agent's first word), operation and subresource, at the server's
+//! clock, only when it changes something ([`managed_fields`]).
+//!
 //! Known differences from a real server: no watch and no admission webhooks; server-side apply is
-//! approximated by a merge patch (no field managers, no `managedFields`); foreground deletion behaves
+//! approximated by a merge patch (conflicts between managers are not detected), and field sets are
+//! kept two levels deep rather than to the leaves; foreground deletion behaves
 //! as background; namespaces need not exist; `resourceVersion` on a list is always "the latest";
 //! types registered without a CRD ([`ResourceType::custom`], built-ins) have no schema, so their
 //! bodies are stored as given apart from metadata validation; CEL rules run on cel-interpreter (not
@@ -37,6 +42,7 @@ pub mod events;
 pub mod field;
 mod http;
 pub mod managed;
+pub mod managed_fields;
 pub mod meta;
 mod own_kinds;
 pub mod patch;

@@ -5,6 +5,7 @@
 use super::api_error::ApiError;
 use super::events::{self as ev, from_storage, to_storage};
 use super::field::{BadValue, ErrorType, FieldError};
+use super::managed_fields::{Writer, stamp};
 use super::meta::{generate_name, name_rule, validate_event, validate_object_meta};
 use super::patch::{PatchError, json_patch, merge_patch};
 use super::resource_type::ResourceType;
@@ -90,7 +91,13 @@ pub struct Store {
     revision: u64,
     uids: u64,
     clock: Clock,
+    /// The field manager of the writes being made (`managedFields`): the HTTP layer sets the
+    /// request's, a simulated controller its own; [`DIRECT_WRITER`] otherwise.
+    manager: String,
 }
+
+/// The field manager of writes made on the store directly (fixtures, tests).
+pub const DIRECT_WRITER: &str = "fake-store";
 
 fn meta(obj: &Value, field: &str) -> Option<String> {
     obj.pointer(&format!("/metadata/{field}"))
@@ -201,7 +208,16 @@ impl Store {
             compacted: 0,
             uids: 0,
             clock,
+            manager: DIRECT_WRITER.into(),
         }
+    }
+
+    /// Runs `f` with `manager` as the field manager of its writes (`managedFields`).
+    pub fn with_manager<R>(&mut self, manager: &str, f: impl FnOnce(&mut Store) -> R) -> R {
+        let previous = std::mem::replace(&mut self.manager, manager.to_string());
+        let out = f(self);
+        self.manager = previous;
+        out
     }
 
     pub fn set_clock(&mut self, clock: Clock) {
@@ -556,11 +572,34 @@ impl Store {
             m.remove("status");
         }
         self.admit(rt, &mut obj, None)?;
+        self.stamp_created(rt, &mut obj, keep_status);
         let rv = self.next_revision();
         set_meta(&mut obj, "resourceVersion", json!(rv));
         let stored = to_storage(rt, obj);
         Arc::make_mut(&mut self.objects).insert(key, Arc::new(stored.clone()));
         Ok(from_storage(rt, stored))
+    }
+
+    /// A created object's managed fields: the creator's entry, and for a seeded object with a status
+    /// (a fixture standing for an object created and then given a status) the status entry too,
+    /// both at the server's now. A fixture that brings its own `managedFields` keeps them.
+    fn stamp_created(&self, rt: &ResourceType, obj: &mut Value, keep_status: bool) {
+        if keep_status && obj.pointer("/metadata/managedFields").is_some() {
+            return;
+        }
+        let writer = Writer::update(&self.manager);
+        let (now, api) = (self.now(), rt.api_version());
+        let status = if rt.status_subresource {
+            obj.as_object_mut().and_then(|m| m.remove("status"))
+        } else {
+            None
+        };
+        stamp(obj, None, &writer, &api, "", &now);
+        if let Some(status) = status {
+            let before = obj.clone();
+            obj["status"] = status;
+            stamp(obj, Some(&before), &writer, &api, "status", &now);
+        }
     }
 
     /// Inserts an object as is, status and uid included (fixtures, and live state loaded into a
@@ -622,7 +661,7 @@ impl Store {
                 "the name of the object does not match the name on the URL",
             ));
         }
-        self.commit(rt, current, body, status_only)
+        self.commit(rt, current, body, status_only, "Update")
     }
 
     pub fn patch(
@@ -665,7 +704,12 @@ impl Store {
         if meta(&patched, "resourceVersion") != meta(&current, "resourceVersion") {
             return Err(ApiError::conflict(rt, name));
         }
-        self.commit(rt, current, patched, status_only)
+        let operation = if kind == PatchType::Apply {
+            "Apply"
+        } else {
+            "Update"
+        };
+        self.commit(rt, current, patched, status_only, operation)
     }
 
     /// Applies a write: keeps what clients cannot change, moves generation and resourceVersion only
@@ -676,6 +720,7 @@ impl Store {
         current: Value,
         mut new: Value,
         status_only: bool,
+        operation: &'static str,
     ) -> Result<Value, ApiError> {
         if !new.is_object() {
             return Err(ApiError::bad_request(
@@ -738,10 +783,32 @@ impl Store {
             }
         }
         self.admit(rt, &mut new, Some(&current))?;
+        // The server's managed fields, never the client's.
+        match current.pointer("/metadata/managedFields") {
+            Some(m) => set_meta(&mut new, "managedFields", m.clone()),
+            None => {
+                if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+                    m.remove("managedFields");
+                }
+            }
+        }
         if new == current {
             // A write that changes nothing is not persisted; resourceVersion stays.
             return Ok(current);
         }
+        let writer = Writer {
+            manager: self.manager.clone(),
+            operation,
+        };
+        let subresource = if status_only { "status" } else { "" };
+        stamp(
+            &mut new,
+            Some(&current),
+            &writer,
+            &rt.api_version(),
+            subresource,
+            &self.now(),
+        );
         if spec_part(&new, rt) != spec_part(&current, rt) {
             let generation = current
                 .pointer("/metadata/generation")
