@@ -43,6 +43,7 @@ fn opts() -> SimOptions {
         updates: Vec::new(),
         freezes: Vec::new(),
         default_tz: chrono_tz::Tz::UTC,
+        sveltos_clock_skew: Duration::zero(),
         progress: false,
     }
 }
@@ -420,4 +421,51 @@ fn the_readme_simulations_run_as_written() {
         }
     }
     assert!(seen_rollback && seen_freeze);
+}
+
+/// `--sveltos-clock-skew` through the binary: in the help, signed, and without effect on the
+/// timeline; a value that is not a duration is a usage error naming the flag.
+#[test]
+fn the_sveltos_clock_skew_flag_through_the_binary() {
+    let bin = || std::process::Command::new(env!("CARGO_BIN_EXE_promoter"));
+    let help = bin().args(["simulate", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--sveltos-clock-skew"));
+    let plan_help = bin().args(["plan", "--help"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&plan_help.stdout).contains("--sveltos-clock-skew"));
+    let sim = |skew: &str| {
+        bin()
+            .args([
+                "simulate",
+                "examples/blog-kyverno-auto.yaml",
+                "--fleet",
+                "examples/fleets/blog-lab.yaml",
+                "--start",
+                "2026-02-17T06:00:00Z",
+                "--sveltos-clock-skew",
+                skew,
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+    let base = sim("0s");
+    assert_eq!(
+        base.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&base.stderr)
+    );
+    for skew in ["-2s", "2s", "+2s"] {
+        let out = sim(skew);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{skew}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, base.stdout, "{skew}");
+    }
+    let bad = sim("2 parsecs");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--sveltos-clock-skew"));
 }

@@ -12,7 +12,7 @@ use promoter::fake::store::DeleteOptions;
 use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
 use promoter::labels::LabelSelector;
 use promoter::sim::addon::labels;
-use promoter::sim::addon::{feature_summaries, rfc3339, summary_object, write_summary};
+use promoter::sim::addon::{feature_summaries, summary_object, write_summary};
 use serde_json::{Map, Value, json};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -95,13 +95,7 @@ pub fn reconcile(store: &mut Store, name: &str, fail: bool) {
             }) {
                 continue;
             }
-            let object = summary_object(
-                &profile,
-                ns,
-                cluster_name,
-                &d.spec,
-                json!(rfc3339(fixed_time())),
-            );
+            let object = summary_object(&profile, ns, cluster_name, &d.spec);
             write_summary(
                 store,
                 object,

@@ -31,9 +31,27 @@ pub struct SimArgs {
     /// start; open-ended without TO), e.g. `1d..2d=holidays`.
     #[arg(long, value_name = "FROM..TO")]
     freeze: Vec<String>,
+    /// Run the simulated Sveltos with its clock this far ahead of the API server's (`-2s`: behind).
+    /// Sveltos stamps `lastAppliedTime` with its own clock; promoter never compares it with the API
+    /// server's times, so a rollout takes as long whatever the skew.
+    #[arg(
+        long,
+        value_name = "[-]DURATION",
+        default_value = "0s",
+        allow_hyphen_values = true
+    )]
+    sveltos_clock_skew: String,
     /// Output format.
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
+}
+
+/// A duration that may be negative: `-` then the flags' duration grammar.
+fn signed_duration(s: &str) -> Result<chrono::Duration, String> {
+    match s.trim().strip_prefix('-') {
+        Some(rest) => flag_duration::parse(rest).map(|d| -d),
+        None => flag_duration::parse(s.trim_start_matches('+')),
+    }
 }
 
 /// Run whole rollouts on a simulated fleet and a virtual clock, and print their timeline and ETA.
@@ -121,6 +139,8 @@ fn sim_options(
             .collect::<Result<_, _>>()
             .map_err(|e| anyhow::anyhow!(e))?,
         default_tz: timezone(&sim.timezone)?,
+        sveltos_clock_skew: signed_duration(&sim.sveltos_clock_skew)
+            .map_err(|e| anyhow::anyhow!("--sveltos-clock-skew: {e}"))?,
         progress: true,
     })
 }

@@ -1,4 +1,5 @@
-//! A simulated Sveltos addon-controller over the fake API server's store, as unkind as the real one:
+//! A simulated Sveltos addon-controller over the fake API server's store, as unkind as the real one
+//! (projectsveltos/addon-controller, commit 60c6358035778386ccb9599f4944d2f5a0ec8926):
 //!
 //! * for every ClusterProfile it keeps a ClusterSummary per matching, ready cluster that is not
 //!   being deleted (the summaries of deleting clusters are removed, as libsveltos' matching leaves
@@ -6,10 +7,22 @@
 //!   its `Provisioned`);
 //! * the summary's spec is the profile's spec re-encoded as Sveltos' Go types encode it and
 //!   defaulted as the API server defaults it ([`normalize`]), never the profile's bytes;
-//! * the spec is written first (stamped in `managedFields`, as the API server does) and the status
-//!   only after [`AddonController::status_lag`]: in between, the summary shows the new spec with the
-//!   previous `Provisioned` (the stale window of a busy addon-controller); then the features go
-//!   `Provisioning` and, after the deploy time, `Provisioned` with a `lastAppliedTime`;
+//! * the spec is written first (the profile controller's `Update`) and the status only after
+//!   [`AddonController::status_lag`] (the ClusterSummary controller getting to it): in between,
+//!   the summary shows the new spec with the previous statuses. The API server stamps both writes
+//!   in `managedFields`, by its clock;
+//! * each feature carries its deployment hash ([`feature_hash`]: its content plus the
+//!   profile-level fields Sveltos includes). A feature whose hash changed goes `Provisioning`,
+//!   then after the deploy time `Provisioned`, with `lastAppliedTime` by the controller's own
+//!   clock ([`AddonController::clock_skew`] from the API server's); a feature whose hash did not
+//!   change is left alone, and a spec change that changes no hash writes no status at all
+//!   (`proceedDeployingFeature` skips the update when the feature is `Provisioned` with the same
+//!   hash, `controllers/clustersummary_deployer.go`);
+//! * with [`AddonController::late_writes`], a summary still deploying its previous spec when the new
+//!   one is written gets one more status write computed from the previous spec (its hashes,
+//!   `Provisioned`) after the spec write: the reconcile that read the old spec ends after the new
+//!   one landed, and its status patch carries no resourceVersion (cluster-api's patch helper,
+//!   `util/patch/patch.go` `patchStatus`: a merge patch without optimistic lock);
 //! * failing clusters report `Failed`; a deleted profile loses its summaries and then Sveltos'
 //!   finalizer (the add-ons are withdrawn);
 //! * with [`AddonController::oss_promotion_controller`], it also plays open-source Sveltos v1.14+'s
@@ -19,6 +32,7 @@
 //!
 //! Its own bookkeeping lives in an annotation of each summary, so it is as stateless as promoter.
 
+use super::feature_hash::feature_hash;
 use crate::api::MaxUpdate;
 use crate::api::ProfileSpec;
 use crate::api::sveltos::{CLUSTER_NAME_LABEL, CLUSTER_PROFILE_NAME_LABEL, CLUSTER_TYPE_LABEL};
@@ -36,6 +50,9 @@ use std::collections::BTreeMap;
 /// Sveltos' finalizer on ClusterProfiles.
 pub const PROFILE_FINALIZER: &str = "clusterprofilefinalizer.projectsveltos.io";
 const SINCE_ANNOTATION: &str = "sim.promoter.dev/deploying-since";
+/// The field manager of Sveltos' writes: its binary is `manager`, and the API server takes the
+/// User-Agent's first word.
+pub const SVELTOS_MANAGER: &str = "manager";
 
 #[derive(Clone, Debug)]
 pub struct AddonController {
@@ -50,6 +67,12 @@ pub struct AddonController {
     /// Time from a summary's spec update to the controller's first status write for it; until
     /// then the summary shows the new spec with the previous statuses.
     pub status_lag: Duration,
+    /// The controller's clock minus the API server's (`lastAppliedTime` is stamped by the
+    /// controller's node, `managedFields` by the API server's).
+    pub clock_skew: Duration,
+    /// A summary still deploying its previous spec when a new one is written gets a late status
+    /// write from the previous spec (see the module docs).
+    pub late_writes: bool,
     /// Play open-source Sveltos v1.14+'s ClusterPromotion controller next to promoter.
     pub oss_promotion_controller: bool,
 }
@@ -62,6 +85,8 @@ impl Default for AddonController {
             failing: BTreeMap::new(),
             failing_only: BTreeMap::new(),
             status_lag: Duration::zero(),
+            clock_skew: Duration::zero(),
+            late_writes: false,
             oss_promotion_controller: false,
         }
     }
@@ -86,34 +111,55 @@ pub fn labels(v: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// The features of a summary carrying `spec`: one per kind of content, and those `also` names
+/// (reported before and still reconciled: Sveltos keeps a feature whose content is gone).
+fn feature_ids(spec: &Map<String, Value>, also: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (field, feature) in [
+        ("helmCharts", "Helm"),
+        ("policyRefs", "Resources"),
+        ("kustomizationRefs", "Kustomize"),
+    ] {
+        let has = spec
+            .get(field)
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        if has || also.iter().any(|a| a == feature) {
+            out.push(feature.to_string());
+        }
+    }
+    out
+}
+
 fn features(
     spec: &Map<String, Value>,
     status: &str,
     failure: Option<&str>,
     applied: Option<DateTime<Utc>>,
 ) -> Value {
-    let mut out = Vec::new();
-    for (field, feature) in [
-        ("helmCharts", "Helm"),
-        ("policyRefs", "Resources"),
-        ("kustomizationRefs", "Kustomize"),
-    ] {
-        if spec
-            .get(field)
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-        {
-            let mut f = json!({"featureID": feature, "status": status});
-            if let Some(msg) = failure {
-                f["failureMessage"] = json!(msg);
-            }
-            if let Some(t) = applied {
-                f["lastAppliedTime"] = json!(rfc3339(t));
-            }
-            out.push(f);
-        }
+    Value::Array(
+        feature_ids(spec, &[])
+            .iter()
+            .map(|id| feature(spec, id, status, failure, applied))
+            .collect(),
+    )
+}
+
+fn feature(
+    spec: &Map<String, Value>,
+    id: &str,
+    status: &str,
+    failure: Option<&str>,
+    applied: Option<DateTime<Utc>>,
+) -> Value {
+    let mut f = json!({"featureID": id, "hash": feature_hash(spec, id), "status": status});
+    if let Some(msg) = failure {
+        f["failureMessage"] = json!(msg);
     }
-    Value::Array(out)
+    if let Some(t) = applied {
+        f["lastAppliedTime"] = json!(rfc3339(t));
+    }
+    f
 }
 
 fn all_provisioned(cs: &Value) -> bool {
@@ -137,6 +183,12 @@ impl AddonController {
     }
 
     pub fn reconcile_store(&self, store: &mut Store, now: DateTime<Utc>) {
+        store.with_manager(SVELTOS_MANAGER, |store| {
+            self.reconcile_as_sveltos(store, now)
+        });
+    }
+
+    fn reconcile_as_sveltos(&self, store: &mut Store, now: DateTime<Utc>) {
         if self.oss_promotion_controller {
             release_preserved_promotions(store);
         }
@@ -212,7 +264,6 @@ impl AddonController {
                 let cs_name = format!("{name}-sveltos-{cluster_name}");
                 wanted.push((ns.clone(), cs_name.clone()));
                 let paused = cluster.pointer("/spec/paused") == Some(&Value::Bool(true));
-                let key = format!("{ns}/{cluster_name}");
                 let existing = store.get(&cs_rt, &ns, &cs_name).ok();
                 let in_sync = existing
                     .as_ref()
@@ -224,75 +275,16 @@ impl AddonController {
                     // spec and statuses they have.
                     continue;
                 }
-                let since = if in_sync {
-                    existing
-                        .as_ref()
-                        .and_then(|cs| {
-                            cs.pointer(&format!(
-                                "/metadata/annotations/{}",
-                                SINCE_ANNOTATION.replace('/', "~1")
-                            ))
-                        })
-                        .and_then(Value::as_str)
-                        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-                        .map(|t| t.with_timezone(&Utc))
-                        // Loaded from a live cluster: provisioned stays provisioned, the rest starts now.
-                        .unwrap_or(if deployed {
-                            DateTime::<Utc>::MIN_UTC
-                        } else {
-                            now
-                        })
-                } else {
-                    // The deployment starts once the controller gets to the new spec.
-                    now + self.status_lag
+                let target = Target {
+                    profile,
+                    namespace: &ns,
+                    cluster: &cluster_name,
+                    spec: &spec,
                 };
-                let spec_written = if in_sync {
-                    existing
-                        .as_ref()
-                        .and_then(|cs| cs.pointer("/metadata/managedFields/0/time"))
-                        .cloned()
-                        .unwrap_or_else(|| json!(rfc3339(now)))
-                } else {
-                    json!(rfc3339(now))
-                };
-                let failing = self.failing.get(&key).is_some_and(|from| *from <= now)
-                    && self.failing_only.get(&key).is_none_or(|text| {
-                        serde_json::to_string(&spec).is_ok_and(|s| s.contains(text.as_str()))
-                    });
-                let done_at = since + self.deploy_time_of(&key);
-                let status = if now < since {
-                    // The controller has not reconciled the new spec yet: the previous statuses stay.
-                    existing
-                        .as_ref()
-                        .and_then(|cs| cs.get("status").cloned())
-                        .unwrap_or(json!({}))
-                } else if failing {
-                    // Stamped once, when the failure began: a status that changes every
-                    // reconcile would keep the simulated world from ever being at rest.
-                    let from = self.failing.get(&key).copied().unwrap_or(now).max(since);
-                    json!({"featureSummaries": features(&spec, "Failed", Some("deployment failed (simulated)"), Some(from))})
-                } else if now >= done_at {
-                    let at = if since == DateTime::<Utc>::MIN_UTC {
-                        None
-                    } else {
-                        Some(done_at)
-                    };
-                    let keep = existing
-                        .as_ref()
-                        .filter(|_| at.is_none())
-                        .and_then(|cs| cs.get("status").cloned());
-                    keep.unwrap_or_else(|| {
-                        json!({"featureSummaries": features(&spec, "Provisioned", None, at.or(Some(now)))})
-                    })
-                } else {
-                    json!({"featureSummaries": features(&spec, "Provisioning", None, None)})
-                };
-                if !(in_sync && all_provisioned(&json!({"status": status.clone()}))) {
+                let written = self.reconcile_summary(store, &target, existing, now);
+                if !(in_sync && written.as_ref().is_some_and(all_provisioned)) {
                     in_flight += 1;
                 }
-                let mut object = summary_object(profile, &ns, &cluster_name, &spec, spec_written);
-                object["metadata"]["annotations"] = json!({SINCE_ANNOTATION: rfc3339(since)});
-                write_summary(store, object, existing, status);
             }
         }
         // Summaries of profiles that are gone, or of clusters that no longer match.
@@ -306,49 +298,260 @@ impl AddonController {
 }
 
 /// The ClusterSummary Sveltos keeps for `profile` on one cluster, carrying `spec` (the profile's
-/// spec in Sveltos' normal form), its spec write stamped at `spec_written` in `managedFields`, as
-/// the API server records the controller's writes.
+/// spec in Sveltos' normal form) and the profile's annotations (`updateClusterSummary` copies them);
+/// the API server stamps its `managedFields`.
 pub fn summary_object(
     profile: &Value,
     namespace: &str,
     cluster: &str,
     spec: &Map<String, Value>,
-    spec_written: Value,
 ) -> Value {
     let name = meta_str(profile, "name");
-    json!({
+    let mut object = json!({
         "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
         "metadata": {
             "name": format!("{name}-sveltos-{cluster}"), "namespace": namespace,
             "labels": {CLUSTER_PROFILE_NAME_LABEL: name, CLUSTER_NAME_LABEL: cluster, CLUSTER_TYPE_LABEL: "Sveltos"},
             "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
                                  "name": name, "uid": meta_str(profile, "uid")}],
-            "managedFields": [
-                {"manager": "addon-controller", "operation": "Update",
-                 "apiVersion": "config.projectsveltos.io/v1beta1", "time": spec_written,
-                 "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterProfileSpec": {}}}},
-            ],
         },
         "spec": {"clusterNamespace": namespace, "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": spec},
+    });
+    if let Some(a) = profile.pointer("/metadata/annotations") {
+        object["metadata"]["annotations"] = a.clone();
+    }
+    object
+}
+
+/// Writes a summary's spec as Sveltos' profile controller does (creating it, or over `existing`);
+/// the stored object, when written.
+fn write_spec(store: &mut Store, object: Value, existing: Option<&Value>) -> Option<Value> {
+    let cs_rt = cluster_summary_type();
+    let (ns, name) = (meta_str(&object, "namespace"), meta_str(&object, "name"));
+    store.with_manager(SVELTOS_MANAGER, |store| match existing {
+        None => store.create(&cs_rt, &ns, object).ok(),
+        Some(current) => {
+            let mut next = object;
+            // Sveltos' own bookkeeping is not the profile controller's to drop.
+            if let Some(since) = current.pointer(&since_pointer()) {
+                next["metadata"]["annotations"][SINCE_ANNOTATION] = since.clone();
+            }
+            next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            store.update(&cs_rt, &ns, &name, next, false).ok()
+        }
     })
+}
+
+/// Writes a summary's status through the status subresource, as Sveltos' ClusterSummary controller
+/// does; unchanged, nothing is written.
+fn write_status(store: &mut Store, current: Value, status: Value) -> Option<Value> {
+    if current.get("status") == Some(&status) {
+        return Some(current);
+    }
+    let (ns, name) = (meta_str(&current, "namespace"), meta_str(&current, "name"));
+    let mut next = current;
+    next["status"] = status;
+    store
+        .with_manager(SVELTOS_MANAGER, |store| {
+            store.update(&cluster_summary_type(), &ns, &name, next, true)
+        })
+        .ok()
 }
 
 /// Writes a summary as the controller does: its spec (creating it, or over `existing`), then its
 /// status.
 pub fn write_summary(store: &mut Store, object: Value, existing: Option<Value>, status: Value) {
-    let cs_rt = cluster_summary_type();
-    let (ns, name) = (meta_str(&object, "namespace"), meta_str(&object, "name"));
-    let written = match existing {
-        None => store.seed(&cs_rt, object),
-        Some(current) => {
-            let mut next = object;
-            next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-            store.update(&cs_rt, &ns, &name, next, false)
+    if let Some(written) = write_spec(store, object, existing.as_ref()) {
+        let _ = write_status(store, written, status);
+    }
+}
+
+fn since_pointer() -> String {
+    format!(
+        "/metadata/annotations/{}",
+        SINCE_ANNOTATION.replace('/', "~1")
+    )
+}
+
+/// When the controller got (or gets) to a summary's current spec, from its bookkeeping.
+fn since_of(cs: &Value) -> Option<DateTime<Utc>> {
+    cs.pointer(&since_pointer())
+        .and_then(Value::as_str)
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Records the simulation's bookkeeping on a summary, as a manager of its own: Sveltos' entry in
+/// `managedFields` (the time of its spec write) is left as the real controller leaves it.
+fn write_since(store: &mut Store, current: Value, since: DateTime<Utc>) -> Option<Value> {
+    let (ns, name) = (meta_str(&current, "namespace"), meta_str(&current, "name"));
+    let mut next = current;
+    if !next["metadata"]["annotations"].is_object() {
+        next["metadata"]["annotations"] = json!({});
+    }
+    next["metadata"]["annotations"][SINCE_ANNOTATION] = json!(rfc3339(since));
+    store
+        .with_manager("promoter-simulation", |store| {
+            store.update(&cluster_summary_type(), &ns, &name, next, false)
+        })
+        .ok()
+}
+
+/// The annotations Sveltos copies from a profile onto its summaries (without the simulation's own).
+fn copied_annotations(v: &Value) -> Map<String, Value> {
+    let mut a = v
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    a.remove(SINCE_ANNOTATION);
+    a
+}
+
+/// The spec of a summary whose deployment of it is under way: every feature of it reported with
+/// its hash, not all `Provisioned` (Sveltos writes `Provisioning` with the hash before it deploys,
+/// so only such a summary can have a deployment of that spec finish later).
+fn deploying_its_spec(cs: &Value) -> Option<Map<String, Value>> {
+    let spec: Map<String, Value> = cs
+        .pointer("/spec/clusterProfileSpec")
+        .and_then(Value::as_object)
+        .cloned()?;
+    let reported = status_features(cs);
+    let under_way = feature_ids(&spec, &[]).iter().all(|id| {
+        reported
+            .iter()
+            .any(|f| f["featureID"] == id.as_str() && f["hash"] == feature_hash(&spec, id).as_str())
+    });
+    (under_way && !all_provisioned(cs)).then_some(spec)
+}
+
+/// The profile and cluster one summary is for.
+struct Target<'a> {
+    profile: &'a Value,
+    namespace: &'a str,
+    cluster: &'a str,
+    /// The profile's spec in Sveltos' normal form.
+    spec: &'a Map<String, Value>,
+}
+
+fn status_features(cs: &Value) -> Vec<Value> {
+    cs.pointer("/status/featureSummaries")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+impl AddonController {
+    /// One reconcile of one summary: the profile controller writes a new spec, then (once the
+    /// ClusterSummary controller gets to it, [`Self::status_lag`] later) each feature is
+    /// redeployed if its hash changed. The summary as stored afterwards.
+    fn reconcile_summary(
+        &self,
+        store: &mut Store,
+        t: &Target,
+        existing: Option<Value>,
+        now: DateTime<Utc>,
+    ) -> Option<Value> {
+        let key = format!("{}/{}", t.namespace, t.cluster);
+        let own_clock = now + self.clock_skew;
+        let in_sync = existing
+            .as_ref()
+            .and_then(|cs| cs.pointer("/spec/clusterProfileSpec"))
+            == Some(&Value::Object(t.spec.clone()));
+        let mut current = match existing {
+            Some(cs) if in_sync && copied_annotations(&cs) == copied_annotations(t.profile) => cs,
+            // The profile's annotations changed: copied, with the spec as it is.
+            Some(cs) if in_sync => {
+                let object = summary_object(t.profile, t.namespace, t.cluster, t.spec);
+                write_spec(store, object, Some(&cs))?
+            }
+            previous => {
+                let object = summary_object(t.profile, t.namespace, t.cluster, t.spec);
+                let written = write_spec(store, object, previous.as_ref())?;
+                // The controller gets to the new spec later.
+                let mut written = write_since(store, written, now + self.status_lag)?;
+                if let Some(old_spec) = previous
+                    .as_ref()
+                    .filter(|_| self.late_writes)
+                    .and_then(deploying_its_spec)
+                {
+                    // A reconcile of the previous spec lands after the new spec: its deployment
+                    // finished, and its status says so, with the previous spec's hashes.
+                    let late = json!({"featureSummaries": features(&old_spec, "Provisioned", None, Some(own_clock))});
+                    written = write_status(store, written, late)?;
+                }
+                written
+            }
+        };
+        let since = match since_of(&current) {
+            Some(s) => s,
+            None => {
+                // Loaded from a live cluster: what is provisioned stays so, the rest starts now.
+                let since = if all_provisioned(&current) {
+                    DateTime::<Utc>::MIN_UTC
+                } else {
+                    now
+                };
+                current = write_since(store, current, since)?;
+                since
+            }
+        };
+        if now < since {
+            // The controller has not got to the new spec yet: the previous statuses stay.
+            return Some(current);
         }
-    };
-    if let Ok(mut with_status) = written {
-        with_status["status"] = status;
-        let _ = store.update(&cs_rt, &ns, &name, with_status, true);
+        let failing = self.failing.get(&key).is_some_and(|from| *from <= now)
+            && self.failing_only.get(&key).is_none_or(|text| {
+                serde_json::to_string(t.spec).is_ok_and(|s| s.contains(text.as_str()))
+            });
+        let before = status_features(&current);
+        let ids: Vec<String> = before
+            .iter()
+            .filter_map(|f| f["featureID"].as_str().map(String::from))
+            .collect();
+        let done = now >= since + self.deploy_time_of(&key);
+        let after: Vec<Value> = feature_ids(t.spec, &ids)
+            .iter()
+            .map(|id| {
+                let hash = feature_hash(t.spec, id);
+                let was = before.iter().find(|f| f["featureID"] == id.as_str());
+                if failing {
+                    // Stamped once, when the failure began: a status that changes every
+                    // reconcile would keep the simulated world from ever being at rest.
+                    let from = self.failing.get(&key).copied().unwrap_or(now).max(since);
+                    return feature(
+                        t.spec,
+                        id,
+                        "Failed",
+                        Some("deployment failed (simulated)"),
+                        Some(from + self.clock_skew),
+                    );
+                }
+                match was {
+                    // Provisioned with the same hash: not redeployed, not even rewritten.
+                    Some(f)
+                        if f["status"] == "Provisioned"
+                            && (f["hash"] == hash.as_str()
+                                || since == DateTime::<Utc>::MIN_UTC) =>
+                    {
+                        f.clone()
+                    }
+                    _ if done => feature(t.spec, id, "Provisioned", None, Some(own_clock)),
+                    _ => {
+                        // Provisioning keeps the previous lastAppliedTime.
+                        let mut f = feature(t.spec, id, "Provisioning", None, None);
+                        if let Some(at) = was.and_then(|w| w.get("lastAppliedTime")) {
+                            f["lastAppliedTime"] = at.clone();
+                        }
+                        f
+                    }
+                }
+            })
+            .collect();
+        if after == before {
+            return Some(current);
+        }
+        write_status(store, current, json!({"featureSummaries": after}))
     }
 }
 

@@ -2,6 +2,7 @@
 //! simulated Sveltos addon-controller over the fake API server, and a virtual clock.
 
 pub mod addon;
+pub mod feature_hash;
 pub mod fleet;
 pub mod managed;
 pub mod plan;

@@ -198,6 +198,9 @@ pub struct SimOptions {
     pub updates: Vec<ScriptedUpdate>,
     pub freezes: Vec<ScriptedFreeze>,
     pub default_tz: Tz,
+    /// The simulated Sveltos' clock minus the API server's (`--sveltos-clock-skew`): its
+    /// `lastAppliedTime`s are stamped by it, `managedFields` by the server.
+    pub sveltos_clock_skew: Duration,
     /// Show progress on stderr when it is a terminal.
     pub progress: bool,
 }
@@ -279,7 +282,10 @@ pub async fn simulate(
     server.set_clock(Arc::new(move || {
         *server_clock.lock().unwrap_or_else(|p| p.into_inner())
     }));
-    let mut addon = AddonController::default();
+    let mut addon = AddonController {
+        clock_skew: opts.sveltos_clock_skew,
+        ..AddonController::default()
+    };
     if let Some(d) = &fleet.default_deploy_time {
         addon.default_deploy_time = d.to_chrono();
     }
