@@ -22,6 +22,7 @@ use promoter::fake::{
     cluster_summary_type, sveltos_cluster_type,
 };
 use promoter::pass::{PassOptions, run_pass};
+use promoter::sim::feature_hash::feature_hash;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -83,7 +84,9 @@ fn content(profile: &Value) -> String {
     json!({"spec": spec, "sa": [labels["projectsveltos.io/serviceaccount-name"], labels["projectsveltos.io/serviceaccount-namespace"]]}).to_string()
 }
 
-/// Every cluster the stage selects has a summary of this profile, in sync and Provisioned.
+/// Every cluster the stage selects has a summary of this profile, in sync and Provisioned *for
+/// that spec*: every feature with the hash Sveltos computes from it (issue 30: a `Provisioned`
+/// written late from the previous spec, or older than the spec, is not a deployment of it).
 fn deployed_everywhere(
     cp: &Value,
     pname: &str,
@@ -107,7 +110,17 @@ fn deployed_everywhere(
                     && cs["spec"]["clusterProfileSpec"] == cp["spec"]
                     && cs["status"]["featureSummaries"]
                         .as_array()
-                        .is_some_and(|f| f.iter().all(|x| x["status"] == "Provisioned"))
+                        .is_some_and(|f| {
+                            f.iter().all(|x| {
+                                let spec = cs["spec"]["clusterProfileSpec"]
+                                    .as_object()
+                                    .cloned()
+                                    .unwrap_or_default();
+                                let id = x["featureID"].as_str().unwrap_or_default();
+                                x["status"] == "Provisioned"
+                                    && x["hash"] == feature_hash(&spec, id).as_str()
+                            })
+                        })
             })
         })
 }
@@ -653,6 +666,10 @@ struct Plan {
     freeze: Option<(usize, usize)>,
     /// A person bypasses the freeze for the promotion at this tick.
     bypass_at: Option<usize>,
+    /// Sveltos as unkind as the real one can be (issue 30): its status a minute behind its spec,
+    /// a status computed from the previous spec landing after a new one, and its clock this many
+    /// seconds ahead of the API server's.
+    unkind_sveltos: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -681,6 +698,11 @@ impl Rng {
 
 async fn scenario(plan: &Plan) -> Outcome {
     let mut lab = Lab::new().await;
+    if let Some(skew) = plan.unkind_sveltos {
+        lab.env.addon.status_lag = Duration::minutes(1);
+        lab.env.addon.late_writes = true;
+        lab.env.addon.clock_skew = Duration::seconds(skew);
+    }
     if let Some((cluster, text)) = plan.failing {
         lab.env
             .addon
@@ -963,6 +985,32 @@ async fn crash_loops_still_complete() {
             assert_safe_and_done(&format!("{example}: every pass dies after {k} writes"), &o);
         }
     }
+}
+
+/// Issue 30 §3: Sveltos as unkind as the real one (its status a minute behind its spec, the
+/// previous spec's `Provisioned` landing after a new spec, its clock 2 s ahead of or behind the API
+/// server's), and a new revision while stage 1 still deploys the first: no stage is passed before
+/// its clusters run the revision (the oracle judges by the hashes Sveltos computes for their
+/// spec), every rollout completes; one of them with a crash after every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unkind_sveltos_never_lets_a_stage_pass_early() {
+    let plan = |example, skew| Plan {
+        example,
+        revision_at: Some(2),
+        ticks: 150,
+        unkind_sveltos: Some(skew),
+        ..Default::default()
+    };
+    for skew in [2, -2] {
+        for example in seed_examples() {
+            let o = scenario(&plan(example, skew)).await;
+            assert_safe_and_done(&format!("{example}, unkind Sveltos ({skew} s)"), &o);
+        }
+    }
+    let auto = plan("blog-kyverno-auto.yaml", 2);
+    let o = scenario(&auto).await;
+    let runs = crash_after_each_write(&auto, o.writes, 8, "unkind Sveltos").await;
+    assert!(runs > 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -423,6 +423,38 @@ fn the_readme_simulations_run_as_written() {
     assert!(seen_rollback && seen_freeze);
 }
 
+/// Issue 30 §3: with `--sveltos-clock-skew`, a simulated Sveltos 2 s behind or ahead of the API
+/// server finishes fast deployments (done in the reconcile that writes the spec) at the same
+/// simulated times as one in step: promoter never compares its `lastAppliedTime` with the API
+/// server's times. (Before: 2 s behind, every stage waited out the 10-minute grace.)
+#[tokio::test]
+async fn a_skewed_sveltos_clock_does_not_slow_a_simulated_rollout() {
+    let mut finished = Vec::new();
+    for skew in [0, -2, 2] {
+        let mut f = fleet("blog-lab.yaml");
+        f.default_deploy_time = Some(promoter::api::GoDuration::parse("0s").unwrap());
+        for c in &mut f.clusters {
+            c.deploy_time = None;
+        }
+        let report = run(
+            example("blog-kyverno-auto.yaml"),
+            f,
+            &SimOptions {
+                sveltos_clock_skew: Duration::seconds(skew),
+                ..opts()
+            },
+        )
+        .await;
+        let t = &report.promotions[0];
+        assert!(t.complete, "skew {skew} s: {}", report.render_text());
+        finished.push((skew, t.finished_at));
+    }
+    assert!(
+        finished.iter().all(|(_, at)| *at == finished[0].1),
+        "{finished:?}"
+    );
+}
+
 /// `--sveltos-clock-skew` through the binary: in the help, signed, and without effect on the
 /// timeline; a value that is not a duration is a usage error naming the flag.
 #[test]

@@ -24,6 +24,9 @@ pub const ABORTED: &str = "promoter.dev/aborted";
 pub const RETRY: &str = "promoter.dev/retry";
 /// `promoter freeze bypass`.
 pub const FREEZE_BYPASS: &str = "promoter.dev/freeze-bypass";
+/// What Sveltos redeploys after promoter changed a generated profile's spec
+/// ([`super::redeploy`]).
+pub const REDEPLOY: &str = "promoter.dev/redeploy";
 /// On a PromotionFreeze: who created it with `promoter freeze create` (a [`Record`]).
 pub const CREATED_BY: &str = "promoter.dev/created-by";
 

@@ -20,6 +20,8 @@
 //!   ([`deadline_clock`]).
 //! * `promoter.dev/freeze-bypass`: `promoter freeze bypass` ([`freeze_bypass`]).
 //! * `promoter.dev/outbox`: the transitions still to be notified ([`outbox`]).
+//! * `promoter.dev/redeploy`: what Sveltos redeploys after promoter changed a profile's spec, and
+//!   what the summaries carried before ([`redeploy`]).
 //!
 //! The settings annotations (`progress-deadline`, `failure-policy`, …) are in [`crate::settings`].
 
@@ -28,6 +30,7 @@ pub mod freeze_bypass;
 pub mod history;
 mod keys;
 pub mod outbox;
+pub mod redeploy;
 pub mod revision_sweep;
 pub mod run_holds;
 

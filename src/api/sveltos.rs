@@ -125,7 +125,12 @@ pub struct FeatureSummary {
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
-    /// When the feature last reached `Provisioned` (or `Failed`/`Removed`): the freshness signal.
+    /// The hash of what the feature deploys (Go's `[]byte`, so base64), written with every status
+    /// of the feature: the content its status is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// When the feature last reached `Provisioned` (or `Failed`/`Removed`), by the addon-controller's
+    /// own clock: never compared with the API server's times (see `pass::summaries`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_time: Option<String>,
 }

@@ -6,9 +6,10 @@
 use super::inspect::{LastPass, StatusRow, age, relative, status_row};
 use crate::api::ClusterPromotion;
 use crate::pass::World;
-use crate::pass::deployment::matching_clusters;
+use crate::pass::deployment::{WriteRecord, matching_clusters, stale_text};
 use crate::pass::profiles::{main_profile, preverification_name, profile_name};
-use crate::pass::summaries::Provisioned;
+use crate::pass::summaries::{Provisioned, STALE_PROVISIONED_GRACE};
+use crate::sveltos::redeploy::{Expect, ids};
 use crate::window::{PromotionWindow, WindowState};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -119,6 +120,9 @@ pub struct StageExplanation {
     pub description: Option<String>,
     pub failure_message: Option<String>,
     pub provisioned_at: Option<DateTime<Utc>>,
+    /// What Sveltos redeploys for the spec promoter last wrote to the profile, from the
+    /// `promoter.dev/redeploy` record (how stage completion judges a `Provisioned`).
+    pub redeploy: Option<String>,
     pub clusters: Vec<ClusterExplanation>,
     pub excluded: Vec<ExcludedExplanation>,
     pub delay: Option<String>,
@@ -136,8 +140,11 @@ pub struct ClusterExplanation {
     pub paused: bool,
     pub cluster_summary: Option<String>,
     pub features: Vec<FeatureExplanation>,
-    /// `Yes`, `No`, `Stale` (every feature Provisioned, but before the summary's current spec).
+    /// `Yes`, `No`, `Stale` (every feature Provisioned, but not known to be for the summary's
+    /// current spec).
     pub provisioned: Option<&'static str>,
+    /// Why a `Stale` summary does not count yet (and, when only time can tell, until when).
+    pub stale: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -184,6 +191,37 @@ pub struct ApprovalExplanation {
     pub at: Option<String>,
 }
 
+/// What the `promoter.dev/redeploy` record of a profile's current spec says Sveltos does, and so
+/// how a `Provisioned` is judged (see `pass::summaries`).
+fn redeploy_text(record: Option<&WriteRecord>) -> String {
+    match record {
+        Some(WriteRecord {
+            expect: Expect::Nothing,
+            ..
+        }) => "nothing: the last spec change touches no deployment hash, so the Provisioned \
+               Sveltos shows stays current"
+            .into(),
+        Some(WriteRecord {
+            expect: Expect::Features(bits),
+            before,
+        }) => format!(
+            "{} for the spec promoter wrote; {}",
+            ids(*bits).collect::<Vec<_>>().join(", "),
+            if before.is_some() {
+                "a feature counts once its hash is not the one it had before the write"
+            } else {
+                "a feature counts once Sveltos wrote a status after the spec (API server times)"
+            }
+        ),
+        _ => format!(
+            "cannot be known for the last spec change (no record of promoter's write, or a change \
+             of content promoter does not read): a summary counts once Sveltos wrote a status after \
+             its spec, or {} minutes after the spec write",
+            STALE_PROVISIONED_GRACE.num_minutes()
+        ),
+    }
+}
+
 pub fn explain(
     p: &ClusterPromotion,
     world: &World,
@@ -221,10 +259,22 @@ pub fn explain(
                 .find(|s| s.name == stage.name);
             let selector = stage.cluster_selector.clone().unwrap_or_default();
             let summaries = world.summaries.get(&profile);
+            let record = world
+                .profiles
+                .get(&profile)
+                .and_then(|cp| WriteRecord::of(p, cp));
+            let freshness = WriteRecord::freshness(record.as_ref());
+            let redeploy = world
+                .profiles
+                .contains_key(&profile)
+                .then(|| redeploy_text(record.as_ref()));
             let clusters = matching_clusters(&selector, world)
                 .into_iter()
                 .map(|c| {
                     let cs = summaries.and_then(|s| s.find(c.kind, &c.namespace, &c.name));
+                    let provisioned = cs.and_then(|cs| {
+                        summaries.map(|s| cs.provisioned(s.content(cs), freshness, Some(now)))
+                    });
                     ClusterExplanation {
                         cluster: c.to_string(),
                         ready: c.ready,
@@ -245,13 +295,15 @@ pub fn explain(
                                     .collect()
                             })
                             .unwrap_or_default(),
-                        provisioned: cs.map(|cs| {
-                            match summaries.map(|s| cs.provisioned(s.content(cs), Some(now))) {
-                                Some(Provisioned::Yes) => "Yes",
-                                Some(Provisioned::Stale) => "Stale",
-                                _ => "No",
-                            }
+                        provisioned: cs.map(|_| match provisioned {
+                            Some(Provisioned::Yes) => "Yes",
+                            Some(Provisioned::Stale(_)) => "Stale",
+                            _ => "No",
                         }),
+                        stale: match provisioned {
+                            Some(Provisioned::Stale(why)) => Some(stale_text(why)),
+                            _ => None,
+                        },
                     }
                 })
                 .collect();
@@ -336,6 +388,7 @@ pub fn explain(
                 provisioned_at: stored
                     .and_then(|s| s.last_successful_applied_time)
                     .map(|t| t.as_datetime()),
+                redeploy,
                 clusters,
                 excluded,
                 delay,
@@ -582,6 +635,9 @@ impl Explanation {
             if let Some(t) = s.provisioned_at {
                 let _ = writeln!(out, "  provisioned: {}", ts(t));
             }
+            if let Some(r) = &s.redeploy {
+                let _ = writeln!(out, "  redeploy: {r}");
+            }
             let _ = writeln!(out, "  clusters ({}):", s.clusters.len());
             for c in &s.clusters {
                 let flags = format!(
@@ -611,10 +667,10 @@ impl Explanation {
                             } else {
                                 features.join(", ")
                             },
-                            match c.provisioned {
-                                Some("Yes") => "",
-                                Some("Stale") => " [Provisioned predates its spec]",
-                                _ => " [not provisioned]",
+                            match (c.provisioned, &c.stale) {
+                                (Some("Yes"), _) => String::new(),
+                                (Some("Stale"), Some(why)) => format!(" [not yet: {why}]"),
+                                _ => " [not provisioned]".into(),
                             }
                         )
                     }

@@ -305,6 +305,7 @@ fn observed(
         ))
     {
         let check = deployment::check(
+            p,
             cp,
             &spec.cluster_selector.clone().unwrap_or_default(),
             world,

@@ -180,6 +180,14 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
                     crate::annotations::outbox::encode(entries),
                 );
             }
+            RecordOp::Redeploy { profile, record } => {
+                let mut all = crate::annotations::redeploy::redeploys(p);
+                all.insert(profile.clone(), record.clone());
+                p.metadata.annotations.get_or_insert_default().insert(
+                    crate::annotations::REDEPLOY.into(),
+                    serde_json::to_string(&all).unwrap(),
+                );
+            }
         }
     }
 }
@@ -261,6 +269,8 @@ fn summaries_for(world: &World, profile: &str, feature_status: &str) -> Vec<Clus
 }
 
 fn run(p: &mut ClusterPromotion, world: &mut World, min: i64) -> Decision {
+    // As a pass observes it.
+    world.now = Some(t(min));
     let d = decide(p, world, &HealthResults::new(), &ctx(min));
     apply(p, world, &d);
     sweep(p, world);
@@ -659,7 +669,13 @@ fn profile_follows_profile_spec_and_repairs_drift() {
         .fields
         .insert("syncMode".into(), json!("DryRun"));
     let d = run(&mut p, &mut w, 1);
-    assert!(matches!(&d.actions[0], Action::Apply(x) if x.name == "kyverno-dev"));
+    // The repair is recorded first: Sveltos redeploys what a syncMode change touches.
+    assert!(
+        matches!(&d.actions[0], Action::Record(ops) if matches!(&ops[..],
+        [RecordOp::Redeploy { profile, record }] if profile == "kyverno-dev"
+            && record.expect() == crate::sveltos::redeploy::Expect::Features(7)))
+    );
+    assert!(matches!(&d.actions[1], Action::Apply(x) if x.name == "kyverno-dev"));
     assert_eq!(
         w.profiles["kyverno-dev"].spec.fields["syncMode"],
         "Continuous"
@@ -1452,8 +1468,10 @@ fn issue14_unused_grant_is_not_given_to_a_new_revision() {
     new_revision(&mut p, "3.6.2");
     let d = run(&mut p, &mut w, 5);
     assert!(d.summary.starts_with("restarted"));
+    // Nothing but what Sveltos redeploys for stage 1's new spec is recorded.
     assert!(
-        !d.actions.iter().any(|a| matches!(a, Action::Record(_))),
+        !d.actions.iter().any(|a| matches!(a, Action::Record(ops)
+            if ops.iter().any(|op| !matches!(op, RecordOp::Redeploy { .. })))),
         "{:?}",
         d.actions
     );
@@ -1629,3 +1647,284 @@ mod events_tests;
 
 #[path = "decide_failure_tests.rs"]
 mod failure_policy;
+
+// Issue 30 §3: stage completion from content or one clock, with what promoter records when it
+// writes a profile's spec.
+
+/// Sveltos' part with what the API server stamps: `profile`'s summaries carrying its spec, every
+/// feature `Provisioned` with `hash`, the spec written at `spec_at` and the features at `status_at`.
+fn provision(world: &mut World, profile: &str, hash: &str, spec_at: &str, status_at: &str) {
+    let mut out = summaries_for(world, profile, "Provisioned");
+    for cs in &mut out {
+        cs.metadata.managed_fields = serde_json::from_value(json!([
+            {"manager": "manager", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
+             "time": spec_at, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+            {"manager": "manager", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
+             "time": status_at, "subresource": "status", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:featureSummaries": {}}}}
+        ]))
+        .unwrap();
+        for f in cs
+            .status
+            .as_mut()
+            .unwrap()
+            .feature_summaries
+            .iter_mut()
+            .flatten()
+        {
+            f.hash = Some(hash.into());
+        }
+    }
+    world
+        .summaries
+        .insert(profile.into(), out.into_iter().collect());
+}
+
+fn redeploy_ops(d: &Decision) -> Vec<(String, crate::annotations::redeploy::Redeploy)> {
+    d.actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Record(ops) => Some(ops),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|op| match op {
+            RecordOp::Redeploy { profile, record } => Some((profile.clone(), record.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn with_chart_version(p: &mut ClusterPromotion, v: &str) {
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!(v);
+}
+
+/// A new revision rewrites stage 1's profile: the record says Sveltos redeploys Helm and keeps the
+/// hash the summaries carried. A late `Provisioned` with that hash (written after the new spec)
+/// never completes the stage; the redeployed hash does, in the next pass.
+#[test]
+fn a_rewritten_stage_waits_for_the_redeployed_hash_not_a_late_provisioned() {
+    use crate::sveltos::redeploy::{Expect, bit};
+    let (old, new) = ("OLDxxxxxxxxxxxxxxxxx=", "NEWxxxxxxxxxxxxxxxxx=");
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        old,
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:30Z",
+    );
+    run(&mut p, &mut w, 1);
+    with_chart_version(&mut p, "3.6.0");
+    let d = run(&mut p, &mut w, 2);
+    let recorded = redeploy_ops(&d);
+    assert_eq!(
+        recorded.len(),
+        1,
+        "{:?} {:?} {}",
+        d.actions,
+        d.after_status,
+        d.summary
+    );
+    let (profile, record) = &recorded[0];
+    assert_eq!(profile, "kyverno-dev");
+    assert_eq!(record.expect(), Expect::Features(bit("Helm")));
+    let before = record.before().expect("the summaries were listed");
+    assert!(before.contains(
+        bit("Helm"),
+        &crate::annotations::redeploy::prefix(old).unwrap()
+    ));
+    assert!(d.needs_summaries.is_empty());
+    // Sveltos writes the new spec; the reconcile of the old one lands after it (a late write).
+    provision(
+        &mut w,
+        "kyverno-dev",
+        old,
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:02:20Z",
+    );
+    for min in 3..15 {
+        let d = run(&mut p, &mut w, min);
+        assert!(
+            d.after_status.is_empty(),
+            "promoted past dev at minute {min}"
+        );
+        assert!(
+            stage_status(&p, "dev")
+                .failure_message
+                .as_deref()
+                .is_some_and(
+                    |m| m.contains("Sveltos has not redeployed it for its current spec yet")
+                ),
+            "{:?}",
+            stage_status(&p, "dev")
+        );
+    }
+    // Redeployed: counts at once, whatever the clocks.
+    provision(
+        &mut w,
+        "kyverno-dev",
+        new,
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:02:09Z",
+    );
+    run(&mut p, &mut w, 15);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_some()
+    );
+}
+
+/// A revision that changes only what Sveltos does not hash is recorded as redeploying nothing: the
+/// stage completes as soon as the summaries carry the new spec, with the status Sveltos wrote for
+/// the previous one.
+#[test]
+fn a_change_sveltos_does_not_redeploy_completes_without_a_status_write() {
+    use crate::sveltos::redeploy::Expect;
+    let hash = "SAMExxxxxxxxxxxxxxxxx=";
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        hash,
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:30Z",
+    );
+    run(&mut p, &mut w, 1);
+    p.spec
+        .profile_spec
+        .as_mut()
+        .unwrap()
+        .0
+        .insert("maxUpdate".into(), json!("50%"));
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(redeploy_ops(&d)[0].1.expect(), Expect::Nothing);
+    // The new spec, and no status since.
+    provision(
+        &mut w,
+        "kyverno-dev",
+        hash,
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:00:30Z",
+    );
+    run(&mut p, &mut w, 3);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_some()
+    );
+}
+
+/// Without a record (a profile written by another writer or an earlier promoter), the API
+/// server's two times decide, and the grace ends the wait for a status that may never come; the
+/// decision says until when.
+#[test]
+fn without_a_record_the_api_server_times_decide_and_the_grace_ends_the_wait() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "Hxxxxxxxxxxxx=",
+        "2026-02-16T06:00:10Z",
+        "2026-02-16T06:00:09Z",
+    );
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(
+        d.next_check,
+        Some(t(0) + chrono::Duration::seconds(10) + STALE)
+    );
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_none()
+    );
+    run(&mut p, &mut w, 10);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_none()
+    );
+    run(&mut p, &mut w, 11);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_some(),
+        "{:?}",
+        stage_status(&p, "dev")
+    );
+    // A status at or after the spec, by the same clock, counts at once.
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "Hxxxxxxxxxxxx=",
+        "2026-02-16T06:00:10Z",
+        "2026-02-16T06:00:10Z",
+    );
+    run(&mut p, &mut w, 1);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_some()
+    );
+}
+
+const STALE: chrono::Duration = crate::pass::summaries::STALE_PROVISIONED_GRACE;
+
+/// Promoted to a stage whose summaries the pass did not list (it was not the current stage): the
+/// decision asks for them, so that the record keeps their hashes.
+#[test]
+fn a_rewritten_stage_that_was_not_listed_asks_for_its_summaries() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    // A first revision reached staging …
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "Axxxxxxxxxxxx=",
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:01Z",
+    );
+    run(&mut p, &mut w, 1);
+    run(&mut p, &mut w, 3);
+    assert!(w.profiles.contains_key("kyverno-staging"));
+    // … then a second one completes dev again, while staging's summaries are not in the world.
+    with_chart_version(&mut p, "3.6.0");
+    run(&mut p, &mut w, 4);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "Bxxxxxxxxxxxx=",
+        "2026-02-16T06:04:00Z",
+        "2026-02-16T06:04:01Z",
+    );
+    w.summaries.remove("kyverno-staging");
+    run(&mut p, &mut w, 5);
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(8));
+    assert!(
+        d.after_status
+            .iter()
+            .any(|a| matches!(a, Action::Apply(x) if x.name == "kyverno-staging")),
+        "{d:?}"
+    );
+    assert_eq!(d.needs_summaries, ["kyverno-staging"]);
+    assert_eq!(redeploy_ops(&d)[0].1.before(), None);
+    // Listed (none exist): the record says so.
+    w.summaries_listed.insert("kyverno-staging".into());
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(8));
+    assert!(d.needs_summaries.is_empty());
+    assert_eq!(
+        redeploy_ops(&d)[0].1.before(),
+        Some(crate::annotations::redeploy::Before::default())
+    );
+}

@@ -118,6 +118,12 @@ pub enum RecordOp {
     /// Writes the notification outbox (`promoter.dev/outbox`) as a whole: the transitions of this
     /// decision added, before the status write that records them (see `notifications`).
     Outbox(Vec<crate::annotations::outbox::Entry>),
+    /// What Sveltos redeploys for the spec this decision writes to a profile
+    /// (`promoter.dev/redeploy`, see `profile_writes::ensure`).
+    Redeploy {
+        profile: String,
+        record: crate::annotations::redeploy::Redeploy,
+    },
 }
 
 /// The records about one run that a new run makes void.
@@ -189,6 +195,10 @@ pub struct Decision {
     /// The stored `PromotionRevision` (its name) a rollback needs: the pass reads it and decides
     /// again.
     pub needs_revision: Option<String>,
+    /// Profiles whose spec this decision changes but whose ClusterSummaries the pass did not list:
+    /// the pass lists them and decides again, so that the `promoter.dev/redeploy` record keeps the
+    /// hashes they carry before the write.
+    pub needs_summaries: Vec<String>,
     /// The manual stages this decision lets through on their approval (the approval gate is the
     /// last: the stage is promoted past in this decision). Notified as "approved"; no Event.
     pub approved: Vec<LetThrough>,
@@ -218,6 +228,7 @@ impl Decision {
             next_check: None,
             needs_health: None,
             needs_revision: None,
+            needs_summaries: Vec::new(),
             approved: Vec::new(),
         }
     }

@@ -1,12 +1,77 @@
 //! Whether a generated profile has really finished: every cluster of the inventory that its stage
 //! selects (not only those that already have a ClusterSummary) has a ClusterSummary whose whole
 //! spec is in sync with the profile (in the normal form in which both are stored) and whose
-//! features are all `Provisioned` for that spec. Texts follow upstream's.
+//! features are all `Provisioned` for that spec ([`super::summaries::Summary::provisioned`], from
+//! the `promoter.dev/redeploy` record of the write: [`WriteRecord`]). Texts follow upstream's.
 
-use super::summaries::{ProfileSummaries, Provisioned, not_in_sync_text};
+use super::profiles::SPEC_HASH_ANNOTATION;
+use super::summaries::{Freshness, ProfileSummaries, Provisioned, Stale, not_in_sync_text};
 use super::world::{InventoryCluster, World};
-use crate::api::ClusterProfile;
+use crate::annotations::redeploy::{Before, redeploys};
+use crate::api::{ClusterProfile, ClusterPromotion, Timestamp};
 use crate::labels::LabelSelector;
+use crate::sveltos::redeploy::Expect;
+use chrono::{DateTime, Utc};
+
+/// What promoter recorded when it last wrote a profile's spec (`promoter.dev/redeploy`), if that
+/// record is about the spec the profile now carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRecord {
+    pub expect: Expect,
+    pub before: Option<Before>,
+}
+
+impl WriteRecord {
+    pub fn of(p: &ClusterPromotion, profile: &ClusterProfile) -> Option<WriteRecord> {
+        let name = profile.metadata.name.as_deref()?;
+        let written = profile
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(SPEC_HASH_ANNOTATION)?;
+        let r = redeploys(p).remove(name).filter(|r| &r.spec == written)?;
+        Some(WriteRecord {
+            expect: r.expect(),
+            before: r.before(),
+        })
+    }
+
+    pub fn freshness(record: Option<&WriteRecord>) -> Freshness<'_> {
+        match record {
+            Some(WriteRecord {
+                expect: Expect::Nothing,
+                ..
+            }) => Freshness::Nothing,
+            Some(WriteRecord {
+                expect: Expect::Features(features),
+                before,
+            }) => Freshness::Redeploy {
+                features: *features,
+                before: before.as_ref(),
+            },
+            _ => Freshness::Unknown,
+        }
+    }
+}
+
+/// Why a summary whose features are all `Provisioned` does not count yet, for the status and
+/// `explain`.
+pub fn stale_text(stale: Stale) -> String {
+    match stale {
+        Stale::OldHash => "Sveltos has not redeployed it for its current spec yet".into(),
+        Stale::NoStatusSince { grace_ends } => format!(
+            "no status from Sveltos since its spec changed; counted as current at {} unless \
+             Sveltos redeploys it",
+            grace_time(grace_ends)
+        ),
+    }
+}
+
+fn grace_time(epoch: i64) -> String {
+    DateTime::<Utc>::from_timestamp(epoch, 0)
+        .map(|t| Timestamp::new(t).to_string())
+        .unwrap_or_default()
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeploymentCheck {
@@ -18,6 +83,8 @@ pub struct DeploymentCheck {
     pub failure: Option<String>,
     /// Paused clusters that were skipped.
     pub skipped_paused: Vec<String>,
+    /// When a summary waited for only by the grace will count as current.
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// The clusters a stage selects: every inventory cluster matching its selector (an empty selector
@@ -29,8 +96,15 @@ pub fn matching_clusters<'a>(
     world.clusters_where(|labels| selector.selects(labels).unwrap_or(false))
 }
 
-pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) -> DeploymentCheck {
+pub fn check(
+    p: &ClusterPromotion,
+    profile: &ClusterProfile,
+    selector: &LabelSelector,
+    world: &World,
+) -> DeploymentCheck {
     let name = profile.metadata.name.clone().unwrap_or_default();
+    let record = WriteRecord::of(p, profile);
+    let freshness = WriteRecord::freshness(record.as_ref());
     let clusters = matching_clusters(selector, world);
     let (paused, active): (Vec<_>, Vec<_>) = clusters.into_iter().partition(|c| c.paused);
     let skipped_paused: Vec<String> = paused.iter().map(|c| c.to_string()).collect();
@@ -39,6 +113,7 @@ pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) 
         message,
         failure,
         skipped_paused: skipped_paused.clone(),
+        until: None,
     };
     if active.is_empty() {
         return outcome(
@@ -77,7 +152,7 @@ pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) 
         if let Some(field) = comparison.differs(cs) {
             return outcome(false, not_in_sync_text(field, &cs.name), failure);
         }
-        match cs.provisioned(comparison.content(cs), world.now) {
+        match cs.provisioned(comparison.content(cs), freshness, world.now) {
             Provisioned::Yes => {}
             Provisioned::No => {
                 return outcome(
@@ -86,15 +161,20 @@ pub fn check(profile: &ClusterProfile, selector: &LabelSelector, world: &World) 
                     failure,
                 );
             }
-            Provisioned::Stale => {
-                return outcome(
+            Provisioned::Stale(stale) => {
+                let mut out = outcome(
                     false,
                     format!(
-                        "ClusterSummary {} is not yet provisioned (its Provisioned predates its current spec).",
-                        cs.name
+                        "ClusterSummary {} is not yet provisioned ({}).",
+                        cs.name,
+                        stale_text(stale)
                     ),
                     failure,
                 );
+                if let Stale::NoStatusSince { grace_ends } = stale {
+                    out.until = DateTime::<Utc>::from_timestamp(grace_ends, 0);
+                }
+                return out;
             }
         }
     }

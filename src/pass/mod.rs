@@ -532,6 +532,25 @@ async fn pass_body(
             }
             d = decide(p, &observation.world, &results, &ctx);
         }
+        if reached && !d.needs_summaries.is_empty() {
+            // A profile whose spec changes: the hashes its summaries carry before the write go
+            // into the record (see `profile_writes`), read now rather than every pass.
+            match observe::summaries_of(client, &d.needs_summaries).await {
+                Ok(listed) => {
+                    let world = &mut observation.world;
+                    world
+                        .summaries_listed
+                        .extend(d.needs_summaries.iter().cloned());
+                    world.summaries.extend(listed);
+                    d = decide(p, world, &results, &ctx);
+                }
+                Err(e) => tracing::warn!(
+                    promotion = %d.promotion,
+                    error = format!("{e:#}"),
+                    "the ClusterSummaries of a profile to be rewritten could not be read; stage completion judges them by the API server's times"
+                ),
+            }
+        }
         if let Some(s) = &settings
             && let Some(rec) = notifications::record(p, &d, s.config.as_ref(), opts.now)
         {

@@ -281,6 +281,10 @@ pub async fn observe_pass(
     }
     let (summaries, failed) = summaries_tolerant(client, &watched).await;
     world.summaries = summaries;
+    world.summaries_listed = watched
+        .into_iter()
+        .filter(|w| !failed.contains_key(w))
+        .collect();
     unread.summaries = failed;
     match inventory_with_exclusions(client).await {
         Ok((clusters, excluded)) => {

@@ -591,7 +591,7 @@ impl Planner<'_> {
         let desired = main_profile(self.p, stage);
         let pruned = self.pruned_note(&desired);
         let check = match ensure(self.world, self.d, desired) {
-            Observed::Applied(cp) => deployment::check(cp, &selector, self.world),
+            Observed::Applied(cp) => deployment::check(self.p, cp, &selector, self.world),
             Observed::Applying => pending(format!(
                 "ClusterProfile {} was applied in this pass.",
                 profile_name(self.name, &stage.name)
@@ -604,6 +604,7 @@ impl Planner<'_> {
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
+            self.d.check_by(check.until);
             let was = e.failure_message.clone();
             set_failure(e, Some(&check.message), now);
             if provisioned {
@@ -876,6 +877,7 @@ fn pending(message: String) -> DeploymentCheck {
         message,
         failure: None,
         skipped_paused: Vec::new(),
+        until: None,
     }
 }
 

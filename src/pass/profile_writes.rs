@@ -2,10 +2,13 @@
 //! as it should be, delete one that is present, either before the status write or (`*_after`) only
 //! once the status write recorded what they follow from (invariant 1 of `decide`).
 
-use super::decision::{Action, Decision};
-use super::profiles::DesiredProfile;
+use super::decision::{Action, Decision, RecordOp};
+use super::profiles::{DesiredProfile, SPEC_HASH_ANNOTATION};
 use super::world::World;
+use crate::annotations::redeploy::{Before, Redeploy};
 use crate::api::ClusterProfile;
+use crate::sveltos::normal_form::normalize;
+use crate::sveltos::redeploy::{Expect, bit, expected};
 
 /// A generated profile, as observed against what it should be.
 pub enum Observed<'a> {
@@ -16,16 +19,89 @@ pub enum Observed<'a> {
     Deleting,
 }
 
-/// Plans an `Apply` of `desired` unless the observed profile is applied as it should be.
+/// Plans an `Apply` of `desired` unless the observed profile is applied as it should be; a spec
+/// change of an existing profile is recorded first ([`record_redeploy`]).
 pub fn ensure<'w>(world: &'w World, d: &mut Decision, desired: DesiredProfile) -> Observed<'w> {
     match world.profiles.get(&desired.name) {
         Some(o) if o.metadata.deletion_timestamp.is_some() => Observed::Deleting,
         Some(o) if desired.is_applied(o) => Observed::Applied(o),
-        _ => {
+        observed => {
+            if let Some(o) = observed {
+                record_redeploy(world, d, o, &desired);
+            }
             d.actions.push(Action::Apply(Box::new(desired)));
             Observed::Applying
         }
     }
+}
+
+/// The union of two expectations.
+fn either(a: Expect, b: Expect) -> Expect {
+    match (a, b) {
+        (Expect::Unknown, _) | (_, Expect::Unknown) => Expect::Unknown,
+        (Expect::Nothing, x) | (x, Expect::Nothing) => x,
+        (Expect::Features(x), Expect::Features(y)) => Expect::Features(x | y),
+    }
+}
+
+/// The `promoter.dev/redeploy` record of writing `desired` over `observed`, added to the decision's
+/// record patch (written before any profile): what Sveltos redeploys, from the profile's spec and
+/// every spec its summaries carry to the new one ([`expected`]), and the hashes the redeployed
+/// features carry on each summary that will redeploy them. A change Sveltos does not see (labels,
+/// annotations only) records nothing. Summaries the pass did not list are asked for
+/// ([`Decision::needs_summaries`]); without them, no hashes are kept.
+fn record_redeploy(
+    world: &World,
+    d: &mut Decision,
+    observed: &ClusterProfile,
+    desired: &DesiredProfile,
+) {
+    let new = normalize(&desired.spec);
+    let old = normalize(&observed.spec.fields);
+    if old == new {
+        return;
+    }
+    let mut expect = expected(&old, &new);
+    let listed = world.summaries_known(&desired.name);
+    let mut before = Before::default();
+    if let Some(summaries) = world.summaries.get(&desired.name) {
+        // Per distinct spec (nearly always one), not per summary.
+        let mut by_spec: Vec<(*const serde_json::Map<String, serde_json::Value>, Expect)> =
+            Vec::new();
+        for s in summaries.iter() {
+            let Some(spec) = summaries.spec_of(s) else {
+                expect = Expect::Unknown;
+                continue;
+            };
+            let key = spec as *const _;
+            let e = match by_spec.iter().find(|(k, _)| *k == key) {
+                Some((_, e)) => e.clone(),
+                None => {
+                    let e = expected(spec, &new);
+                    by_spec.push((key, e.clone()));
+                    e
+                }
+            };
+            if let Expect::Features(bits) = e {
+                for f in s.features.iter().filter(|f| bits & bit(&f.id) != 0) {
+                    before.extend(bit(&f.id), f.hash);
+                }
+            }
+            expect = either(expect, e);
+        }
+    }
+    if !listed && !d.needs_summaries.contains(&desired.name) {
+        d.needs_summaries.push(desired.name.clone());
+    }
+    let spec = desired
+        .annotations
+        .get(SPEC_HASH_ANNOTATION)
+        .cloned()
+        .unwrap_or_default();
+    d.record(RecordOp::Redeploy {
+        profile: desired.name.clone(),
+        record: Redeploy::new(&spec, &expect, listed.then_some(&before)),
+    });
 }
 
 pub fn delete_if_present(world: &World, d: &mut Decision, name: String) {
@@ -38,12 +114,18 @@ pub fn delete_if_present(world: &World, d: &mut Decision, name: String) {
     }
 }
 
-/// Like [`ensure`], for a profile the status write decides: applied after it.
+/// Like [`ensure`], for a profile the status write decides: applied after it (its record stays in
+/// the record patch, before the status).
 pub fn ensure_after(world: &World, d: &mut Decision, desired: DesiredProfile) {
     let before = d.actions.len();
     let _ = ensure(world, d, desired);
     let planned: Vec<Action> = d.actions.drain(before..).collect();
-    d.after_status.extend(planned);
+    for action in planned {
+        match action {
+            Action::Record(_) => d.actions.push(action),
+            other => d.after_status.push(other),
+        }
+    }
 }
 
 /// Like [`delete_if_present`], for a deletion the status write decides.

@@ -99,6 +99,7 @@ fn targets(
             Some(_) if holds && !check_deployment => Ok(()),
             Some(cp) if holds => {
                 let check = deployment::check(
+                    p,
                     cp,
                     &stage.cluster_selector.clone().unwrap_or_default(),
                     world,

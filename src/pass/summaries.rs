@@ -9,10 +9,13 @@
 //! profile, and a summary keeps only its index; a check compares each distinct normal form with the
 //! profile once, not each summary.
 
+use crate::annotations::redeploy::{Before, HashPrefix, prefix};
 use crate::api::ClusterSummary;
 use crate::api::inventory::ClusterKind;
 use crate::sveltos::normal_form::{differing_fields, normalize};
+use crate::sveltos::redeploy::bit;
 use chrono::{DateTime, Utc};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use serde_json::{Map, Value};
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -31,16 +34,17 @@ pub const COMPARED: [(&str, &str); 3] = [
 /// costs memory, never correctness).
 const DISTINCT_LOOKUP: usize = 8;
 
-/// How long a `Provisioned` older than the summary's spec is distrusted. Sveltos moves a feature
-/// whose deployment hash changed to `Provisioning` as soon as it reconciles the new spec (its
-/// ClusterSummary controller watches with `GenerationChangedPredicate`), and stamps
-/// `lastAppliedTime` when the feature is `Provisioned` again. A spec change that touches no
-/// feature's hash (`dependsOn`, `maxUpdate`, `stopMatchingBehavior`, …) is never redeployed and
-/// writes no status at all (`proceedDeployingFeature` skips the status update when the hash is
-/// the same; projectsveltos/addon-controller `controllers/clustersummary_deployer.go`, commit
-/// 60c6358035778386ccb9599f4944d2f5a0ec8926), so its old `Provisioned` is current; nothing tells it
-/// apart from a busy controller that has not reconciled yet except time. After this long, a
-/// `Provisioned` that Sveltos did not move to `Provisioning` is taken as current.
+/// How long a summary that Sveltos has written no status for since its spec changed is distrusted
+/// when promoter cannot know whether the change is redeployed ([`Freshness::Unknown`]: a change
+/// that depends on content promoter does not read, or a profile written without a
+/// `promoter.dev/redeploy` record). Sveltos moves a feature whose hash changed to `Provisioning`
+/// as soon as it reconciles the new spec; a change that touches no hash is never redeployed and
+/// writes no status at all (`proceedDeployingFeature` skips the update when the feature is
+/// `Provisioned` with the same hash; projectsveltos/addon-controller
+/// `controllers/clustersummary_deployer.go`, commit 60c6358035778386ccb9599f4944d2f5a0ec8926), so
+/// nothing tells the two apart but time. After this long (promoter's clock against the API server's
+/// time of the spec write: a skew of seconds does not matter at this size), the `Provisioned` is
+/// taken as current.
 pub const STALE_PROVISIONED_GRACE: chrono::Duration = chrono::Duration::minutes(10);
 
 /// One feature of a ClusterSummary. The ids and statuses are shared strings: tens of thousands of
@@ -50,8 +54,8 @@ pub struct Feature {
     pub id: Arc<str>,
     pub status: Option<Arc<str>>,
     pub failure_message: Option<Box<str>>,
-    /// `lastAppliedTime`, seconds since the epoch.
-    pub last_applied: Option<i64>,
+    /// The start of the hash of what the feature deploys (`featureSummaries[].hash`).
+    pub hash: Option<HashPrefix>,
 }
 
 /// One ClusterSummary.
@@ -65,37 +69,73 @@ pub struct Summary {
     /// Index of its spec's normal form among the profile's distinct ones; [`UNREADABLE`] when its
     /// spec could not be read.
     spec: u32,
-    /// When its spec was last written (seconds since the epoch), from `metadata.managedFields`;
-    /// None when the server keeps no managed fields.
+    /// When its spec was last written (seconds since the epoch, the API server's clock), from
+    /// `metadata.managedFields`; None when the server keeps no managed fields.
     pub spec_written: Option<i64>,
+    /// When a status write last changed its features (the API server's clock, `managedFields` of
+    /// the `status` subresource).
+    pub status_written: Option<i64>,
     pub features: Box<[Feature]>,
 }
 
 const UNREADABLE: u32 = u32::MAX;
+
+/// What promoter knows of the spec change a summary went through last: from the
+/// `promoter.dev/redeploy` record of the profile write (see [`crate::annotations::redeploy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freshness<'a> {
+    /// Nothing recorded for the profile's current spec, or a change promoter cannot predict.
+    Unknown,
+    /// The change touched no feature's hash: Sveltos redeploys nothing, and the `Provisioned` it
+    /// shows stays true.
+    Nothing,
+    /// These features (bits of [`crate::sveltos::redeploy::FEATURES`]) are redeployed; `before`:
+    /// the hashes they carried when promoter wrote the spec, when known.
+    Redeploy {
+        features: u8,
+        before: Option<&'a Before>,
+    },
+}
 
 /// Whether a summary's features say its current spec is deployed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Provisioned {
     Yes,
     No,
-    /// Every feature `Provisioned`, but at least one predates the summary's current spec and the
-    /// grace has not passed: Sveltos has not redeployed yet.
-    Stale,
+    /// Every feature `Provisioned`, but not (yet) known to be for the summary's current spec.
+    Stale(Stale),
 }
 
-fn seconds(text: &str) -> Option<i64> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc).timestamp())
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stale {
+    /// A feature promoter expects Sveltos to redeploy still carries the hash it had before the
+    /// spec was written: its `Provisioned` is about the previous spec. Held until Sveltos
+    /// redeploys it, however long.
+    OldHash,
+    /// Sveltos has written no status since the spec (both times by the API server's clock) and
+    /// promoter cannot know whether it will: counted as current from `grace_ends` (seconds since
+    /// the epoch) unless it does.
+    NoStatusSince { grace_ends: i64 },
 }
 
 impl Summary {
     /// Upstream's check (every feature `Provisioned`, one present for each kind of content the
-    /// summary carries) plus freshness: a feature's `lastAppliedTime` is not older than the
-    /// summary's last spec write, or the spec was written longer than
-    /// [`STALE_PROVISIONED_GRACE`] ago (see there why). Second precision on both sides: equal
-    /// counts as fresh.
-    pub fn provisioned(&self, content: [bool; 3], now: Option<DateTime<Utc>>) -> Provisioned {
+    /// summary carries), and whether that `Provisioned` is about the summary's current spec:
+    ///
+    /// * a change that redeploys nothing ([`Freshness::Nothing`]): it is;
+    /// * a change that redeploys features whose hashes before the write are known: it is when
+    ///   none of them still carries one of those hashes (content, no clock);
+    /// * otherwise: when a status write changed the features at or after the spec write, both times
+    ///   stamped by the API server (`managedFields`; second precision, so equal counts); else
+    ///   [`Stale::NoStatusSince`], taken as current once [`STALE_PROVISIONED_GRACE`] has passed.
+    ///
+    /// Sveltos' own `lastAppliedTime` (its node's clock) is never compared with the API server's.
+    pub fn provisioned(
+        &self,
+        content: [bool; 3],
+        freshness: Freshness,
+        now: Option<DateTime<Utc>>,
+    ) -> Provisioned {
         let all = self
             .features
             .iter()
@@ -106,19 +146,41 @@ impl Summary {
         if !all {
             return Provisioned::No;
         }
+        let by_content = match freshness {
+            Freshness::Nothing => return Provisioned::Yes,
+            Freshness::Redeploy {
+                features,
+                before: Some(before),
+            } => {
+                let expected = self.features.iter().filter(|f| features & bit(&f.id) != 0);
+                let mut known = true;
+                for f in expected {
+                    match &f.hash {
+                        Some(h) if before.contains(bit(&f.id), h) => {
+                            return Provisioned::Stale(Stale::OldHash);
+                        }
+                        Some(_) => {}
+                        None => known = false,
+                    }
+                }
+                known
+            }
+            _ => false,
+        };
+        if by_content {
+            return Provisioned::Yes;
+        }
         let Some(written) = self.spec_written else {
             return Provisioned::Yes;
         };
-        let fresh = self
-            .features
-            .iter()
-            .all(|f| f.last_applied.is_some_and(|t| t >= written));
-        let settled =
-            now.is_some_and(|n| n.timestamp() - written >= STALE_PROVISIONED_GRACE.num_seconds());
-        if fresh || settled {
+        if self.status_written.is_some_and(|t| t >= written) {
+            return Provisioned::Yes;
+        }
+        let grace_ends = written + STALE_PROVISIONED_GRACE.num_seconds();
+        if now.is_some_and(|n| n.timestamp() >= grace_ends) {
             Provisioned::Yes
         } else {
-            Provisioned::Stale
+            Provisioned::Stale(Stale::NoStatusSince { grace_ends })
         }
     }
 
@@ -162,20 +224,38 @@ struct SpecFacts {
     content: [bool; 3],
 }
 
-/// The newest time at which a writer other than the status subresource wrote `spec`.
-fn spec_written(cs: &ClusterSummary) -> Option<i64> {
+/// The newest `managedFields` time (the API server's clock) of the entries that `keep`.
+fn written(cs: &ClusterSummary, keep: impl Fn(&ManagedFieldsEntry) -> bool) -> Option<i64> {
     cs.metadata
         .managed_fields
         .iter()
         .flatten()
-        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter(|m| {
-            m.fields_v1
-                .as_ref()
-                .is_some_and(|f| f.0.get("f:spec").is_some())
-        })
+        .filter(|m| keep(m))
         .filter_map(|m| m.time.as_ref().map(|t| t.0.as_second()))
         .max()
+}
+
+fn owns(m: &ManagedFieldsEntry, path: &[&str]) -> bool {
+    let mut v = m.fields_v1.as_ref().map(|f| &f.0);
+    for p in path {
+        v = v.and_then(|x| x.get(*p));
+    }
+    v.is_some()
+}
+
+/// The newest time at which a writer of the main resource wrote `spec`.
+fn spec_written(cs: &ClusterSummary) -> Option<i64> {
+    written(cs, |m| {
+        m.subresource.as_deref().unwrap_or_default().is_empty() && owns(m, &["f:spec"])
+    })
+}
+
+/// The newest time at which a write of the `status` subresource changed what its writer owns of
+/// the features.
+fn status_written(cs: &ClusterSummary) -> Option<i64> {
+    written(cs, |m| {
+        m.subresource.as_deref() == Some("status") && owns(m, &["f:status", "f:featureSummaries"])
+    })
 }
 
 /// The ClusterSummaries of one profile.
@@ -248,7 +328,7 @@ impl ProfileSummaries {
 
     pub fn push(&mut self, cs: ClusterSummary) {
         let spec = self.spec_index(cs.spec.cluster_profile_spec.as_str());
-        let spec_written = spec_written(&cs);
+        let (spec_written, status_written) = (spec_written(&cs), status_written(&cs));
         let features = cs
             .status
             .and_then(|s| s.feature_summaries)
@@ -258,7 +338,7 @@ impl ProfileSummaries {
                 id: self.shared(&f.feature_id),
                 status: f.status.map(|s| self.shared(&s)),
                 failure_message: f.failure_message.map(String::into_boxed_str),
-                last_applied: f.last_applied_time.as_deref().and_then(seconds),
+                hash: f.hash.as_deref().and_then(prefix),
             })
             .collect();
         let kind = [ClusterKind::Sveltos, ClusterKind::Capi]
@@ -271,6 +351,7 @@ impl ProfileSummaries {
             cluster_name: cs.spec.cluster_name.into_boxed_str(),
             spec,
             spec_written,
+            status_written,
             features,
         };
         // Sveltos makes one summary per profile and cluster; should there be two, the first wins,
@@ -346,6 +427,11 @@ impl ProfileSummaries {
             differs,
             content: self.specs.iter().map(|s| s.content).collect(),
         }
+    }
+
+    /// A summary's spec, in normal form (None when it could not be read).
+    pub fn spec_of(&self, s: &Summary) -> Option<&Map<String, Value>> {
+        self.specs.get(s.spec as usize).map(|f| &f.normal)
     }
 
     /// The content flags of a summary's spec (for [`Summary::provisioned`]).
@@ -441,23 +527,36 @@ mod tests {
         cs
     }
 
-    fn stamp(cs: &mut ClusterSummary, spec_at: &str, applied_at: &str) {
+    /// The API server's stamps: the spec written at `spec_at`, the features' last status write
+    /// at `status_at`; Sveltos' own clock wrote `lastAppliedTime` 2 s behind the latter (never
+    /// looked at); the features' hashes.
+    fn stamp(cs: &mut ClusterSummary, spec_at: &str, status_at: &str, hashes: &[&str]) {
         cs.metadata.managed_fields = serde_json::from_value(json!([
             {"manager": "manager", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
-             "time": spec_at, "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:clusterProfileSpec": {}}}},
+             "time": spec_at, "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}, "f:spec": {"f:clusterProfileSpec": {}}}},
             {"manager": "manager", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
-             "time": applied_at, "subresource": "status", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}
+             "time": status_at, "subresource": "status", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:featureSummaries": {}}}},
+            // Another manager's status write (not of the features) moves nothing.
+            {"manager": "other", "operation": "Update", "apiVersion": "config.projectsveltos.io/v1beta1",
+             "time": "2030-01-01T00:00:00Z", "subresource": "status", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:dependencies": {}}}}
         ]))
         .unwrap();
-        for f in cs
+        let applied =
+            DateTime::parse_from_rfc3339(status_at).unwrap() - chrono::Duration::seconds(2);
+        for (f, hash) in cs
             .status
             .as_mut()
             .unwrap()
             .feature_summaries
             .as_mut()
             .unwrap()
+            .iter_mut()
+            .zip(hashes)
         {
-            f.last_applied_time = Some(applied_at.into());
+            f.last_applied_time = Some(applied.to_rfc3339());
+            f.hash = Some(hash.to_string());
         }
     }
 
@@ -547,7 +646,10 @@ mod tests {
             .collect();
         let s = only_helm.iter().next().unwrap();
         assert_eq!(only_helm.content(s), [true, true, false]);
-        assert_eq!(s.provisioned(only_helm.content(s), None), Provisioned::No);
+        assert_eq!(
+            s.provisioned(only_helm.content(s), Freshness::Unknown, None),
+            Provisioned::No
+        );
         let both: ProfileSummaries = [summary(
             "a",
             spec.clone(),
@@ -556,7 +658,10 @@ mod tests {
         .into_iter()
         .collect();
         let s = both.iter().next().unwrap();
-        assert_eq!(s.provisioned(both.content(s), None), Provisioned::Yes);
+        assert_eq!(
+            s.provisioned(both.content(s), Freshness::Unknown, None),
+            Provisioned::Yes
+        );
         let failing: ProfileSummaries = [summary(
             "a",
             spec,
@@ -565,30 +670,150 @@ mod tests {
         .into_iter()
         .collect();
         let s = failing.iter().next().unwrap();
-        assert_eq!(s.provisioned(failing.content(s), None), Provisioned::No);
+        assert_eq!(
+            s.provisioned(failing.content(s), Freshness::Unknown, None),
+            Provisioned::No
+        );
         assert_eq!(
             s.failure().as_deref(),
             Some("cluster fleet/a: feature Resources FailedNonRetriable: no failure message")
         );
     }
 
+    /// The rule, case by case: content where promoter knows the hashes before its write, else the
+    /// API server's two times, else the grace; never Sveltos' `lastAppliedTime`.
     #[test]
-    fn a_provisioned_older_than_the_spec_is_stale_until_the_grace_passes() {
-        let spec = json!({"helmCharts": [{"chartName": "a"}]});
+    fn a_provisioned_counts_for_the_current_spec_by_content_or_one_clock() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
         let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        let mut stale = summary("a", spec.clone(), &[("Helm", "Provisioned")]);
-        stamp(&mut stale, "2026-11-23T10:00:05Z", "2026-11-23T10:00:00Z");
-        let mut fresh = summary("b", spec, &[("Helm", "Provisioned")]);
-        stamp(&mut fresh, "2026-11-23T10:00:05Z", "2026-11-23T10:00:05Z");
-        let all: ProfileSummaries = [stale, fresh].into_iter().collect();
-        let now = Some(t("2026-11-23T10:01:00Z"));
-        let a = all.find(ClusterKind::Sveltos, "fleet", "a").unwrap();
-        assert_eq!(a.spec_written, Some(t("2026-11-23T10:00:05Z").timestamp()));
-        assert_eq!(a.provisioned(all.content(a), now), Provisioned::Stale);
+        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
+        let mut before = Before::default();
+        before.insert(bit("Helm"), prefix(old).unwrap());
+        let helm = bit("Helm");
+        let redeploy = Freshness::Redeploy {
+            features: helm,
+            before: Some(&before),
+        };
+        let by_time = Freshness::Redeploy {
+            features: helm,
+            before: None,
+        };
+        let spec_at = "2026-11-23T10:00:05Z";
+        let soon = Some(t("2026-11-23T10:01:00Z"));
         let later = Some(t("2026-11-23T10:10:05Z"));
-        assert_eq!(a.provisioned(all.content(a), later), Provisioned::Yes);
-        let b = all.find(ClusterKind::Sveltos, "fleet", "b").unwrap();
-        assert_eq!(b.provisioned(all.content(b), now), Provisioned::Yes);
+        let stale_until = Provisioned::Stale(Stale::NoStatusSince {
+            grace_ends: t("2026-11-23T10:10:05Z").timestamp(),
+        });
+        // (status written at, Helm's hash, freshness, now, expected)
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            Freshness<'a>,
+            Option<DateTime<Utc>>,
+            Provisioned,
+        );
+        let cases: Vec<Case> = vec![
+            // A change Sveltos does not redeploy: the old Provisioned stands, whenever written.
+            (
+                "2026-11-23T09:00:00Z",
+                old,
+                Freshness::Nothing,
+                soon,
+                Provisioned::Yes,
+            ),
+            // Hashes known: content decides, against a late write and after the grace too …
+            (
+                "2026-11-23T10:00:09Z",
+                old,
+                redeploy,
+                soon,
+                Provisioned::Stale(Stale::OldHash),
+            ),
+            (
+                "2026-11-23T10:00:09Z",
+                old,
+                redeploy,
+                later,
+                Provisioned::Stale(Stale::OldHash),
+            ),
+            // … and a redeployed hash counts even when the spec's time moved after the status
+            // (a metadata write by the same manager).
+            (
+                "2026-11-23T10:00:01Z",
+                new,
+                redeploy,
+                soon,
+                Provisioned::Yes,
+            ),
+            // Hashes not known: a status written at or after the spec (same second counts) …
+            ("2026-11-23T10:00:05Z", old, by_time, soon, Provisioned::Yes),
+            (
+                "2026-11-23T10:00:06Z",
+                old,
+                Freshness::Unknown,
+                soon,
+                Provisioned::Yes,
+            ),
+            // … else stale until the grace, then taken as current.
+            ("2026-11-23T10:00:04Z", new, by_time, soon, stale_until),
+            (
+                "2026-11-23T10:00:04Z",
+                new,
+                Freshness::Unknown,
+                soon,
+                stale_until,
+            ),
+            (
+                "2026-11-23T10:00:04Z",
+                new,
+                Freshness::Unknown,
+                later,
+                Provisioned::Yes,
+            ),
+        ];
+        for (i, (status_at, hash, freshness, now, want)) in cases.into_iter().enumerate() {
+            let mut cs = summary(
+                "a",
+                spec.clone(),
+                &[("Helm", "Provisioned"), ("Resources", "Provisioned")],
+            );
+            // Resources keeps its old hash: it is not expected to change.
+            stamp(&mut cs, spec_at, status_at, &[hash, old]);
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert_eq!(s.spec_written, Some(t(spec_at).timestamp()));
+            assert_eq!(s.status_written, Some(t(status_at).timestamp()), "case {i}");
+            assert_eq!(
+                s.provisioned(all.content(s), freshness, now),
+                want,
+                "case {i}"
+            );
+        }
+        // A feature without a hash falls back to the times.
+        let mut cs = summary("a", spec.clone(), &[("Helm", "Provisioned")]);
+        stamp(&mut cs, spec_at, "2026-11-23T10:00:04Z", &[]);
+        let all: ProfileSummaries = [cs].into_iter().collect();
+        let s = all.iter().next().unwrap();
+        let content = [true, false, false];
+        assert_eq!(s.provisioned(content, redeploy, soon), stale_until);
+        // Without managed fields nothing can be judged by time.
+        let bare: ProfileSummaries = [summary("a", spec.clone(), &[("Helm", "Provisioned")])]
+            .into_iter()
+            .collect();
+        let s = bare.iter().next().unwrap();
+        assert_eq!(
+            s.provisioned(content, Freshness::Unknown, soon),
+            Provisioned::Yes
+        );
+        // Not all Provisioned: no, whatever is known.
+        let failing: ProfileSummaries = [summary("a", spec, &[("Helm", "Provisioning")])]
+            .into_iter()
+            .collect();
+        let s = failing.iter().next().unwrap();
+        assert_eq!(
+            s.provisioned(content, Freshness::Nothing, soon),
+            Provisioned::No
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::api::inventory::ClusterKind;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;
 use crate::api::{ClusterProfile, PromotionFreeze, PromotionRevision};
 use chrono::{DateTime, Utc};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -50,6 +50,9 @@ pub struct World {
     pub profiles: BTreeMap<String, ClusterProfile>,
     /// ClusterSummaries, reduced, by the value of their `projectsveltos.io/cluster-profile-name` label.
     pub summaries: BTreeMap<String, ProfileSummaries>,
+    /// The profiles whose ClusterSummaries were listed (a profile listed without any is absent
+    /// from `summaries`; one not listed may have some).
+    pub summaries_listed: BTreeSet<String>,
     pub clusters: Vec<InventoryCluster>,
     /// Generated ClusterProfile names claimed by more than one promotion, with their claimants,
     /// the owner first (`ownership::claims`).
@@ -79,6 +82,7 @@ impl Clone for World {
             freezes: self.freezes.clone(),
             revisions: self.revisions.clone(),
             own_crds_missing: self.own_crds_missing,
+            summaries_listed: self.summaries_listed.clone(),
             ..World::new(
                 self.profiles.clone(),
                 self.summaries.clone(),
@@ -111,6 +115,7 @@ impl World {
     ) -> Self {
         World {
             profiles,
+            summaries_listed: BTreeSet::new(),
             summaries,
             clusters,
             claims: BTreeMap::new(),
@@ -121,6 +126,12 @@ impl World {
             own_crds_missing: false,
             cache: IndexCache::default(),
         }
+    }
+
+    /// Whether the pass listed the ClusterSummaries of `profile` (so a profile without any has
+    /// none).
+    pub fn summaries_known(&self, profile: &str) -> bool {
+        self.summaries_listed.contains(profile) || self.summaries.contains_key(profile)
     }
 
     fn index(&self) -> Arc<Index> {

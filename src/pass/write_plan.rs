@@ -14,10 +14,13 @@
 //! The order is `act`'s (see there): the decision's `actions`, the status, then `after_status`.
 
 use super::decision::{Action, Decision, RecordOp};
+use super::profiles::{preverification_name, profile_name};
 use super::world::World;
 use crate::annotations::outbox::{self, OUTBOX};
+use crate::annotations::redeploy;
 use crate::annotations::{
-    COMPLETED, DEADLINE_CLOCK, FAILED, HISTORY, REVISION_SWEEP, ROLLBACK, approval_key, grant_key,
+    COMPLETED, DEADLINE_CLOCK, FAILED, HISTORY, REDEPLOY, REVISION_SWEEP, ROLLBACK, approval_key,
+    grant_key,
 };
 use crate::api::promotion::FINALIZER;
 use crate::api::{ClusterProfile, ClusterPromotion, ClusterPromotionStatus, PromotionRevision};
@@ -432,6 +435,9 @@ pub(crate) fn describe(action: &Action) -> String {
                     None => "recording the deadline clock of the rollback".into(),
                 },
                 RecordOp::Drop(hold) => format!("dropping {}", hold.key()),
+                RecordOp::Redeploy { profile, .. } => {
+                    format!("recording what Sveltos redeploys for ClusterProfile {profile}")
+                }
                 RecordOp::Outbox(entries) => {
                     match entries.iter().filter(|e| !e.confirmed).count() {
                         0 => "updating the notification outbox".into(),
@@ -512,7 +518,34 @@ pub fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> 
                 out.push(json!({"op": "remove", "path": approved}));
                 remove(&mut out, &approval_key(stage));
             }
+            // Written once below, all profiles together.
+            RecordOp::Redeploy { .. } => {}
         }
+    }
+    let written: Vec<(String, redeploy::Redeploy)> = ops
+        .iter()
+        .filter_map(|op| match op {
+            RecordOp::Redeploy { profile, record } => Some((profile.clone(), record.clone())),
+            _ => None,
+        })
+        .collect();
+    if !written.is_empty() {
+        let promotion = current.metadata.name.as_deref().unwrap_or_default();
+        let generated: Vec<String> = current
+            .spec
+            .stages
+            .iter()
+            .flat_map(|s| {
+                [
+                    profile_name(promotion, &s.name),
+                    preverification_name(promotion, &s.name),
+                ]
+            })
+            .collect();
+        out.push(set(
+            REDEPLOY,
+            redeploy::merged(current, &written, &generated),
+        ));
     }
     out
 }
@@ -629,6 +662,64 @@ mod tests {
         assert_eq!(
             record_patch(&promotion("7"), &[RecordOp::Outbox(vec![])]).len(),
             2
+        );
+    }
+
+    /// The `promoter.dev/redeploy` entries of one record patch are written together, over the
+    /// promotion's current ones, keeping only profiles it generates.
+    #[test]
+    fn redeploy_records_merge_and_drop_what_the_promotion_no_longer_generates() {
+        use crate::annotations::redeploy::{Redeploy, redeploys};
+        use crate::sveltos::redeploy::Expect;
+        let mut current: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "resourceVersion": "7"},
+            "spec": {"profileSpec": {}, "stages": [
+                {"name": "a", "clusterSelector": {}}, {"name": "b", "clusterSelector": {}}]}
+        }))
+        .unwrap();
+        let old = [
+            ("p-a", Redeploy::new("x", &Expect::Unknown, None)),
+            ("p-gone", Redeploy::new("y", &Expect::Unknown, None)),
+            (
+                "preverification-p-b",
+                Redeploy::new("z", &Expect::Nothing, None),
+            ),
+        ];
+        let map: std::collections::BTreeMap<&str, Redeploy> = old.into_iter().collect();
+        current.metadata.annotations =
+            Some([(REDEPLOY.to_string(), serde_json::to_string(&map).unwrap())].into());
+        let ops = [
+            RecordOp::Redeploy {
+                profile: "p-a".into(),
+                record: Redeploy::new("new-a", &Expect::Nothing, None),
+            },
+            RecordOp::Redeploy {
+                profile: "p-b".into(),
+                record: Redeploy::new("new-b", &Expect::Unknown, None),
+            },
+        ];
+        let patch = record_patch(&current, &ops);
+        assert_eq!(patch.len(), 2, "one test, one write: {patch:?}");
+        assert_eq!(
+            patch[1]["path"],
+            "/metadata/annotations/promoter.dev~1redeploy"
+        );
+        let mut after = current.clone();
+        after.metadata.annotations.as_mut().unwrap().insert(
+            REDEPLOY.into(),
+            patch[1]["value"].as_str().unwrap().to_string(),
+        );
+        let all = redeploys(&after);
+        assert_eq!(
+            all.keys().collect::<Vec<_>>(),
+            ["p-a", "p-b", "preverification-p-b"]
+        );
+        assert_eq!(all["p-a"].spec, "new-a");
+        assert_eq!(all["preverification-p-b"].spec, "z");
+        assert_eq!(
+            describe(&Action::Record(ops[..1].to_vec())),
+            "recording what Sveltos redeploys for ClusterProfile p-a"
         );
     }
 

@@ -2,11 +2,16 @@
 //! a real one holds. Clusters are split into S rings (stage k selects ring k). Of the promotions,
 //! 85 % are complete; the rest are spread over the stages, deploying, soaking or failing. Profiles
 //! exist for every stage reached; ClusterSummaries for every cluster of a reached stage of the
-//! in-progress promotions (those are the ones a pass reads). Every promotion has issue 24's
+//! in-progress promotions (those are the ones a pass reads), with the hashes Sveltos reports, and a
+//! `promoter.dev/redeploy` record of the stage in progress (its freshness judged by content, issue
+//! 30). Every promotion has issue 24's
 //! settings (a 12 h progress deadline, the rollback policy, a history for the completed ones); two
 //! PromotionFreezes exist: an active one holding the 5 % labelled `team=frozen`, and one scheduled
 //! for next week.
 
+use super::feature_hash::feature_hash;
+use crate::annotations::REDEPLOY;
+use crate::annotations::redeploy::{Before, Redeploy, prefix};
 use crate::api::sveltos::{CLUSTER_NAME_LABEL, CLUSTER_PROFILE_NAME_LABEL, CLUSTER_TYPE_LABEL};
 use crate::api::{
     ClusterPromotion, ClusterPromotionSpec, ClusterPromotionStatus, StageStatus, Timestamp,
@@ -16,10 +21,13 @@ use crate::fake::{
     sveltos_cluster_type,
 };
 use crate::hash::{revision_hash, stages_hash};
-use crate::pass::profiles::main_profile;
+use crate::pass::profiles::{SPEC_HASH_ANNOTATION, main_profile};
 use crate::pass::stage_status::with_timestamp;
+use crate::sveltos::normal_form::normalize;
+use crate::sveltos::redeploy::{Expect, bit};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scale {
@@ -180,13 +188,32 @@ pub fn populate(
                 State::Failing => "Failed",
                 _ => "Provisioned",
             };
+            // As Sveltos reports it: the hash of what the feature deploys, its own clock's time.
+            let hash = feature_hash(&normalize(&profile.spec.fields), "Helm");
+            let applied = Timestamp::new(now - Duration::hours(3)).to_string();
+            // This stage's profile was rewritten from an earlier revision, whose Helm hash the
+            // record keeps: every summary's freshness is judged by content.
+            let mut before = Before::default();
+            before.extend(bit("Helm"), prefix("EARLIERREVISIONxxxxxxxxxx="));
+            let written = profile
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SPEC_HASH_ANNOTATION))
+                .map_or("", String::as_str);
+            let record = Redeploy::new(written, &Expect::Features(bit("Helm")), Some(&before));
+            let records: BTreeMap<&str, Redeploy> = [(profile_name.as_str(), record)].into();
+            p.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(REDEPLOY.to_string(), serde_json::to_string(&records)?);
             for i in (0..scale.clusters).filter(|i| i % scale.stages.max(1) == k) {
                 let cluster = format!("c{i:05}");
                 let cs = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
                     "metadata": {"name": format!("{profile_name}-sveltos-{cluster}"), "namespace": "fleet",
                                  "labels": {CLUSTER_PROFILE_NAME_LABEL: profile_name, CLUSTER_NAME_LABEL: cluster, CLUSTER_TYPE_LABEL: "Sveltos"}},
                     "spec": {"clusterNamespace": "fleet", "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": spec},
-                    "status": {"featureSummaries": [{"featureID": "Helm", "status": feature}]}});
+                    "status": {"featureSummaries": [{"featureID": "Helm", "status": feature, "hash": hash, "lastAppliedTime": applied}]}});
                 let _ = store.seed(&cluster_summary_type(), cs);
                 summaries += 1;
             }

@@ -19,6 +19,7 @@ pub fn check(
     let text = match ensure(s.world, d, pv) {
         Observed::Applied(cp) => {
             let check = deployment::check(
+                s.p,
                 cp,
                 &s.stage.cluster_selector.clone().unwrap_or_default(),
                 s.world,

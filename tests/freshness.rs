@@ -1,0 +1,333 @@
+//! Issue 30 §3: a stage is complete when every matching ClusterSummary is Provisioned *for its
+//! current spec*, decided from facts that share one clock or from content, never by comparing
+//! Sveltos' `lastAppliedTime` (its node's clock) with `managedFields` (the API server's).
+//!
+//! The simulated Sveltos hashes each feature as the real one does (a change it does not hash is
+//! never redeployed and writes no status), lags the spec with its status, may land a status
+//! computed from the previous spec after the new one (a late write), and runs on a clock of its own.
+//! The oracle here is the ground truth the simulation knows: a summary is deployed for its spec
+//! when every feature is `Provisioned` with that spec's hash.
+
+mod common;
+
+use chrono::Duration;
+use common::Env;
+use promoter::api::ClusterPromotion;
+use promoter::fake::{cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
+use promoter::labels::LabelSelector;
+use promoter::pass::Phase;
+use promoter::sim::feature_hash::feature_hash;
+use promoter::sveltos::normal_form::normalize;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+const FLEET: &[(&str, &str, &str)] = &[
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("prod", "prod01", "prod"),
+];
+
+fn chart(version: &str) -> Value {
+    json!({"repositoryURL": "https://charts.example/", "repositoryName": "ex", "chartName": "ex/app",
+           "chartVersion": version, "releaseName": "app", "releaseNamespace": "app"})
+}
+
+fn promotion(profile_spec: Value) -> ClusterPromotion {
+    serde_json::from_value(json!({
+        "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+        "metadata": {"name": "app"},
+        "spec": {
+            "profileSpec": profile_spec,
+            "stages": [
+                {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}, "trigger": {"auto": {}}},
+                {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}, "trigger": {"auto": {}}},
+            ]
+        }
+    }))
+    .unwrap()
+}
+
+fn complete(env: &Env) -> bool {
+    let Some(p) = env.promotion("app") else {
+        return false;
+    };
+    let run = p.status.as_ref().and_then(promoter::annotations::Run::of);
+    run.is_some() && promoter::annotations::completed(&p) == run
+}
+
+/// Ticks until the rollout is recorded complete (the tick that completed it counts), checking the
+/// oracle after every pass.
+async fn ticks_to_complete(env: &Env, limit: usize) -> Option<usize> {
+    for i in 1..=limit {
+        let report = env.pass().await;
+        assert_deployed_before_passed(env);
+        if report
+            .promotions
+            .iter()
+            .any(|p| p.name == "app" && p.phase == Phase::Complete)
+            || complete(env)
+        {
+            return Some(i);
+        }
+        env.addon.reconcile(&env.server, env.now());
+        env.advance(Duration::minutes(1));
+    }
+    None
+}
+
+/// Ground truth: every cluster the stage selects has a summary of `profile` carrying its spec,
+/// and every feature `Provisioned` with that spec's hash (one per kind of content).
+fn truly_deployed(env: &Env, profile: &str, env_label: &str) -> Result<(), String> {
+    let store = env.server.store();
+    let Ok(cp) = store.get(&cluster_profile_type(), "", profile) else {
+        return Err(format!("{profile} does not exist"));
+    };
+    let spec = normalize(&cp["spec"].as_object().cloned().unwrap_or_default());
+    let selector: LabelSelector =
+        serde_json::from_value(json!({"matchLabels": {"env": env_label}})).unwrap();
+    for c in store.all(&sveltos_cluster_type()) {
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(c["metadata"]["labels"].clone()).unwrap_or_default();
+        if !selector.selects(&labels).unwrap() {
+            continue;
+        }
+        let (ns, name) = (
+            c["metadata"]["namespace"].as_str().unwrap(),
+            c["metadata"]["name"].as_str().unwrap(),
+        );
+        let cs = store
+            .get(
+                &cluster_summary_type(),
+                ns,
+                &format!("{profile}-sveltos-{name}"),
+            )
+            .map_err(|_| format!("{profile} has no summary on {name}"))?;
+        let cs_spec: Map<String, Value> = cs["spec"]["clusterProfileSpec"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if cs_spec != spec {
+            return Err(format!("{name}: not in sync"));
+        }
+        let features = cs["status"]["featureSummaries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if features.is_empty() {
+            return Err(format!("{name}: no features"));
+        }
+        for f in features {
+            let id = f["featureID"].as_str().unwrap_or_default();
+            if f["status"] != "Provisioned" || f["hash"] != feature_hash(&spec, id).as_str() {
+                return Err(format!(
+                    "{name}: feature {id} is {} with the hash of another spec",
+                    f["status"]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Right after a pass (before Sveltos moves again): a stage the current run counts as provisioned,
+/// or has passed, runs the current revision on every cluster.
+fn assert_deployed_before_passed(env: &Env) {
+    let p = env.promotion("app").unwrap();
+    let status = p.status.clone().unwrap_or_default();
+    let current = status.current_stage_name.clone().unwrap_or_default();
+    let run_complete = complete(env);
+    for (i, stage) in p.spec.stages.iter().enumerate() {
+        let entry = status
+            .stages
+            .iter()
+            .flatten()
+            .find(|s| s.name == stage.name);
+        let provisioned = entry.is_some_and(|e| e.last_successful_applied_time.is_some());
+        let passed = p
+            .spec
+            .stages
+            .iter()
+            .position(|s| s.name == current)
+            .is_some_and(|c| c > i);
+        if provisioned || passed || (run_complete && stage.name == current) {
+            let label = if stage.name == "dev" { "dev" } else { "prod" };
+            if let Err(e) = truly_deployed(env, &format!("app-{}", stage.name), label) {
+                panic!(
+                    "at {}: stage {} counted as provisioned while {e}",
+                    env.now(),
+                    stage.name
+                );
+            }
+        }
+    }
+}
+
+async fn env_with(f: impl FnOnce(&mut promoter::sim::AddonController)) -> Env {
+    let mut env = Env::new(FLEET).await;
+    f(&mut env.addon);
+    env
+}
+
+/// Fast deployments (done within the reconcile that writes the spec) on a Sveltos whose clock is
+/// 2 s behind or ahead of the API server's: the rollout takes exactly as many passes as with no
+/// skew. (Before: every `lastAppliedTime` 2 s behind looked older than the spec, and each stage
+/// waited out the 10-minute grace.)
+#[tokio::test]
+async fn a_skewed_sveltos_clock_does_not_slow_a_rollout() {
+    let mut paces = Vec::new();
+    for skew in [0, -2, 2] {
+        let env = env_with(|a| {
+            a.default_deploy_time = Duration::zero();
+            a.clock_skew = Duration::seconds(skew);
+        })
+        .await;
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.0.0")]})));
+        let first = ticks_to_complete(&env, 30).await;
+        // And a new revision, redeployed on every cluster.
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.1.0")]})));
+        let second = ticks_to_complete(&env, 30).await;
+        paces.push((skew, first, second));
+    }
+    let (_, first, second) = paces[0];
+    assert!(first.is_some() && second.is_some(), "{paces:?}");
+    for p in &paces {
+        assert_eq!((p.1, p.2), (first, second), "skew {} s: {paces:?}", p.0);
+    }
+}
+
+/// A revision that changes only what Sveltos does not hash (`maxUpdate`, `stopMatchingBehavior`,
+/// `dependsOn`, `extraLabels`) is never redeployed, and Sveltos writes no status for it: the
+/// stages complete at once, not after the grace.
+#[tokio::test]
+async fn a_change_sveltos_does_not_redeploy_does_not_hold_a_stage() {
+    for (field, value) in [
+        ("maxUpdate", json!("50%")),
+        ("stopMatchingBehavior", json!("LeavePolicies")),
+        ("dependsOn", json!(["base"])),
+        ("extraLabels", json!({"team": "a"})),
+    ] {
+        let env = env_with(|a| a.default_deploy_time = Duration::minutes(2)).await;
+        let base = json!({"helmCharts": [chart("1.0.0")]});
+        env.apply_promotion(&promotion(base.clone()));
+        let first = ticks_to_complete(&env, 30).await.unwrap();
+        let mut revised = base.clone();
+        revised[field] = value;
+        env.apply_promotion(&promotion(revised));
+        let hashes = |env: &Env| -> Vec<Value> {
+            env.server
+                .store()
+                .all(&cluster_summary_type())
+                .iter()
+                .map(|cs| cs["status"]["featureSummaries"].clone())
+                .collect()
+        };
+        let before = hashes(&env);
+        let second = ticks_to_complete(&env, 30).await;
+        assert!(
+            second.is_some_and(|s| s < first),
+            "{field}: a change Sveltos does not redeploy took {second:?} passes (the first rollout {first})"
+        );
+        assert_eq!(hashes(&env), before, "{field}: Sveltos redeployed nothing");
+    }
+}
+
+/// A stage whose clusters still deploy the previous revision when the next one is written: the
+/// reconcile of the previous spec lands its `Provisioned` (the previous hashes) after the new spec,
+/// and Sveltos gets to the new spec only minutes later. That `Provisioned` never completes the
+/// stage, whatever Sveltos' clock says.
+#[tokio::test]
+async fn a_late_provisioned_of_the_previous_revision_never_completes_a_stage() {
+    for skew in [0, -2, 2] {
+        let env = env_with(|a| {
+            a.default_deploy_time = Duration::minutes(3);
+            a.status_lag = Duration::minutes(2);
+            a.late_writes = true;
+            a.clock_skew = Duration::seconds(skew);
+        })
+        .await;
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.0.0")]})));
+        // dev deploys 1.0.0 …
+        for _ in 0..4 {
+            env.tick().await;
+        }
+        // … when 1.1.0 comes.
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.1.0")]})));
+        assert!(
+            ticks_to_complete(&env, 40).await.is_some(),
+            "skew {skew} s: never completed"
+        );
+    }
+}
+
+/// The same at a stage promoter did not watch when it wrote it: prod still deploys the previous
+/// revision (slowly) when the new one reaches it.
+#[tokio::test]
+async fn a_late_provisioned_at_the_next_stage_never_completes_it() {
+    for skew in [0, -2, 2] {
+        let env = env_with(|a| {
+            a.default_deploy_time = Duration::minutes(1);
+            a.deploy_time
+                .insert("prod/prod01".into(), Duration::minutes(20));
+            a.status_lag = Duration::minutes(2);
+            a.late_writes = true;
+            a.clock_skew = Duration::seconds(skew);
+        })
+        .await;
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.0.0")]})));
+        // Until prod deploys 1.0.0 …
+        for _ in 0..30 {
+            env.tick().await;
+            if env.current_stage("app").as_deref() == Some("prod") {
+                break;
+            }
+        }
+        env.tick().await;
+        // … and 1.1.0 goes out, reaching prod while it still deploys 1.0.0.
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.1.0")]})));
+        assert!(
+            ticks_to_complete(&env, 60).await.is_some(),
+            "skew {skew} s: never completed"
+        );
+    }
+}
+
+/// `promoter explain` says what Sveltos redeploys for the spec promoter wrote, and why a cluster's
+/// `Provisioned` does not count yet.
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_says_what_is_redeployed_and_why_a_provisioned_does_not_count() {
+    let env = env_with(|a| {
+        a.default_deploy_time = Duration::minutes(3);
+        a.status_lag = Duration::minutes(2);
+        a.late_writes = true;
+    })
+    .await;
+    env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.0.0")]})));
+    for _ in 0..4 {
+        env.tick().await;
+    }
+    env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.1.0")]})));
+    // The pass that writes 1.1.0, then Sveltos' late write of 1.0.0.
+    env.tick().await;
+    env.pass().await;
+    let (code, out, err) = common::promoter(&env, &["explain", "app"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("redeploy: Helm for the spec promoter wrote; a feature counts once its hash is not the one it had before the write"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[not yet: Sveltos has not redeployed it for its current spec yet]"),
+        "{out}"
+    );
+    // A change Sveltos does not redeploy.
+    assert!(ticks_to_complete(&env, 30).await.is_some());
+    let mut revised = json!({"helmCharts": [chart("1.1.0")]});
+    revised["maxUpdate"] = json!("50%");
+    env.apply_promotion(&promotion(revised));
+    env.tick().await;
+    let (_, out, _) = common::promoter(&env, &["explain", "app"]);
+    assert!(
+        out.contains("redeploy: nothing: the last spec change touches no deployment hash"),
+        "{out}"
+    );
+}
