@@ -44,7 +44,7 @@
 //!   `approval` (with the approval and grant records).
 //! * `profile_writes`: applying and deleting generated profiles, before or after the status write.
 
-use super::decision::{Action, Context, Decision, HealthResults, Phase};
+use super::decision::{Action, Context, Decision, HealthResults, Phase, RecordOp};
 use super::planner;
 use super::profiles::{has_owner_reference, owned_by, preverification_name, profile_name};
 use super::stage_status::{entry, set_description};
@@ -103,10 +103,31 @@ pub fn decide(
         d.actions.push(Action::AddFinalizer);
     }
     planner::plan(p, &name, world, health, ctx, &mut d, &mut status);
+    drop_recorded_redeploys(p, &mut d);
     if status != old {
         d.status = Some(status);
     }
     d
+}
+
+/// A `promoter.dev/redeploy` entry the promotion already holds is not written again (a pass that
+/// died before its profile write plans the same record): a pass that changes nothing writes
+/// nothing, and a pass that dies after its first write every time still gets further.
+fn drop_recorded_redeploys(p: &ClusterPromotion, d: &mut Decision) {
+    let recorded = crate::annotations::redeploy::redeploys(p);
+    if recorded.is_empty() {
+        return;
+    }
+    for action in &mut d.actions {
+        if let Action::Record(ops) = action {
+            ops.retain(|op| {
+                !matches!(op, RecordOp::Redeploy { profile, record }
+                    if recorded.get(profile) == Some(record))
+            });
+        }
+    }
+    d.actions
+        .retain(|a| !matches!(a, Action::Record(ops) if ops.is_empty()));
 }
 
 /// The profiles whose ClusterSummaries the decision may read: the current stage's main and

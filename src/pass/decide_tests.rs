@@ -1928,3 +1928,29 @@ fn a_rewritten_stage_that_was_not_listed_asks_for_its_summaries() {
         Some(crate::annotations::redeploy::Before::default())
     );
 }
+
+/// A pass that died after its record patch (the profile not yet rewritten) left the record: the
+/// next pass does not write it again, it goes on to the status.
+#[test]
+fn a_redeploy_record_already_held_is_not_written_again() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "Axxxxxxxxxxxx=",
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:01Z",
+    );
+    run(&mut p, &mut w, 1);
+    with_chart_version(&mut p, "3.6.0");
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(2));
+    let Some(Action::Record(ops)) = d.actions.first() else {
+        panic!("{:?}", d.actions)
+    };
+    apply_records(&mut p, ops); // killed after the record patch
+    let again = decide(&p, &w, &HealthResults::new(), &ctx(2));
+    assert!(redeploy_ops(&again).is_empty(), "{:?}", again.actions);
+    assert!(again.status.is_some());
+}
