@@ -274,19 +274,7 @@ pub async fn bypass(
     actor: &Actor,
     now: DateTime<Utc>,
 ) -> anyhow::Result<String> {
-    let Some(reason) = actor.reason.clone() else {
-        anyhow::bail!("--reason is required: a bypass is recorded with who, why and until when");
-    };
-    if until <= now {
-        anyhow::bail!("--until {} has passed", Timestamp::new(until));
-    }
-    if until - now > bypass_max() {
-        anyhow::bail!(
-            "--until {} is more than {} days ahead; a bypass is for an emergency (delete or narrow the freeze instead)",
-            Timestamp::new(until),
-            bypass_max().num_days()
-        );
-    }
+    let record = bypass_record(freeze, until, actor, now).map_err(|e| anyhow::anyhow!(e))?;
     let freezes: Api<PromotionFreeze> = Api::all(client.clone());
     if let Some(f) = freeze {
         match freezes.get(f).await {
@@ -297,13 +285,6 @@ pub async fn bypass(
             }
         }
     }
-    let record = FreezeBypass {
-        by: actor.by.clone(),
-        at: Some(Timestamp::new(now)),
-        reason,
-        until: Timestamp::new(until),
-        freeze: freeze.map(String::from),
-    };
     let api: Api<ClusterPromotion> = Api::all(client.clone());
     let updated = retrying(promotion, "recording the bypass", || {
         bypass_once(&api, promotion, &record)
@@ -341,8 +322,45 @@ async fn bypass_once(
     record: &FreezeBypass,
 ) -> anyhow::Result<Result<ClusterPromotion, Changed>> {
     let p = api.get(name).await?;
-    let ops = set_annotations(&p, &[(FREEZE_BYPASS, encode(record))]);
-    guarded_patch(api, &p, ops).await
+    guarded_patch(api, &p, bypass_ops(&p, record)).await
+}
+
+/// The bypass `freeze bypass` records, or why it refuses (pure; whether a named freeze exists is
+/// the caller's read): a reason, and an `until` ahead, at most [`bypass_max`] away.
+pub fn bypass_record(
+    freeze: Option<&str>,
+    until: DateTime<Utc>,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> Result<FreezeBypass, String> {
+    let Some(reason) = actor.reason.clone() else {
+        return Err(
+            "--reason is required: a bypass is recorded with who, why and until when".into(),
+        );
+    };
+    if until <= now {
+        return Err(format!("--until {} has passed", Timestamp::new(until)));
+    }
+    if until - now > bypass_max() {
+        return Err(format!(
+            "--until {} is more than {} days ahead; a bypass is for an emergency (delete or narrow the freeze instead)",
+            Timestamp::new(until),
+            bypass_max().num_days()
+        ));
+    }
+    Ok(FreezeBypass {
+        by: actor.by.clone(),
+        at: Some(Timestamp::new(now)),
+        reason,
+        until: Timestamp::new(until),
+        freeze: freeze.map(String::from),
+    })
+}
+
+/// What `freeze bypass` writes to `p` as read (pure; [`guarded`](super::control::guarded) when
+/// sent).
+pub fn bypass_ops(p: &ClusterPromotion, record: &FreezeBypass) -> Vec<serde_json::Value> {
+    set_annotations(p, &[(FREEZE_BYPASS, encode(record))])
 }
 
 #[cfg(test)]

@@ -77,11 +77,59 @@ async fn once(
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<Outcome, Changed>> {
     let p = api.get(name).await?;
-    let Some(run) = p.status.as_ref().and_then(Run::of) else {
-        anyhow::bail!("{name} has not started; there is nothing to roll back");
+    let candidates = match targets(&p, request).map_err(|e| anyhow::anyhow!(e))? {
+        Targets::Recorded(existing) => return Ok(Ok(Outcome::Recorded(existing))),
+        Targets::Candidates(c) => c,
     };
-    let mut history = History::of(&p);
-    if let Some(existing) = rollback(&p).filter(|r| r.from == run) {
+    let mut target = None;
+    for entry in &candidates {
+        if stored(revisions, name, entry).await? {
+            target = Some(entry);
+            break;
+        }
+    }
+    let target = match (target, &request.to_revision) {
+        (Some(t), _) => t,
+        (None, Some(_)) => {
+            let entry = &candidates[0];
+            anyhow::bail!(
+                "cannot roll back to revision {}: PromotionRevision {} is gone",
+                entry.id,
+                revision_name(name, &entry.revision)
+            );
+        }
+        (None, None) => anyhow::bail!("{name} has no completed revision to roll back to"),
+    };
+    let (record, ops) = rollback_ops(&p, target, request, actor, now)
+        .ok_or_else(|| anyhow::anyhow!("{name} has not started; there is nothing to roll back"))?;
+    let from_id = crate::api::revision_id(&record.from.revision);
+    Ok(guarded_patch(api, &p, ops)
+        .await?
+        .map(|updated| Outcome::Written(Box::new(updated), record, from_id)))
+}
+
+/// What `promoter rollback` may roll `p` (as read) back to.
+#[derive(Clone, Debug)]
+pub enum Targets {
+    /// A rollback of the current run to the revision asked for is recorded already.
+    Recorded(Rollback),
+    /// The revisions to roll back to, best first, of which the first whose PromotionRevision is
+    /// stored is the target (`--to-revision`: exactly the one named, which must be stored).
+    Candidates(Vec<HistoryEntry>),
+}
+
+/// The revisions `promoter rollback` may roll `p` back to (pure; which of them are stored is the
+/// caller's read). Refuses when nothing has started, when the revision named is unknown, current
+/// or never completed, and when there is no completed revision at all.
+pub fn targets(p: &ClusterPromotion, request: &RollbackRequest) -> Result<Targets, String> {
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let Some(run) = p.status.as_ref().and_then(Run::of) else {
+        return Err(format!(
+            "{name} has not started; there is nothing to roll back"
+        ));
+    };
+    let history = History::of(p);
+    if let Some(existing) = rollback(p).filter(|r| r.from == run) {
         let same = match &request.to_revision {
             None => true,
             Some(wanted) => history
@@ -89,14 +137,54 @@ async fn once(
                 .is_some_and(|e| e.revision == existing.to),
         };
         if same {
-            return Ok(Ok(Outcome::Recorded(existing)));
+            return Ok(Targets::Recorded(existing));
         }
         // Another revision named: the rollback is redirected (its stored revision may be gone,
         // and the status tells the user to do this). The record is replaced in one guarded
         // patch, so a pass applies either the old target or the new one, never a mix.
     }
-    let target = target(revisions, name, &history, &run, request).await?;
-    let settings = Settings::of(&p);
+    if let Some(wanted) = &request.to_revision {
+        let Some(entry) = history.find(wanted) else {
+            let ids = history.0.iter().map(|e| e.id.as_str());
+            return Err(format!(
+                "{name} has no revision {wanted:?} in its history{}",
+                crate::suggest::did_you_mean(wanted, ids)
+            ));
+        };
+        if entry.revision == run.revision {
+            return Err(format!(
+                "revision {} is the current one of {name}; name an earlier one",
+                entry.id
+            ));
+        }
+        if entry.completed_at.is_none() {
+            return Err(format!(
+                "revision {} of {name} never completed its rollout; only a completed revision can be rolled back to",
+                entry.id
+            ));
+        }
+        return Ok(Targets::Candidates(vec![entry.clone()]));
+    }
+    let candidates: Vec<HistoryEntry> = history.candidates(&run.revision).cloned().collect();
+    if candidates.is_empty() {
+        return Err(format!("{name} has no completed revision to roll back to"));
+    }
+    Ok(Targets::Candidates(candidates))
+}
+
+/// What `promoter rollback` writes to `p` as read to roll its current run back to `target` (pure;
+/// [`guarded`](super::control::guarded) when sent): the rollback record and the run's history
+/// entry marked rolled back. None when nothing has started.
+pub fn rollback_ops(
+    p: &ClusterPromotion,
+    target: &HistoryEntry,
+    request: &RollbackRequest,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> Option<(Rollback, Vec<serde_json::Value>)> {
+    let run = p.status.as_ref().and_then(Run::of)?;
+    let mut history = History::of(p);
+    let settings = Settings::of(p);
     let at = Timestamp::new(now);
     let record = Rollback {
         from: run.clone(),
@@ -120,62 +208,13 @@ async fn once(
         settings.revision_history_limit,
     );
     let ops = set_annotations(
-        &p,
+        p,
         &[
             (ROLLBACK, encode(&record)),
             (crate::annotations::HISTORY, history.to_annotation()),
         ],
     );
-    let from_id = crate::api::revision_id(&run.revision);
-    Ok(guarded_patch(api, &p, ops)
-        .await?
-        .map(|updated| Outcome::Written(Box::new(updated), record, from_id)))
-}
-
-/// The revision to roll back to: the one named (which must have completed and have its stored
-/// PromotionRevision), or the last known good.
-async fn target(
-    revisions: &Api<PromotionRevision>,
-    name: &str,
-    history: &History,
-    run: &Run,
-    request: &RollbackRequest,
-) -> anyhow::Result<HistoryEntry> {
-    if let Some(wanted) = &request.to_revision {
-        let Some(entry) = history.find(wanted) else {
-            let ids = history.0.iter().map(|e| e.id.as_str());
-            anyhow::bail!(
-                "{name} has no revision {wanted:?} in its history{}",
-                crate::suggest::did_you_mean(wanted, ids)
-            );
-        };
-        if entry.revision == run.revision {
-            anyhow::bail!(
-                "revision {} is the current one of {name}; name an earlier one",
-                entry.id
-            );
-        }
-        if entry.completed_at.is_none() {
-            anyhow::bail!(
-                "revision {} of {name} never completed its rollout; only a completed revision can be rolled back to",
-                entry.id
-            );
-        }
-        if !stored(revisions, name, entry).await? {
-            anyhow::bail!(
-                "cannot roll back to revision {}: PromotionRevision {} is gone",
-                entry.id,
-                revision_name(name, &entry.revision)
-            );
-        }
-        return Ok(entry.clone());
-    }
-    for entry in history.candidates(&run.revision) {
-        if stored(revisions, name, entry).await? {
-            return Ok(entry.clone());
-        }
-    }
-    anyhow::bail!("{name} has no completed revision to roll back to")
+    Some((record, ops))
 }
 
 /// Whether the revision's PromotionRevision object exists (and is this promotion's revision).
