@@ -6,7 +6,9 @@
 //!   write returned) keeps only whether they are the stored object's current ones or not, and the
 //!   stored objects' own values are left out, with `generation` (never read by promoter; it counts
 //!   spec changes, so it would grow without bound), `creationTimestamp` (constant here) and
-//!   `managedFields`.
+//!   `managedFields` (stage completion reads their times only when no `promoter.dev/redeploy`
+//!   record with previous hashes decides; in the model every profile write records them, since a
+//!   pass reads the summaries of a profile it rewrites).
 //! * **Timestamps** (status fields, descriptions, records, the grant's run) matter to a decision
 //!   only by how far they are from "now" within the delay ([`horizon`]; every other comparison is
 //!   with a later epoch, a whole step later), and by the equality of runs (a run's `since`, in the

@@ -4,7 +4,10 @@
 //! * **Progressive.** A stage's profile gets a content (the profile's spec without its selector)
 //!   only when a status has recorded the stage as reached with that content, and (for every stage
 //!   after the first) only once the stage before ran that content on every cluster it selects, a
-//!   tick earlier when it has a delay. A status moves at most one stage forward within a run, never
+//!   tick earlier when it has a delay. "Ran" is judged by content, as Sveltos shows it: the
+//!   summary's spec is the profile's and every feature is `Provisioned` with the hash Sveltos
+//!   computes for that spec (a `Provisioned` left from the previous spec, shown while the new spec
+//!   is not deployed yet, does not count: README, "Stage completion"). A status moves at most one stage forward within a run, never
 //!   back, and passes a stage only once it ran the run's content everywhere (a tick earlier with a
 //!   delay), a window only while the passing pass's clock is inside it.
 //! * **An approval is used once, for one run, never lost.** The ghost follows the person's
@@ -25,6 +28,7 @@ use promoter::api::{ClusterPromotion, Stage};
 use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
 use promoter::labels::LabelSelector;
 use promoter::sim::addon::labels;
+use promoter::sim::feature_hash::feature_hash;
 use promoter::window::{PromotionWindow, WindowState};
 use serde::Serialize;
 use serde_json::Value;
@@ -115,7 +119,7 @@ fn touched(pre: &Store, post: &Store, index: usize) -> bool {
 }
 
 /// The content the stage's profile runs on every ready cluster the stage selects: each has a
-/// summary in sync with the profile, every feature `Provisioned`.
+/// summary in sync with the profile, every feature `Provisioned` with the hash of that spec.
 fn ran_everywhere(store: &Store, index: usize, stage: &Stage) -> Option<u64> {
     let name = profile_name(index, &stage.name);
     let cp = store.peek(&cluster_profile_type(), "", &name)?;
@@ -145,7 +149,15 @@ fn ran_everywhere(store: &Store, index: usize, stage: &Stage) -> Option<u64> {
                             .pointer("/status/featureSummaries")
                             .and_then(Value::as_array)
                             .is_some_and(|f| {
-                                !f.is_empty() && f.iter().all(|x| x["status"] == "Provisioned")
+                                !f.is_empty()
+                                    && f.iter().all(|x| {
+                                        x["status"] == "Provisioned"
+                                            && x["featureID"].as_str().is_some_and(|id| {
+                                                normal.as_object().is_some_and(|spec| {
+                                                    x["hash"] == feature_hash(spec, id).as_str()
+                                                })
+                                            })
+                                    })
                             })
                 })
         });

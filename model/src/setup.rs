@@ -107,6 +107,9 @@ pub struct Bounds {
     pub aborts: u8,
     /// Deployments Sveltos fails (a later deployment succeeds).
     pub failures: u8,
+    /// Reconciles in which Sveltos copies a new spec onto the summaries before it deploys it
+    /// (they show the previous spec's `Provisioned`; stage completion must not count it).
+    pub lags: u8,
     /// Whether the person also approves with `promoter approve` (with its record), besides
     /// `kubectl patch … approved: true`.
     pub approve_command: bool,
@@ -130,6 +133,7 @@ impl Bounds {
             pauses: 0,
             aborts: 0,
             failures: 0,
+            lags: 0,
             approve_command: false,
             max_states: 20_000_000,
         }
@@ -147,7 +151,7 @@ impl Bounds {
 
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
-    /// `revokes`, `pauses`, `aborts`, `failures`, `approve_command=true|false`, `max_states`).
+    /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `approve_command=true|false`, `max_states`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -189,6 +193,7 @@ impl Bounds {
                 "pauses" => b.pauses = number()?,
                 "aborts" => b.aborts = number()?,
                 "failures" => b.failures = number()?,
+                "lags" => b.lags = number()?,
                 "approve_command" => b.approve_command = value == "true",
                 "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
                 _ => return Err(format!("{key:?}: unknown bound")),
@@ -200,7 +205,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, approve command {}",
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, approve command {}",
             self.promotions,
             self.passes,
             match self.observe {
@@ -215,6 +220,7 @@ impl Bounds {
             self.pauses,
             self.aborts,
             self.failures,
+            self.lags,
             self.approve_command
         )
     }

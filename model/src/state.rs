@@ -38,6 +38,7 @@ pub struct Budget {
     pub pauses: u8,
     pub aborts: u8,
     pub failures: u8,
+    pub lags: u8,
 }
 
 impl Budget {
@@ -50,6 +51,7 @@ impl Budget {
             pauses: b.pauses,
             aborts: b.aborts,
             failures: b.failures,
+            lags: b.lags,
         }
     }
 }
@@ -96,6 +98,14 @@ pub enum Step {
     },
     /// Sveltos fails to deploy the stage's profile.
     Fail {
+        promotion: u8,
+        stage: u8,
+    },
+    /// Sveltos' profile controller copies the stage's profile's new spec onto its summaries, and
+    /// the ClusterSummary controller has not deployed it yet: each summary is in sync with the
+    /// profile and still shows the previous spec's `Provisioned` (with that spec's hashes), as a
+    /// busy controller or a status computed from the previous spec and landing late shows it.
+    Lag {
         promotion: u8,
         stage: u8,
     },
@@ -158,6 +168,11 @@ impl Step {
             Step::Fail { promotion, stage } => {
                 format!("sveltos: fails to deploy {}-{}", p(promotion), s(stage))
             }
+            Step::Lag { promotion, stage } => format!(
+                "sveltos: copies the spec of {}-{}, its previous Provisioned still shown",
+                p(promotion),
+                s(stage)
+            ),
             Step::Tick => "clock: +30m".into(),
         }
     }
@@ -292,6 +307,12 @@ impl State {
                         stage,
                     });
                 }
+                if self.budget.lags > 0 {
+                    out.push(Step::Lag {
+                        promotion: i,
+                        stage,
+                    });
+                }
             }
             // Only `staging` has a manual trigger.
             out.push(Step::Approve {
@@ -380,11 +401,20 @@ impl State {
                 }
                 changed
             }
-            Step::Deploy { promotion, stage } => next.sveltos(promotion, stage, false),
+            Step::Deploy { promotion, stage } => {
+                next.sveltos(promotion, stage, sveltos::Outcome::Deployed)
+            }
             Step::Fail { promotion, stage } => {
-                let changed = next.sveltos(promotion, stage, true);
+                let changed = next.sveltos(promotion, stage, sveltos::Outcome::Failed);
                 if changed {
                     next.budget.failures -= 1;
+                }
+                changed
+            }
+            Step::Lag { promotion, stage } => {
+                let changed = next.sveltos(promotion, stage, sveltos::Outcome::SpecOnly);
+                if changed {
+                    next.budget.lags -= 1;
                 }
                 changed
             }
@@ -456,18 +486,10 @@ impl State {
         let (summaries, clusters) = if watched.is_empty() || decoded.is_empty() {
             (Vec::new(), Vec::new())
         } else {
-            let summaries: Vec<Value> = self
-                .store
-                .all(&cluster_summary_type())
-                .into_iter()
-                .filter(|cs| {
-                    cs.pointer("/metadata/labels")
-                        .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
-                        .and_then(Value::as_str)
-                        .is_some_and(|p| watched.iter().any(|w| w == p))
-                })
-                .collect();
-            (summaries, self.store.all(&sveltos_cluster_type()))
+            (
+                summaries_of(&self.store, &watched),
+                self.store.all(&sveltos_cluster_type()),
+            )
         };
         let typed_summaries: Vec<ClusterSummary> = summaries
             .iter()
@@ -480,6 +502,10 @@ impl State {
             .collect::<Result<_, _>>()
             .map_err(|e| ModelError(format!("a cluster does not decode: {e}")))?;
         let mut world = world_from_listed(profiles, typed_summaries, &typed_clusters);
+        // As `observe_pass`: the watched profiles' summaries were listed, none or some.
+        if !watched.is_empty() && !decoded.is_empty() {
+            world.summaries_listed = watched.iter().cloned().collect();
+        }
         world.freezes = self
             .store
             .all(&promotion_freeze_type())
@@ -550,6 +576,24 @@ impl State {
                 Arc::make_mut(&mut a.fetched).push((**v).clone());
             }
             world.revisions.insert(name, stored);
+            again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
+        }
+        // As `pass_body`: a profile whose spec changes has its summaries read (the hashes they
+        // carry go into the `promoter.dev/redeploy` record), then is decided again.
+        let needs = again
+            .as_ref()
+            .unwrap_or(&a.decisions[a.index])
+            .needs_summaries
+            .clone();
+        if !needs.is_empty() {
+            let listed = summaries_of(&self.store, &needs);
+            for v in &listed {
+                let cs: ClusterSummary =
+                    observe::decode(v).map_err(|e| ModelError(format!("a summary: {e}")))?;
+                observe::add_summary(&mut world.summaries, cs);
+            }
+            Arc::make_mut(&mut a.fetched).extend(listed);
+            world.summaries_listed.extend(needs);
             again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
         }
         if let Some(again) = again {
@@ -762,14 +806,14 @@ impl State {
     // -----------------------------------------------------------------------------------------
     // Sveltos
 
-    fn sveltos(&mut self, promotion: u8, stage: u8, fail: bool) -> bool {
+    fn sveltos(&mut self, promotion: u8, stage: u8, outcome: sveltos::Outcome) -> bool {
         let before = self.store.revision();
         let name = format!(
             "{}-{}",
             setup::promotion_name(promotion as usize),
             STAGES[stage as usize]
         );
-        sveltos::reconcile(&mut self.store, &name, fail);
+        sveltos::reconcile(&mut self.store, &name, outcome);
         self.store.revision() != before
     }
 
@@ -855,8 +899,22 @@ fn skip_nothing(writes: &[PlannedWrite], mut at: usize) -> usize {
 
 /// Whether the pass reads more before acting on `d`: profiles it would create but did not list,
 /// or the revision a rollback restores.
+/// The stored ClusterSummaries of these profiles (by their profile label), as a pass lists them.
+fn summaries_of(store: &Store, profiles: &[String]) -> Vec<Value> {
+    store
+        .all(&cluster_summary_type())
+        .into_iter()
+        .filter(|cs| {
+            cs.pointer("/metadata/labels")
+                .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
+                .and_then(Value::as_str)
+                .is_some_and(|p| profiles.iter().any(|w| w == p))
+        })
+        .collect()
+}
+
 fn needs_reads(d: &Decision, world: &World) -> bool {
-    d.needs_revision.is_some() || !unlisted(d, world).is_empty()
+    d.needs_revision.is_some() || !d.needs_summaries.is_empty() || !unlisted(d, world).is_empty()
 }
 
 /// The profiles the decision would create but the pass did not list (see

@@ -3,8 +3,10 @@
 //! feature `Provisioned`), or fails to (`Failed`); the summaries of a profile that is gone, and of
 //! clusters it no longer selects, are removed. One reconcile is one step, so deployments of
 //! different profiles interleave with everything else. Summaries are written as the simulated
-//! addon-controller (`sim::addon`) writes them, with fixed times (a `Provisioned` is never older
-//! than its spec here: the stale window of a busy controller is not modelled).
+//! addon-controller (`sim::addon`) writes them (with its feature hashes), with fixed times. With
+//! the `lags` bound, a reconcile may copy the new spec only ([`Outcome::SpecOnly`]): the summary
+//! then shows the previous spec's `Provisioned` and hashes, as a busy controller, or a status of
+//! the previous spec landing late, shows it.
 
 use super::memo::{ArcMemo, normal_form as normal_form_of};
 use super::setup::fixed_time;
@@ -75,34 +77,54 @@ fn desired(store: &Store, arc: &Arc<Value>) -> Arc<Desired> {
     })
 }
 
-/// One reconcile of the profile `name`: deployed everywhere it selects, or failing there.
-pub fn reconcile(store: &mut Store, name: &str, fail: bool) {
+/// What one reconcile of a profile does on the clusters it selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Deployed: each summary in sync with the profile, every feature `Provisioned`.
+    Deployed,
+    /// Failed: each summary in sync, every feature `Failed`.
+    Failed,
+    /// Only the profile controller got to it: the summaries that exist get the new spec and keep
+    /// the status of the previous one (its features, hashes and `Provisioned`); nothing is
+    /// created or removed.
+    SpecOnly,
+}
+
+/// One reconcile of the profile `name`: deployed everywhere it selects, failing there, or its
+/// spec copied ahead of the deployment.
+pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome) {
     let cs_rt = cluster_summary_type();
     let mut wanted: Vec<(String, String)> = Vec::new();
     if let Some(profile) = store.peek(&cluster_profile_type(), "", name).cloned()
         && profile.pointer("/metadata/deletionTimestamp").is_none()
     {
         let d = desired(store, &profile);
-        let status = if fail { &d.failed } else { &d.provisioned };
         for (ns, cluster_name) in &d.clusters {
             let cs_name = format!("{name}-sveltos-{cluster_name}");
             let existing = store.peek(&cs_rt, ns, &cs_name).cloned();
             wanted.push((ns.clone(), cs_name));
+            let in_sync = existing
+                .as_ref()
+                .is_some_and(|cs| cs.pointer("/spec/clusterProfileSpec") == Some(&d.normal));
+            let status = match (outcome, &existing) {
+                (Outcome::Deployed, _) => d.provisioned.clone(),
+                (Outcome::Failed, _) => d.failed.clone(),
+                (Outcome::SpecOnly, Some(cs)) if !in_sync => match cs.get("status") {
+                    Some(s) => s.clone(),
+                    None => continue,
+                },
+                (Outcome::SpecOnly, _) => continue,
+            };
             // Already so: Sveltos writes nothing.
-            if existing.as_ref().is_some_and(|cs| {
-                cs.pointer("/spec/clusterProfileSpec") == Some(&d.normal)
-                    && cs.get("status") == Some(status)
-            }) {
+            if in_sync && existing.as_ref().and_then(|cs| cs.get("status")) == Some(&status) {
                 continue;
             }
             let object = summary_object(&profile, ns, cluster_name, &d.spec);
-            write_summary(
-                store,
-                object,
-                existing.map(|e| (*e).clone()),
-                status.clone(),
-            );
+            write_summary(store, object, existing.map(|e| (*e).clone()), status);
         }
+    }
+    if outcome == Outcome::SpecOnly {
+        return;
     }
     let stale: Vec<(String, String)> = store
         .stored(&cs_rt)

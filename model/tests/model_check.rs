@@ -105,6 +105,8 @@ fn counterexample_grant_given_back_to_another_revision() {
             change: SpecChange::Revision,
         },
         Observe(P),
+        // The restart rewrites dev's profile, whose summaries it did not list: it reads them.
+        Prepare(P),
         Write(P),
     ]);
     replays_clean(&Bounds::ci(), &steps);
@@ -120,4 +122,103 @@ fn an_aborted_run_holds_until_resumed() {
         aborts: 1,
         ..Bounds::ci()
     });
+}
+
+/// The bounds of the stage-completion traces: Sveltos may copy one new spec before deploying it.
+fn lagging() -> Bounds {
+    Bounds {
+        crashes: 0,
+        lags: 1,
+        ..Bounds::ci()
+    }
+}
+
+/// A stage-completion trace: the first pass (`middle` follows it), then Sveltos copies dev's new
+/// spec before deploying it, and the passes of that tick and the next observe.
+fn with_dev_lagging(middle: &[Step]) -> Vec<Step> {
+    use Step::*;
+    let mut steps = vec![Observe(P), Prepare(P), Write(P), Write(P), Write(P)];
+    steps.extend_from_slice(middle);
+    steps.extend([
+        Lag {
+            promotion: P,
+            stage: 0,
+        },
+        Observe(P),
+        Write(P),
+        Tick,
+        Observe(P),
+    ]);
+    steps
+}
+
+const DEPLOY_DEV: Step = Step::Deploy {
+    promotion: P,
+    stage: 0,
+};
+const NEW_REVISION: Step = Step::Change {
+    promotion: P,
+    change: SpecChange::Revision,
+};
+
+/// Stage completion counts a `Provisioned` only for the spec it was computed from (README,
+/// Invariants, "Stage completion"): after a new revision, Sveltos copies it onto dev's summary and
+/// still shows the previous revision's `Provisioned`. The counterexample the checker printed with
+/// the rule removed (every `Provisioned` taken as current; `PROMOTER_MODEL=ci,crashes=0,lags=1`,
+/// 3,864 states): "p0: stage dev passed before it ran the run's revision on every cluster" at the
+/// last step; with the rule, the pass waits (the `promoter.dev/redeploy` record holds dev's
+/// previous hash).
+#[test]
+fn a_provisioned_of_the_previous_revision_never_passes_a_stage() {
+    use Step::*;
+    let bounds = lagging();
+    let mut steps = with_dev_lagging(&[
+        DEPLOY_DEV,
+        NEW_REVISION,
+        Observe(P),
+        Write(P),
+        Write(P),
+        Write(P),
+    ]);
+    // The last pass to the end of its writes, whatever it decided.
+    loop {
+        let states = trace::replay(&bounds, &steps).unwrap();
+        let Some((_, last, _)) = states.last() else {
+            break;
+        };
+        match last
+            .candidates(&bounds)
+            .into_iter()
+            .find(|s| matches!(s, Prepare(_) | Write(_)))
+        {
+            Some(step) if steps.len() < 40 => steps.push(step),
+            _ => break,
+        }
+    }
+    replays_clean(&bounds, &steps);
+}
+
+/// Known issue (found by this checker, `PROMOTER_MODEL=ci,crashes=0,lags=1`, not fixed yet): the
+/// `promoter.dev/redeploy` record keeps the hashes the pass saw when it listed the summaries, but
+/// Sveltos may write a status between that list and the profile write (here: dev's first
+/// deployment of the previous revision finishes in between, so the record keeps no previous
+/// hash). When Sveltos then copies the new spec and still shows that status, its hash is not in
+/// the record and dev counts as deployed: "p0: stage dev passed before it ran the run's revision
+/// on every cluster" at the last step. A fix must not count a hash that was written before the
+/// spec (the status and spec times of `managedFields` are both the API server's) without holding
+/// a stage forever after a metadata-only write of the summary.
+#[test]
+#[ignore = "known issue: a status written between the record's list and the profile write"]
+fn a_status_written_between_the_record_and_the_profile_write_never_passes_a_stage() {
+    use Step::*;
+    let mut steps = with_dev_lagging(&[
+        NEW_REVISION,
+        Observe(P),
+        Write(P),
+        Write(P),
+        DEPLOY_DEV,
+        Write(P),
+    ]);
+    steps.extend([Prepare(P), Write(P)]);
+    replays_clean(&lagging(), &steps);
 }

@@ -333,7 +333,7 @@ pub async fn freezes(client: &kube::Client) -> anyhow::Result<Option<Vec<Promoti
 }
 
 /// A listed ClusterSummary, under the profile it belongs to (its label).
-fn add_summary(by_profile: &mut BTreeMap<String, ProfileSummaries>, cs: ClusterSummary) {
+pub fn add_summary(by_profile: &mut BTreeMap<String, ProfileSummaries>, cs: ClusterSummary) {
     if let Some(profile) = cs
         .metadata
         .labels
