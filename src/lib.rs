@@ -4,6 +4,7 @@
 
 pub mod annotations;
 pub mod api;
+pub mod bounded_text;
 pub mod cli_error;
 pub mod client;
 pub mod crd;

@@ -413,3 +413,77 @@ async fn a_revision_the_history_forgot_never_leaks_whatever_write_a_pass_dies_af
         assert!(!due, "crash after write {k}: the sweep never finished");
     }
 }
+
+/// Issue 30: whatever Sveltos' failure messages contain (here 1 MiB on every failed feature),
+/// every text promoter records is bounded: the promotion's annotations stay far below the API
+/// server's 256 KiB, no pass fails to write, and the rollback goes through (a message copied whole
+/// into `promoter.dev/failed` and `promoter.dev/rollback` made every record patch a 422).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_sveltos_messages_never_stop_a_rollback() {
+    let mut env = Env::new(DEV_STAGING_PROD).await;
+    let name = completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
+    let mut p = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    let huge = format!("helm install failed: {}", "y".repeat(1 << 20));
+    let mut rolled_back = false;
+    for _ in 0..80 {
+        let report = env.pass().await;
+        for r in &report.promotions {
+            let error = r.error.clone().unwrap_or_default();
+            assert!(
+                error.is_empty(),
+                "{}",
+                promoter::bounded_text::bounded(&error, 600)
+            );
+            assert!(r.summary.len() <= 2048, "{}", r.summary.len());
+        }
+        env.addon.reconcile(&env.server, env.now());
+        // Sveltos says why at length.
+        let summaries = promoter::fake::cluster_summary_type();
+        let mut store = env.server.store();
+        for mut cs in store.all(&summaries) {
+            let Some(features) = cs
+                .pointer_mut("/status/featureSummaries")
+                .and_then(|f| f.as_array_mut())
+            else {
+                continue;
+            };
+            let mut changed = false;
+            for f in features.iter_mut().filter(|f| f["status"] == "Failed") {
+                f["failureMessage"] = json!(huge);
+                changed = true;
+            }
+            if changed {
+                let ns = cs["metadata"]["namespace"].as_str().unwrap().to_string();
+                let n = cs["metadata"]["name"].as_str().unwrap().to_string();
+                store.update(&summaries, &ns, &n, cs, true).unwrap();
+            }
+        }
+        drop(store);
+        env.advance(chrono::Duration::minutes(1));
+        let p = env.promotion(&name).unwrap();
+        let annotations: usize = p
+            .metadata
+            .annotations
+            .iter()
+            .flatten()
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        assert!(annotations < 32 * 1024, "annotations: {annotations} bytes");
+        let status = serde_json::to_string(&p.status).unwrap().len();
+        assert!(status < 16 * 1024, "status: {status} bytes");
+        if annotations::rollback(&p).is_some_and(|r| r.completed_at.is_some()) {
+            rolled_back = true;
+            break;
+        }
+    }
+    assert!(rolled_back, "the rollback went through");
+    let p = env.promotion(&name).unwrap();
+    assert!(
+        annotations::failed(&p)
+            .unwrap()
+            .why
+            .contains("helm install failed: yyy")
+    );
+}

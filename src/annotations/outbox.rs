@@ -133,14 +133,7 @@ pub fn key(
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_string()
+    crate::bounded_text::prefix(s, max).to_string()
 }
 
 /// Keeps the newest entries within [`MAX_ENTRIES`] and [`MAX_BYTES`]; returns the dropped ones.

@@ -38,14 +38,15 @@ pub struct Failed {
 }
 
 impl Failed {
-    /// The failed stage's failureMessage: `progress deadline <D> exceeded at <due>: <why>`.
+    /// The failed stage's failureMessage: `progress deadline <D> exceeded at <due>: <why>`
+    /// (bounded, as the status keeps it).
     pub fn message(&self) -> String {
-        format!(
+        crate::bounded_text::recorded(&format!(
             "progress deadline {} exceeded at {}: {}",
             self.deadline,
             self.due.unwrap_or(self.at),
             self.why
-        )
+        ))
     }
 
     /// The note of its `ProgressDeadlineExceeded` Event.

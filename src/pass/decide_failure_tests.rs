@@ -1129,3 +1129,68 @@ fn the_cause_of_a_rollback_reaches_the_status_after_a_crash() {
         );
     }
 }
+
+/// Issue 30: every recorded text is bounded, whatever Sveltos' messages contain. A feature that
+/// fails with a message of 1 MiB used to be copied whole into the stage's failureMessage, the
+/// missed deadline's `why` and the rollback's `reason`: the record patch then exceeded the API
+/// server's 256 KiB of annotations and was refused, every pass, and the promotion never rolled
+/// back.
+#[test]
+fn sveltos_messages_of_any_size_leave_every_recorded_text_bounded() {
+    use crate::bounded_text::RECORDED_TEXT_MAX;
+    let (mut p, mut w, min) =
+        completed(&[(PROGRESS_DEADLINE, "10m"), (FAILURE_POLICY, "rollback")]);
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    let huge = "values don't meet the specifications: ".to_string() + &"x".repeat(1 << 20);
+    let mut failing = summaries_for(&w, "kyverno-dev", "Failed");
+    for cs in &mut failing {
+        for f in cs
+            .status
+            .as_mut()
+            .unwrap()
+            .feature_summaries
+            .as_mut()
+            .unwrap()
+        {
+            f.failure_message = Some(huge.clone());
+        }
+    }
+    w.summaries
+        .insert("kyverno-dev".into(), failing.into_iter().collect());
+    for m in 1..=10 {
+        let d = run(&mut p, &mut w, min + m);
+        assert!(
+            d.summary.len() <= RECORDED_TEXT_MAX + 64,
+            "{}",
+            d.summary.len()
+        );
+        for e in &d.events {
+            assert!(
+                e.message.len() <= 2 * RECORDED_TEXT_MAX,
+                "{}: {}",
+                e.reason,
+                e.message.len()
+            );
+        }
+    }
+    assert_eq!(
+        rollback(&p).map(|r| r.cause),
+        Some(crate::annotations::Cause::ProgressDeadline)
+    );
+    assert!(failed(&p).unwrap().why.len() <= RECORDED_TEXT_MAX);
+    assert!(rollback(&p).unwrap().reason.unwrap().len() <= RECORDED_TEXT_MAX);
+    for (k, v) in annotations(&p) {
+        assert!(v.len() <= 4 * RECORDED_TEXT_MAX, "{k}: {} bytes", v.len());
+    }
+    for s in p.status.as_ref().unwrap().stages.iter().flatten() {
+        for text in [&s.failure_message, &s.current_status_description] {
+            assert!(
+                text.as_ref().is_none_or(|t| t.len() <= RECORDED_TEXT_MAX),
+                "{}: {:?}",
+                s.name,
+                text.as_ref().map(String::len)
+            );
+        }
+    }
+}

@@ -283,9 +283,11 @@ impl Decision {
         }
     }
 
+    /// The phase and the one-line summary (bounded: it quotes Sveltos' messages, and a missed
+    /// deadline records it).
     pub(super) fn outcome(&mut self, phase: Phase, summary: String) {
         self.phase = phase;
-        self.summary = summary;
+        self.summary = crate::bounded_text::recorded(&summary);
     }
 
     /// The earliest of the current `next_check` and `t`.
@@ -414,11 +416,13 @@ impl Reason {
         }
     }
 
+    /// The note of an Event of this reason (bounded: an Event's note is at most 1 KiB, and a
+    /// message quoting Sveltos can be any size).
     pub fn note(self, message: String) -> EventNote {
         EventNote {
             warning: self.warning(),
             reason: self.as_str().into(),
-            message,
+            message: crate::bounded_text::recorded(&message),
             stage: None,
             recorded: false,
             owed: false,

@@ -19,6 +19,7 @@
 use super::decision::{EventNote, Reason};
 use super::stage_status::description_text;
 use crate::api::ClusterPromotion;
+use crate::bounded_text::prefix as truncate_bytes;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -64,18 +65,6 @@ const INSTANCE_LIMIT: usize = 128;
 pub const REPORTING_CONTROLLER: &str = "promoter.dev/promoter";
 /// Events about cluster-scoped objects go to `default`, as kubectl and client-go record them.
 pub const EVENT_NAMESPACE: &str = "default";
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn truncate_bytes(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &s[..cut]
-}
 
 /// `generateName` of a promotion's Events: `<promotion>-`. A prefix must be a valid DNS-1123
 /// subdomain once a trailing `-` is masked, so `<promotion>.` is refused with 422; the server cuts
@@ -238,7 +227,13 @@ mod tests {
         assert_eq!(v["eventTime"], "2026-02-16T06:28:24.123456Z");
         assert_eq!(v["type"], "Warning");
         assert_eq!(v["reason"], "ChecksFailing");
-        assert_eq!(v["note"].as_str().unwrap().len(), NOTE_LIMIT);
+        let note = v["note"].as_str().unwrap();
+        assert!(
+            note.len() <= NOTE_LIMIT && note.len() > NOTE_LIMIT - 8,
+            "{}",
+            note.len()
+        );
+        assert!(note.ends_with("more bytes)"), "a cut note says so: {note}");
         assert_eq!(v["regarding"]["uid"], "u-1");
         assert!(v["regarding"].get("namespace").is_none());
         let mut obj = v.clone();

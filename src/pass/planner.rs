@@ -487,7 +487,7 @@ impl Planner<'_> {
             run: run.clone(),
             stage: stage.name.clone(),
             at: Timestamp::new(now),
-            why: self.d.summary.clone(),
+            why: crate::bounded_text::recorded(&self.d.summary),
             deadline: limit.text.clone(),
             resumed: None,
             due: Some(Timestamp::new(due)),
@@ -530,7 +530,10 @@ impl Planner<'_> {
             cause: Cause::ProgressDeadline,
             by: "promoter".into(),
             at: Timestamp::new(now),
-            reason: Some(format!("stage {}: {message}", stage.name)),
+            reason: Some(crate::bounded_text::recorded(&format!(
+                "stage {}: {message}",
+                stage.name
+            ))),
             completed_at: None,
         };
         self.d.record(RecordOp::Rollback(record.clone()));

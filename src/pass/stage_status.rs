@@ -2,6 +2,7 @@
 //! pass that learns nothing new writes nothing.
 
 use crate::api::{ClusterPromotionStatus, StageStatus, Timestamp};
+use crate::bounded_text::recorded;
 use chrono::{DateTime, Utc};
 
 /// `<text> (2006-01-02T15:04:05Z)`, upstream's description format.
@@ -17,7 +18,10 @@ pub fn description_text(description: &str) -> &str {
     }
 }
 
+/// Sets the description (its text bounded, `bounded_text`), moving lastStatusCheckTime only when
+/// the text changes.
 pub fn set_description(stage: &mut StageStatus, text: &str, now: DateTime<Utc>) {
+    let text = &recorded(text);
     if stage
         .current_status_description
         .as_deref()
@@ -29,7 +33,11 @@ pub fn set_description(stage: &mut StageStatus, text: &str, now: DateTime<Utc>) 
     }
 }
 
+/// Sets the failureMessage (bounded: it often carries Sveltos' messages), moving
+/// lastStatusCheckTime only when it changes.
 pub fn set_failure(stage: &mut StageStatus, message: Option<&str>, now: DateTime<Utc>) {
+    let message = message.map(recorded);
+    let message = message.as_deref();
     if stage.failure_message.as_deref() != message {
         stage.failure_message = message.map(String::from);
         stage.last_status_check_time = Some(Timestamp::new(now));
