@@ -75,11 +75,54 @@ async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resum
     let history = History::of(&env.promotion(&name).unwrap());
     assert!(history.0[0].rolled_back.is_some());
     assert_eq!(history.0[1].revision, good.revision);
-    // Holds: quiet, and status/explain say why.
+    // Holds: quiet, and status/explain say why. A steady RolledBack pass costs what any steady
+    // pass costs: three lists (promotions, profiles, freezes), no read of the stored revision
+    // (issue 30: it used to read its PromotionRevision every pass), no write.
+    step(&env).await;
     env.server.clear_requests();
     let (code, report) = step(&env).await;
     assert_eq!((code, phase(&report, &name).as_str()), (2, "RolledBack"));
     assert_eq!(env.server.writes(), 0, "{:#?}", env.server.requests());
+    let requests: Vec<String> = env
+        .server
+        .requests()
+        .iter()
+        .map(|r| format!("{} {}", r.verb, r.resource))
+        .collect();
+    assert_eq!(
+        requests,
+        [
+            "list clusterprofiles",
+            "list clusterpromotions",
+            "list promotionfreezes"
+        ],
+        "a steady RolledBack pass"
+    );
+    // A target's profile edited by hand: the next pass reads the stored revision and repairs it;
+    // then passes are steady again.
+    let staging = format!("{name}-staging");
+    let mut cp = env.profile(&staging).unwrap();
+    cp.spec.fields["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    let api: kube::Api<promoter::api::ClusterProfile> = kube::Api::all(env.client.clone());
+    api.replace(&staging, &Default::default(), &cp)
+        .await
+        .unwrap();
+    step(&env).await;
+    assert_eq!(
+        version(&env, &name, "staging").as_deref(),
+        Some("3.5.2"),
+        "repaired"
+    );
+    step(&env).await;
+    env.server.clear_requests();
+    let (_, report) = step(&env).await;
+    assert_eq!(phase(&report, &name), "RolledBack");
+    assert_eq!(
+        env.server.count(|_| true),
+        3,
+        "{:#?}",
+        env.server.requests()
+    );
     let (code, _, _) = promoter(&env, &["status", &name, "--exit-code"]);
     assert_eq!(code, 5);
     let (_, out, _) = promoter(&env, &["status", &name, "-o", "json"]);

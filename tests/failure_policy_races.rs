@@ -97,6 +97,7 @@ async fn a_stale_concurrent_pass_never_undoes_a_rollback() {
         at: promoter::api::Timestamp::new(env.now()),
         reason: Some("INC-7".into()),
         completed_at: None,
+        kept: None,
     };
     env.store_json_patch(
         &name,

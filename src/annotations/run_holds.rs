@@ -78,6 +78,11 @@ pub struct Rollback {
     /// Set by the pass that finds every target rolled back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Timestamp>,
+    /// Once rolled back: a digest of the targets' profiles as they were when they held the
+    /// revision rolled back to (`pass::rollback::fingerprint`). While it still matches, a pass
+    /// has nothing to repair and does not read the stored revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 /// `promoter.dev/aborted`.
@@ -182,6 +187,7 @@ mod tests {
             at: at("2026-02-16T08:00:00Z"),
             reason: None,
             completed_at: Some(at("2026-02-16T08:30:00Z")),
+            kept: None,
         };
         let text = format!(
             r#"{{"from":{RUN},"to":"h1","order":"reverse","cause":"ProgressDeadline","by":"promoter","at":"2026-02-16T08:00:00Z","completedAt":"2026-02-16T08:30:00Z"}}"#

@@ -195,6 +195,7 @@ pub fn rollback_ops(
         at,
         reason: actor.reason.clone(),
         completed_at: None,
+        kept: None,
     };
     history.record_rollback(
         &run.revision,

@@ -248,8 +248,17 @@ fn a_missed_deadline_rolls_back_in_reverse_stage_by_stage_then_holds() {
     assert_eq!(events(&d), ["StageRolledBack", "RolledBack"]);
     assert!(rollback(&p).unwrap().completed_at.is_some());
     assert!(description(&p, "staging").starts_with("Rolled back to revision"));
-    // Holds, quietly; a cluster that drifts later does not re-open the rollback.
+    // Holds, quietly; a cluster that drifts later does not re-open the rollback. A steady pass
+    // does not need the stored revision (issue 30: it read it every pass).
     assert!(!run(&mut p, &mut w, min + 15).writes());
+    let mut without = w.clone();
+    without.revisions.clear();
+    let d = decide(&p, &without, &HealthResults::new(), &ctx(min + 15));
+    assert_eq!(
+        (d.phase, d.needs_revision.clone()),
+        (Phase::RolledBack, None)
+    );
+    assert!(!d.writes());
     summarize(&mut w, "kyverno-dev", "Provisioning");
     let d = run(&mut p, &mut w, min + 16);
     assert_eq!(d.phase, Phase::RolledBack);
@@ -393,6 +402,7 @@ fn a_manual_rollback_of_a_completed_run_restores_every_stage_from_the_top() {
             at: Timestamp::new(t(min + 1)),
             reason: Some("CVE in 9.9.9".into()),
             completed_at: None,
+            kept: None,
         })
         .unwrap(),
     );

@@ -535,6 +535,7 @@ impl Planner<'_> {
                 stage.name
             ))),
             completed_at: None,
+            kept: None,
         };
         self.d.record(RecordOp::Rollback(record.clone()));
         // The forward run's repairs planned above give way to the rollback's writes.

@@ -143,6 +143,12 @@ pub fn plan(
     let current = status.current_stage_name.clone().unwrap_or_default();
     d.stage = Some(current.clone());
     record_in_history(p, world, run, record, now, d);
+    if let Some(at) = record.completed_at
+        && record.kept.as_deref() == Some(fingerprint(p, world, status).as_str())
+    {
+        // Rolled back, and no target's profile changed since: nothing to repair, nothing to read.
+        return held(d, &id, at, record);
+    }
     let rev = match world.revisions.get(&revision_name(&name, &record.to)) {
         None => {
             // The pass reads the stored revision and decides again.
@@ -179,9 +185,19 @@ pub fn plan(
     let good = promotion_at(p, rev);
     if let Some(at) = record.completed_at {
         // Rolled back: the targets only keep the stored revision (repairs); nothing is re-judged,
-        // so a cluster that drifts later never re-opens a finished rollback.
-        for t in targets(p, &good, world, status, false) {
+        // so a cluster that drifts later never re-opens a finished rollback. Once they all hold
+        // it again, their fingerprint is recorded, and steady passes read nothing more.
+        let targets = targets(p, &good, world, status, false);
+        let all_hold = targets.iter().all(|t| t.holds);
+        for t in targets {
             ensure_after(world, d, t.desired);
+        }
+        let kept = fingerprint(p, world, status);
+        if all_hold && record.kept.as_deref() != Some(kept.as_str()) {
+            d.record(RecordOp::Rollback(Rollback {
+                kept: Some(kept),
+                ..record.clone()
+            }));
         }
         return held(d, &id, at, record);
     }
@@ -274,6 +290,7 @@ pub fn plan(
     }
     d.record(RecordOp::Rollback(Rollback {
         completed_at: Some(Timestamp::new(now)),
+        kept: Some(fingerprint(p, world, status)),
         ..record.clone()
     }));
     // The rollback's completion is recorded: later passes hold without announcing it again.
@@ -285,6 +302,41 @@ pub fn plan(
         ),
     );
     held(d, &id, Timestamp::new(now), record);
+}
+
+/// A digest of the profiles of every stage a rollback targets (reached by the run, or with a
+/// profile) as observed: name, UID, generation (which moves with every spec change), labels,
+/// annotations and owner references; an absent profile counts as absent. A profile promoter
+/// would repair (a hand edit, a deletion) changes it; Sveltos' status writes and finalizers do
+/// not. Needs no stored revision: profile names depend only on the stages.
+pub fn fingerprint(p: &ClusterPromotion, world: &World, status: &ClusterPromotionStatus) -> String {
+    use sha2::Digest;
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let mut parts = Vec::new();
+    for stage in &p.spec.stages {
+        let profile = super::profiles::profile_name(&name, &stage.name);
+        let observed = world
+            .profiles
+            .get(&profile)
+            .filter(|cp| cp.metadata.deletion_timestamp.is_none());
+        let reached = status.stages.iter().flatten().any(|s| s.name == stage.name);
+        if !reached && observed.is_none() {
+            continue;
+        }
+        parts.push(match observed {
+            None => serde_json::json!([profile]),
+            Some(cp) => serde_json::json!([
+                profile,
+                cp.metadata.uid,
+                cp.metadata.generation,
+                cp.metadata.labels,
+                cp.metadata.annotations,
+                cp.metadata.owner_references,
+            ]),
+        });
+    }
+    let bytes = serde_json::to_vec(&parts).unwrap_or_default();
+    crate::api::promotion_revision::hex(&sha2::Sha256::digest(&bytes), 16)
 }
 
 fn held(d: &mut Decision, id: &str, at: Timestamp, record: &Rollback) {
