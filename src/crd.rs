@@ -17,10 +17,19 @@ pub fn cluster_promotion_crd() -> CustomResourceDefinition {
     // sveltos`, and columns that say where each rollout stands.
     crd.spec.names.short_names = Some(vec!["cpromo".into()]);
     crd.spec.names.categories = Some(vec!["sveltos".into()]);
-    finish(
-        crd,
-        "ClusterPromotion is the Schema for the clusterpromotions API (served by promoter).",
-        printer_columns(),
+    finish(crd, &cluster_promotion_description(), printer_columns())
+}
+
+/// The ClusterPromotion's description (`kubectl explain clusterpromotion`), naming promoter's
+/// settings: annotations, since the upstream schema prunes unknown spec fields.
+fn cluster_promotion_description() -> String {
+    let settings: Vec<String> = crate::settings::KEYS
+        .iter()
+        .map(|(key, what)| format!("{key}: {what}"))
+        .collect();
+    format!(
+        "ClusterPromotion is the Schema for the clusterpromotions API (served by promoter). promoter's settings are annotations: {}.",
+        settings.join("; ")
     )
 }
 
@@ -238,4 +247,24 @@ pub fn crds_yaml(crds: &[CustomResourceDefinition]) -> anyhow::Result<String> {
         out.push_str(&serde_saphyr::to_string(crd)?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `kubectl explain clusterpromotion` names every promoter setting, the rollback's deadline
+    /// included (issue 30).
+    #[test]
+    fn the_clusterpromotion_description_names_every_setting() {
+        let crd = super::cluster_promotion_crd();
+        let schema = crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .unwrap();
+        let description = schema.description.clone().unwrap();
+        for (key, _) in crate::settings::KEYS {
+            assert!(description.contains(key), "{key}: {description}");
+        }
+        assert!(description.contains("promoter.dev/rollback-deadline"));
+    }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Every phase a promotion can be in, in the order the one-hot gauges list them.
-pub const PHASES: [Phase; 12] = [
+pub const PHASES: [Phase; 13] = [
     Phase::Progressing,
     Phase::Waiting,
     Phase::AwaitingApproval,
@@ -30,6 +30,7 @@ pub const PHASES: [Phase; 12] = [
     Phase::RollingBack,
     Phase::RolledBack,
     Phase::Aborted,
+    Phase::RollbackFailed,
 ];
 
 pub fn phase_name(p: Phase) -> &'static str {
@@ -46,6 +47,7 @@ pub fn phase_name(p: Phase) -> &'static str {
         Phase::RollingBack => "RollingBack",
         Phase::RolledBack => "RolledBack",
         Phase::Aborted => "Aborted",
+        Phase::RollbackFailed => "RollbackFailed",
     }
 }
 

@@ -10,6 +10,10 @@
 //! * `promoter.dev/failure-policy`: `halt` (default) or `rollback`.
 //! * `promoter.dev/rollback-order`: `reverse` (default) or `all-at-once`.
 //! * `promoter.dev/revision-history-limit`: completed revisions kept, 1..=50 (default 10).
+//! * `promoter.dev/rollback-deadline`: how long a rollback may take, from its first pass to every
+//!   target rolled back (pauses and aborts excluded), in the same grammar as a deadline; `none`
+//!   waits for ever. Default 1h: a rollback deploys a revision that deployed before, and one that
+//!   cannot finish (the good revision fails too) must reach a person rather than wait unseen.
 //!
 //! A bad value blocks the promotion (like an invalid promotion window), with the annotation as the
 //! field path and kube-apiserver's wording; `lint` reports the same text.
@@ -25,12 +29,39 @@ pub const PROGRESS_DEADLINE: &str = "promoter.dev/progress-deadline";
 pub const FAILURE_POLICY: &str = "promoter.dev/failure-policy";
 pub const ROLLBACK_ORDER: &str = "promoter.dev/rollback-order";
 pub const REVISION_HISTORY_LIMIT: &str = "promoter.dev/revision-history-limit";
+pub const ROLLBACK_DEADLINE: &str = "promoter.dev/rollback-deadline";
+
+/// Every per-promotion setting, with what it sets (`crd` and the docs list them).
+pub const KEYS: [(&str, &str); 5] = [
+    (
+        PROGRESS_DEADLINE,
+        "how long each stage may take to complete (`2h`, `30m, production=6h`, `1h, dev=none`; default none)",
+    ),
+    (
+        FAILURE_POLICY,
+        "what a missed progress deadline does: `halt` (default) or `rollback`",
+    ),
+    (
+        ROLLBACK_ORDER,
+        "how a rollback restores the stages: `reverse` (default) or `all-at-once`",
+    ),
+    (
+        REVISION_HISTORY_LIMIT,
+        "completed revisions kept for rollbacks, 1..50 (default 10)",
+    ),
+    (
+        ROLLBACK_DEADLINE,
+        "how long a rollback may take before it holds for a person (default 1h; `none`)",
+    ),
+];
 
 pub const DEFAULT_HISTORY_LIMIT: usize = 10;
 pub const MAX_HISTORY_LIMIT: usize = 50;
 /// The longest progress deadline, in days: a year is beyond any rollout, and the grammar accepts
 /// durations (`300000y`) that overflow the calendar when added to a stage's start.
 pub const MAX_DEADLINE_DAYS: i64 = 365;
+/// A rollback's deadline when `promoter.dev/rollback-deadline` is absent.
+pub const DEFAULT_ROLLBACK_DEADLINE: &str = "1h";
 
 /// What happens when a stage misses its progress deadline.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +152,8 @@ pub struct Settings {
     pub failure_policy: FailurePolicy,
     pub rollback_order: RollbackOrder,
     pub revision_history_limit: usize,
+    /// How long a rollback may take; None: no deadline (`none`).
+    pub rollback_deadline: Option<Deadline>,
 }
 
 impl Default for Settings {
@@ -130,6 +163,7 @@ impl Default for Settings {
             failure_policy: FailurePolicy::Halt,
             rollback_order: RollbackOrder::Reverse,
             revision_history_limit: DEFAULT_HISTORY_LIMIT,
+            rollback_deadline: deadline(DEFAULT_ROLLBACK_DEADLINE).ok().flatten(),
         }
     }
 }
@@ -218,6 +252,12 @@ pub fn parse(p: &ClusterPromotion) -> (Settings, Vec<SettingError>) {
                 format!("Invalid value: {n}: must be between 1 and {MAX_HISTORY_LIMIT}, inclusive"),
             ),
             Ok(n) => settings.revision_history_limit = n as usize,
+        }
+    }
+    if let Some(v) = get(ROLLBACK_DEADLINE) {
+        match deadline(v) {
+            Ok(d) => settings.rollback_deadline = d,
+            Err(e) => error(ROLLBACK_DEADLINE, e),
         }
     }
     if let Some(v) = get(PROGRESS_DEADLINE) {
@@ -364,6 +404,41 @@ mod tests {
         assert_eq!(s.failure_policy, FailurePolicy::Halt);
         assert_eq!(s.rollback_order, RollbackOrder::Reverse);
         assert_eq!(s.revision_history_limit, 10);
+        assert_eq!(
+            s.rollback_deadline.map(|d| (d.after, d.text)),
+            Some((Duration::hours(1), "1h".to_string())),
+            "a rollback has a deadline of its own by default"
+        );
+    }
+
+    #[test]
+    fn rollback_deadline_grammar() {
+        let of = |v: &str| Settings::of(&promotion(&[(ROLLBACK_DEADLINE, v)])).rollback_deadline;
+        assert_eq!(of("45m").map(|d| d.after), Some(Duration::minutes(45)));
+        assert_eq!(of("none"), None);
+        assert_eq!(of("0"), None);
+        for (v, want) in [
+            (
+                "-1h",
+                r#"metadata.annotations[promoter.dev/rollback-deadline]: Invalid value: "-1h": must not be negative"#,
+            ),
+            (
+                "soon",
+                r#"metadata.annotations[promoter.dev/rollback-deadline]: Invalid value: "soon": must be a duration (30s, 10m, 1.5h, 1d) or none"#,
+            ),
+            (
+                "dev=1h",
+                r#"metadata.annotations[promoter.dev/rollback-deadline]: Invalid value: "dev=1h": must be a duration (30s, 10m, 1.5h, 1d) or none"#,
+            ),
+        ] {
+            assert_eq!(
+                problems(&promotion(&[(ROLLBACK_DEADLINE, v)])),
+                [want],
+                "{v}"
+            );
+        }
+        assert_eq!(KEYS.len(), 5);
+        assert!(KEYS.iter().any(|(k, _)| *k == ROLLBACK_DEADLINE));
     }
 
     #[test]

@@ -131,7 +131,7 @@ async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resum
     let (code, text, err) = promoter(&env, &["explain", &name]);
     assert_eq!(code, 0, "{err}");
     for expected in [
-        "on failure: rollback (reverse)",
+        "on failure: rollback (reverse); rollback deadline: 1h",
         "rolled back to revision",
         "Rolled back to revision",
         "progress deadline 30m exceeded",

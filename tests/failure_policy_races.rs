@@ -98,6 +98,7 @@ async fn a_stale_concurrent_pass_never_undoes_a_rollback() {
         reason: Some("INC-7".into()),
         completed_at: None,
         kept: None,
+        missed: None,
     };
     env.store_json_patch(
         &name,

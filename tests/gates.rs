@@ -203,6 +203,25 @@ impl Oracle {
                 };
                 let to_good = good.as_deref() == Some(v.as_str());
                 if let Some(r) = &rollback {
+                    // Issue 30: once the rollback missed its own deadline it holds for a person:
+                    // a profile changes only to repair one that held the good revision already.
+                    let before = self
+                        .contents
+                        .get(&key)
+                        .cloned()
+                        .flatten()
+                        .and_then(|c| serde_json::from_str::<Value>(&c).ok())
+                        .and_then(|c| {
+                            c["spec"]["helmCharts"][0]["chartVersion"]
+                                .as_str()
+                                .map(String::from)
+                        });
+                    if r.missed.is_some() && before != good {
+                        self.violations.push(format!(
+                            "write {} by {user}: {pname} changed to {v} after the rollback missed its deadline",
+                            self.writes
+                        ));
+                    }
                     // During a rollback of the current run, a profile only ever changes to the
                     // revision rolled back to: it is never mixed up with a forward rollout.
                     if !to_good {
@@ -582,6 +601,15 @@ impl Lab {
         })
     }
 
+    /// The current run's rollback missed its own deadline (it holds for a person).
+    fn rollback_failed(&self, name: &str) -> bool {
+        self.env.promotion(name).is_some_and(|p| {
+            let run = p.status.as_ref().and_then(Run::of);
+            annotations::rollback(&p)
+                .is_some_and(|r| Some(&r.from) == run.as_ref() && r.missed.is_some())
+        })
+    }
+
     /// Every stage's profile carries this chart version.
     fn all_stages_at(&self, name: &str, version: &str) -> bool {
         let p = self.env.promotion(name).unwrap();
@@ -670,6 +698,10 @@ struct Plan {
     /// a status computed from the previous spec landing after a new one, and its clock this many
     /// seconds ahead of the API server's.
     unkind_sveltos: Option<i64>,
+    /// Issue 30: from the new revision on, `failing`'s cluster fails every deployment, the good
+    /// revision's too: the rollback cannot finish, misses its own deadline and holds. The
+    /// scenario ends there.
+    rollback_fails: bool,
 }
 
 #[derive(Debug)]
@@ -746,6 +778,12 @@ async fn scenario(plan: &Plan) -> Outcome {
             revisions += 1;
             lab.new_revision(&name, revisions).await;
             quiet_after_revision = true;
+            if plan.rollback_fails
+                && let Some((cluster, _)) = plan.failing
+            {
+                lab.env.addon.failing_only.remove(cluster);
+                lab.env.addon.failing.insert(cluster.into(), lab.env.now());
+            }
         }
         // A person approves a manual stage whenever the promotion waits for it.
         let p = lab.env.promotion(&name).unwrap();
@@ -797,7 +835,11 @@ async fn scenario(plan: &Plan) -> Outcome {
         }
         lab.world_moves();
         tick += 1;
-        if plan.rolls_back {
+        if plan.rollback_fails {
+            if lab.rollback_failed(&name) {
+                break;
+            }
+        } else if plan.rolls_back {
             if lab.rolled_back(&name) && lab.all_stages_at(&name, &first_version) {
                 break;
             }
@@ -807,7 +849,14 @@ async fn scenario(plan: &Plan) -> Outcome {
     }
     // Late answers and late writes land now; then the oracle's last word.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let (complete, current) = if plan.rolls_back {
+    let (complete, current) = if plan.rollback_fails {
+        // Held for a person: staging went back (its turn came), dev never did.
+        (
+            lab.rollback_failed(&name),
+            lab.env.chart_version(&format!("{name}-staging")) == Some(first_version.clone())
+                && lab.env.chart_version(&format!("{name}-dev")) != Some(first_version.clone()),
+        )
+    } else if plan.rolls_back {
         (
             lab.rolled_back(&name),
             lab.all_stages_at(&name, &first_version),
@@ -817,12 +866,18 @@ async fn scenario(plan: &Plan) -> Outcome {
     };
     let miss = if plan.rolls_back {
         let p = lab.env.promotion(&name).unwrap();
+        // The miss, or (a rollback that failed there too) the rollback's miss, then it.
         let shown = annotations::failed(&p).is_some_and(|f| {
+            let miss = f.message();
+            let start = promoter::bounded_text::prefix(&miss, 60);
             p.status
                 .iter()
                 .flat_map(|s| s.stages.iter().flatten())
                 .any(|e| {
-                    e.name == f.stage && e.failure_message.as_deref() == Some(f.message().as_str())
+                    e.name == f.stage
+                        && e.failure_message
+                            .as_deref()
+                            .is_some_and(|m| m.contains(start))
                 })
         });
         let events = common::events_of(&lab.env, &name)
@@ -1068,6 +1123,22 @@ async fn a_rollback_with_concurrent_passes_and_faults() {
             assert_safe_and_done(&format!("rollback, seed {seed}, {passes} passes"), &o);
         }
     }
+}
+
+/// Issue 30: the good revision fails on staging too; the rollback misses its own deadline (1h) and
+/// holds for a person, with a crash after every write (CI: about six of them): once the miss is
+/// recorded no profile changes but a repair (the oracle), and dev never goes back (its turn never
+/// came).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_that_cannot_finish_holds_under_crashes() {
+    let plan = Plan {
+        rollback_fails: true,
+        ticks: 200,
+        ..rollback_plan()
+    };
+    let reference = scenario(&plan).await;
+    assert_safe_and_done("failed rollback", &reference);
+    crash_after_each_write(&plan, reference.writes, 6, "failed rollback").await;
 }
 
 /// A freeze from the second minute to the twentieth, with crashes: no stage starts while it holds

@@ -113,6 +113,7 @@ fn every_alert_names_series_that_exist() {
         "ClusterPromotionFailedOrBlocked",
         "ClusterPromotionAwaitingApproval",
         "ClusterPromotionRolledBack",
+        "ClusterPromotionRollbackFailed",
     ] {
         assert!(alerts.contains(needed), "{needed}");
     }

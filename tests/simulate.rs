@@ -379,6 +379,7 @@ fn the_readme_simulations_run_as_written() {
         .collect();
     assert!(commands.len() >= 9, "{commands:?}");
     let mut seen_rollback = false;
+    let mut seen_failed_rollback = false;
     let mut seen_freeze = false;
     for args in commands {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
@@ -395,7 +396,23 @@ fn the_readme_simulations_run_as_written() {
             "simulate {args:?}: {code:?}\n{text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        if args.iter().any(|a| a.contains("rollback-on-deadline-v2")) {
+        if args.iter().any(|a| a == "staging@1d") {
+            // Issue 30: the good revision fails too; the rollback misses its own deadline.
+            seen_failed_rollback = true;
+            assert_eq!(code, Some(2), "stopped, the rollback failed:\n{text}");
+            for line in [
+                "staging     progress deadline 30m exceeded",
+                "staging     rolling back to revision",
+                "staging     rollback deadline 1h exceeded at 2026-11-21T01:35:00Z: stage staging:",
+                "=> stopped at stage staging at 2026-11-21T01:36:00Z: the rollback to revision",
+            ] {
+                assert!(text.contains(line), "no {line:?} in:\n{text}");
+            }
+            assert!(
+                !text.contains("dev         rolling back"),
+                "dev never went back:\n{text}"
+            );
+        } else if args.iter().any(|a| a.contains("rollback-on-deadline-v2")) {
             seen_rollback = true;
             assert_eq!(code, Some(2), "stopped rolled back:\n{text}");
             for line in [
@@ -420,7 +437,7 @@ fn the_readme_simulations_run_as_written() {
             }
         }
     }
-    assert!(seen_rollback && seen_freeze);
+    assert!(seen_rollback && seen_failed_rollback && seen_freeze);
 }
 
 /// Issue 30 §3: with `--sveltos-clock-skew`, a simulated Sveltos 2 s behind or ahead of the API

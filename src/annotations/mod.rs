@@ -39,7 +39,9 @@ pub use freeze_bypass::{FreezeBypass, freeze_bypass};
 pub use history::{Cause, History, HistoryEntry, RolledBack};
 pub use keys::*;
 pub use revision_sweep::{REVISION_SWEEP, sweep_due};
-pub use run_holds::{Aborted, Failed, Retry, Rollback, aborted, failed, retry, rollback};
+pub use run_holds::{
+    Aborted, Failed, Retry, Rollback, RollbackMiss, aborted, failed, retry, rollback,
+};
 
 use crate::api::ClusterPromotion;
 use crate::api::promotion_revision::hex;

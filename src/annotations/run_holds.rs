@@ -83,6 +83,36 @@ pub struct Rollback {
     /// has nothing to repair and does not read the stored revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept: Option<String>,
+    /// The rollback missed its own deadline (`promoter.dev/rollback-deadline`): it holds for a
+    /// person (`promoter resume` gives it a new deadline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<RollbackMiss>,
+}
+
+/// A rollback that did not finish within its deadline.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackMiss {
+    /// When the pass saw it.
+    pub at: Timestamp,
+    /// When the deadline fell.
+    pub due: Timestamp,
+    /// The deadline as written (`1h`).
+    pub deadline: String,
+    /// The stage it waited for.
+    pub stage: String,
+    /// What that stage waited for (bounded).
+    pub why: String,
+}
+
+impl RollbackMiss {
+    /// `rollback deadline <D> exceeded at <due>: stage <s>: <why>` (bounded).
+    pub fn message(&self) -> String {
+        crate::bounded_text::recorded(&format!(
+            "rollback deadline {} exceeded at {}: stage {}: {}",
+            self.deadline, self.due, self.stage, self.why
+        ))
+    }
 }
 
 /// `promoter.dev/aborted`.
@@ -188,6 +218,7 @@ mod tests {
             reason: None,
             completed_at: Some(at("2026-02-16T08:30:00Z")),
             kept: None,
+            missed: None,
         };
         let text = format!(
             r#"{{"from":{RUN},"to":"h1","order":"reverse","cause":"ProgressDeadline","by":"promoter","at":"2026-02-16T08:00:00Z","completedAt":"2026-02-16T08:30:00Z"}}"#

@@ -44,8 +44,9 @@ pub struct PauseArgs {
 /// Resume a ClusterPromotion: lifts whatever holds it, and says which.
 ///
 /// A pause; an abort of the current run; a stage halted by its missed progress deadline (it gets
-/// a new deadline); a rollback of the current run, or a new spec held because its revision was
-/// rolled back (that revision rolls out again from the first stage).
+/// a new deadline); a rollback that missed its own deadline (it goes on, with a new deadline); a
+/// rollback of the current run, or a new spec held because its revision was rolled back (that
+/// revision rolls out again from the first stage).
 ///
 /// Example: promoter resume kyverno-rollout-auto --reason "fix deployed"
 #[derive(clap::Args, Debug)]

@@ -17,13 +17,14 @@ use std::process::ExitCode;
 /// What the next pass would do is a prediction, shown as one in `-o wide`, JSON and `explain`.
 /// Phases: Pending (no pass has processed this revision), Progressing, Soaking, WindowClosed,
 /// RunningChecks, ChecksFailing, AwaitingApproval, Frozen, RollingBack, Complete, Failed,
-/// RolledBack, Aborted, Blocked, Paused, Deleting.
+/// RolledBack, Aborted, RollbackFailed, Blocked, Paused, Deleting.
 /// With --exit-code and NAME, the exit status tells CI where the rollout is:
 /// 0 complete; 3 pending, progressing or waiting (soak, window, checks, paused, frozen, rolling
-/// back); 4 awaiting approval; 5 failed, rolled back, aborted or blocked; 1 could not run (not
-/// found, API unreachable).
+/// back); 4 awaiting approval; 5 failed, rolled back, aborted, blocked or a rollback failed; 1
+/// could not run (not found, API unreachable).
 /// With --watch and NAME, reprints on every change until the rollout is complete (0), awaits
-/// approval (4) or failed, rolled back, aborted or blocked (5); when --timeout expires first, it
+/// approval (4) or failed, rolled back, aborted, blocked or its rollback failed (5); when
+/// --timeout expires first, it
 /// says so and exits with the current phase's code (3 while it progresses).
 ///
 /// Examples:

@@ -21,6 +21,9 @@ pub enum Transition {
     Failed,
     /// A rollback started or ended (`RollbackStarted`, `RolledBack`).
     RolledBack,
+    /// A rollback did not finish within its deadline and holds for a person
+    /// (`RollbackDeadlineExceeded`).
+    RollbackFailed,
     /// The last stage was promoted past (`RolloutComplete`).
     RolloutCompleted,
     /// A freeze holds the promotion (`Frozen`).
@@ -30,7 +33,7 @@ pub enum Transition {
 }
 
 impl Transition {
-    pub const ALL: [Transition; 10] = [
+    pub const ALL: [Transition; 11] = [
         Transition::StageStarted,
         Transition::StageCompleted,
         Transition::AwaitingApproval,
@@ -38,6 +41,7 @@ impl Transition {
         Transition::ChecksFailing,
         Transition::Failed,
         Transition::RolledBack,
+        Transition::RollbackFailed,
         Transition::RolloutCompleted,
         Transition::Frozen,
         Transition::FreezeBypassed,
@@ -52,6 +56,7 @@ impl Transition {
             Transition::ChecksFailing => "ChecksFailing",
             Transition::Failed => "Failed",
             Transition::RolledBack => "RolledBack",
+            Transition::RollbackFailed => "RollbackFailed",
             Transition::RolloutCompleted => "RolloutCompleted",
             Transition::Frozen => "Frozen",
             Transition::FreezeBypassed => "FreezeBypassed",
@@ -69,6 +74,7 @@ impl Transition {
             Transition::Failed
                 | Transition::ChecksFailing
                 | Transition::RolledBack
+                | Transition::RollbackFailed
                 | Transition::AwaitingApproval
         )
     }
@@ -83,6 +89,7 @@ impl Transition {
             Transition::ChecksFailing => "Health checks failing",
             Transition::Failed => "Failed",
             Transition::RolledBack => "Rolled back",
+            Transition::RollbackFailed => "Rollback failed",
             Transition::RolloutCompleted => "Rollout completed",
             Transition::Frozen => "Frozen",
             Transition::FreezeBypassed => "Freeze bypassed",

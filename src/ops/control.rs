@@ -3,8 +3,8 @@
 //! helpers, in [`super::rollback`] and [`super::freeze`]).
 
 use crate::annotations::{
-    ABORTED, Aborted, FAILED, History, PAUSED, RETRY, Record, Retry, Run, aborted, approval_key,
-    completed, encode, failed, grant, paused, retry, rollback,
+    ABORTED, Aborted, DEADLINE_CLOCK, FAILED, History, PAUSED, RETRY, ROLLBACK, Record, Retry, Run,
+    aborted, approval_key, completed, encode, failed, grant, has, paused, retry, rollback,
 };
 use crate::api::{ClusterPromotion, Timestamp, revision_id};
 use crate::pass::decision::Reason;
@@ -438,6 +438,32 @@ pub fn resume_ops(
         }
         // Under a rollback the miss belongs to it: only a retry (below) lifts it.
         let rolling_back = rollback(p).is_some_and(|r| r.from == *run);
+        // A rollback that missed its own deadline goes on, with a new one: the pass starts its
+        // clock again at its first look (the clock is the pass's, never this command's).
+        if let Some(mut r) = rollback(p)
+            .filter(|r| r.from == *run && r.completed_at.is_none())
+            .filter(|_| lifted.is_empty())
+            && let Some(m) = r.missed.take()
+        {
+            lifted.push(format!(
+                "the rollback to revision {} missed its deadline ({}) at {}: it goes on with a new deadline",
+                revision_id(&r.to),
+                m.deadline,
+                m.due
+            ));
+            sets.push((ROLLBACK, encode(&r)));
+            if has(p, DEADLINE_CLOCK) {
+                removals.push(DEADLINE_CLOCK);
+            }
+            // Lifting the miss is all this resume does (rolling the revision out again is
+            // another resume, once it is rolled back).
+            let ops = removals
+                .into_iter()
+                .map(remove_annotation)
+                .chain(set_annotations(p, &sets))
+                .collect();
+            return (ops, lifted);
+        }
         if let Some(mut f) = failed(p)
             .filter(|f| f.run == *run && f.resumed.is_none())
             .filter(|_| !rolling_back || lifted.is_empty())
@@ -578,4 +604,79 @@ pub fn abort_ops(
         reason: actor.reason.clone(),
     };
     Ok(Ok(set_annotations(p, &[(ABORTED, encode(&record))])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::{Cause, Rollback, RollbackMiss};
+    use crate::settings::RollbackOrder;
+
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).unwrap()
+    }
+
+    /// Issue 30: a rollback that missed its own deadline holds for a person; `resume` lifts the
+    /// miss and drops the deadline clock (so the next pass starts a new deadline on its own
+    /// clock), and does nothing else: the rollback goes on.
+    #[test]
+    fn resume_lets_a_failed_rollback_go_on_with_a_new_deadline() {
+        let run = Run {
+            revision: "h2".into(),
+            stages: "s".into(),
+            since: "2026-02-16T06:00:00Z".into(),
+        };
+        let record = Rollback {
+            from: run.clone(),
+            to: "h1".into(),
+            order: RollbackOrder::Reverse,
+            cause: Cause::ProgressDeadline,
+            by: "promoter".into(),
+            at: at("2026-02-16T07:00:00Z"),
+            reason: None,
+            completed_at: None,
+            kept: Some("k".into()),
+            missed: Some(RollbackMiss {
+                at: at("2026-02-16T08:00:00Z"),
+                due: at("2026-02-16T08:00:00Z"),
+                deadline: "1h".into(),
+                stage: "staging".into(),
+                why: "not in sync".into(),
+            }),
+        };
+        let p: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "resourceVersion": "7", "annotations": {
+                ROLLBACK: encode(&record), DEADLINE_CLOCK: "{}"}},
+            "spec": {"profileSpec": {}, "stages": [{"name": "dev"}, {"name": "staging"}]},
+            "status": {"profileSpecHash": "h2", "stagesHash": "s", "currentStageName": "staging",
+                       "stages": [{"name": "dev", "lastUpdateReconciledTime": "2026-02-16T06:00:00Z"},
+                                  {"name": "staging"}]}
+        }))
+        .unwrap();
+        let actor = Actor::new("alice", None).unwrap();
+        let (ops, lifted) = resume_ops(&p, &actor, at("2026-02-16T09:00:00Z").as_datetime());
+        assert_eq!(
+            lifted,
+            ["the rollback to revision 4f2ee9cfa0 missed its deadline (1h) at 2026-02-16T08:00:00Z: it goes on with a new deadline"
+                .replace("4f2ee9cfa0", &revision_id("h1"))]
+        );
+        let patched = crate::fake::patch::json_patch(
+            &serde_json::to_value(&p).unwrap(),
+            &serde_json::Value::Array(guarded(&p, ops)),
+        )
+        .unwrap();
+        let after: ClusterPromotion = serde_json::from_value(patched).unwrap();
+        let r = rollback(&after).unwrap();
+        assert_eq!(r.missed, None);
+        assert_eq!(
+            Rollback {
+                missed: record.missed.clone(),
+                ..r
+            },
+            record
+        );
+        assert!(!has(&after, DEADLINE_CLOCK));
+        assert!(retry(&after).is_none(), "the rollback goes on; no retry");
+    }
 }

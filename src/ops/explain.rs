@@ -71,6 +71,8 @@ pub struct Explanation {
     pub policy: PolicyExplanation,
     /// When the current stage's progress deadline falls, if it has one and has not completed.
     pub deadline: Option<DateTime<Utc>>,
+    /// When the rollback in progress must be done, if it has a deadline.
+    pub rollback_deadline: Option<DateTime<Utc>>,
     /// The PromotionFreezes that select this promotion, and the bypass on record.
     pub freezes: Vec<FreezeExplanation>,
     pub freeze_bypass: Option<String>,
@@ -92,6 +94,8 @@ pub struct PolicyExplanation {
     pub failure_policy: &'static str,
     pub rollback_order: &'static str,
     pub revision_history_limit: usize,
+    /// How long a rollback may take (`1h`, or `none`).
+    pub rollback_deadline: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -426,8 +430,13 @@ pub fn explain(
             failure_policy: settings.failure_policy.as_str(),
             rollback_order: settings.rollback_order.as_str(),
             revision_history_limit: settings.revision_history_limit,
+            rollback_deadline: settings
+                .rollback_deadline
+                .as_ref()
+                .map_or("none".into(), |d| d.text.clone()),
         },
         deadline: current_deadline(p, &row, now),
+        rollback_deadline: crate::pass::deadline::predicted_rollback_due(p, now),
         freezes,
         freeze_bypass: bypass.map(|b| match b {
             Ok(b) => format!("by {} until {}: {}", b.by, b.until, b.reason),
@@ -531,14 +540,15 @@ impl Explanation {
         let pol = &self.policy;
         let _ = writeln!(
             out,
-            "  progress deadline: {}; on failure: {}{}",
+            "  progress deadline: {}; on failure: {}{}; rollback deadline: {}",
             pol.progress_deadline.as_deref().unwrap_or("none"),
             pol.failure_policy,
             if pol.failure_policy == "rollback" {
                 format!(" ({})", pol.rollback_order)
             } else {
                 String::new()
-            }
+            },
+            pol.rollback_deadline
         );
         if !self.not_stored.is_empty() {
             let _ = writeln!(
@@ -553,6 +563,14 @@ impl Explanation {
                 out,
                 "  stage {} must complete by {} ({})",
                 row.stage,
+                ts(t),
+                relative(Some(t), now)
+            );
+        }
+        if let Some(t) = self.rollback_deadline {
+            let _ = writeln!(
+                out,
+                "  the rollback must be done by {} ({}); past that it holds for a person",
                 ts(t),
                 relative(Some(t), now)
             );

@@ -46,6 +46,8 @@ pub enum ObservedPhase {
     RolledBack,
     /// `promoter abort`: holds where it is until the spec changes or `promoter resume`.
     Aborted,
+    /// A rollback missed its own deadline (`promoter.dev/rollback-deadline`): holds for a person.
+    RollbackFailed,
 }
 
 /// The decision the next pass would make, if nothing changes before it runs.
@@ -216,6 +218,16 @@ fn run_hold(
     }
     if let Some(r) = rollback(p).filter(|r| r.from == run) {
         let id = crate::api::revision_id(&r.to);
+        if let (None, Some(m)) = (r.completed_at, &r.missed) {
+            return Some((
+                ObservedPhase::RollbackFailed,
+                None,
+                Some(format!(
+                    "the rollback to revision {id} failed: {}; it holds for a person",
+                    m.message()
+                )),
+            ));
+        }
         return Some(match r.completed_at {
             Some(at) => (
                 ObservedPhase::RolledBack,
@@ -451,7 +463,7 @@ pub fn exit_code(phase: ObservedPhase) -> u8 {
         Pending | Progressing | Soaking | WindowClosed | RunningChecks | ChecksFailing | Paused
         | Deleting | Frozen | RollingBack => 3,
         AwaitingApproval => 4,
-        Failed | Blocked | RolledBack | Aborted => 5,
+        Failed | Blocked | RolledBack | Aborted | RollbackFailed => 5,
     }
 }
 
@@ -465,6 +477,7 @@ pub fn settled(phase: ObservedPhase) -> bool {
             | ObservedPhase::Blocked
             | ObservedPhase::RolledBack
             | ObservedPhase::Aborted
+            | ObservedPhase::RollbackFailed
     )
 }
 

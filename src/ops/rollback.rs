@@ -196,6 +196,7 @@ pub fn rollback_ops(
         reason: actor.reason.clone(),
         completed_at: None,
         kept: None,
+        missed: None,
     };
     history.record_rollback(
         &run.revision,

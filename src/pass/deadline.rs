@@ -55,15 +55,17 @@ pub fn due(
         })
 }
 
-/// The deadline that runs for `p`'s current run, as observed: its current stage's (while the
-/// stage is neither complete nor halted by its miss, and the run is not rolled back).
+/// The deadline that runs for `p`'s current run, as observed: its rollback's (while it rolls
+/// back), else its current stage's (while the stage is neither complete nor halted by its miss).
 /// None when no deadline applies.
 pub fn running(p: &ClusterPromotion) -> Option<(Run, Subject)> {
     let status = p.status.as_ref()?;
     let run = Run::of(status)?;
     let settings = Settings::of(p);
-    if annotations::rollback(p).is_some_and(|r| r.from == run) {
-        return None;
+    if let Some(r) = annotations::rollback(p).filter(|r| r.from == run) {
+        let runs = r.completed_at.is_none() && r.missed.is_none();
+        return (runs && settings.rollback_deadline.is_some())
+            .then_some((run, Subject::Rollback(r.to)));
     }
     if annotations::completed(p).as_ref() == Some(&run)
         || annotations::failed(p).is_some_and(|f| f.run == run && f.resumed.is_none())
@@ -132,6 +134,23 @@ pub fn predicted_due(
     }
     // Beyond the calendar: no time to show (the pass blocks the promotion and says why).
     due(&limit, stage, entry, &c.clock).ok().flatten()
+}
+
+/// When the run's rollback in progress must be done, as the next pass at `now` would count it
+/// (its clock's start, or `now` for a rollback no pass has started yet, plus the deadline and the
+/// time held); None without a rollback in progress, once it missed its deadline, or with
+/// `promoter.dev/rollback-deadline: none`.
+pub fn predicted_rollback_due(p: &ClusterPromotion, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let (run, subject) = running(p)?;
+    let Subject::Rollback(_) = &subject else {
+        return None;
+    };
+    let limit = Settings::of(p).rollback_deadline?;
+    let c = clock(p, &run, &subject, now);
+    let since = c.clock.since.map_or(now, |t| t.as_datetime());
+    since
+        .checked_add_signed(limit.after)?
+        .checked_add_signed(chrono::Duration::seconds(c.clock.held_seconds))
 }
 
 /// A deadline clock being continued by a pass: what was observed, and what it is now.

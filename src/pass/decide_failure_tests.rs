@@ -403,6 +403,7 @@ fn a_manual_rollback_of_a_completed_run_restores_every_stage_from_the_top() {
             reason: Some("CVE in 9.9.9".into()),
             completed_at: None,
             kept: None,
+            missed: None,
         })
         .unwrap(),
     );
@@ -1203,4 +1204,129 @@ fn sveltos_messages_of_any_size_leave_every_recorded_text_bounded() {
             );
         }
     }
+}
+
+/// Issue 30: a rollback that cannot finish (here staging's clusters never run the good revision
+/// either) has a deadline of its own (default 1h, from its first pass): past it the promotion
+/// says so (phase RollbackFailed, a Warning Event, a notification) and holds for a person; no
+/// other profile changes, and passes are quiet. It used to wait for ever, RollingBack.
+#[test]
+fn a_rollback_that_cannot_finish_misses_its_own_deadline_and_holds_for_a_person() {
+    use crate::annotations::DEADLINE_CLOCK;
+    use crate::pass::rollback::ROLLBACK_FAILED;
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    let start = min + 10;
+    assert_eq!(run(&mut p, &mut w, start).phase, Phase::RollingBack);
+    assert_eq!(version_of(&w, "kyverno-staging"), "3.5.2");
+    let d = run(&mut p, &mut w, start + 59);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert!(
+        d.summary.ends_with(&format!(
+            "(rollback deadline {})",
+            Timestamp::new(t(start + 60))
+        )),
+        "{}",
+        d.summary
+    );
+    assert_eq!(d.next_check, Some(t(start + 60)));
+    let d = run(&mut p, &mut w, start + 60);
+    assert_eq!(d.phase, Phase::RollbackFailed, "{}", d.summary);
+    assert_eq!(events(&d), ["RollbackDeadlineExceeded"]);
+    assert!(d.events[0].warning && d.events[0].recorded);
+    let miss = rollback(&p).unwrap().missed.expect("the miss is recorded");
+    assert_eq!(
+        (miss.stage.as_str(), miss.deadline.as_str()),
+        ("staging", "1h")
+    );
+    assert!(description(&p, "staging").starts_with(ROLLBACK_FAILED));
+    assert!(
+        stage_status(&p, "staging")
+            .failure_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("rollback deadline 1h exceeded at 2026-")),
+        "{:?}",
+        stage_status(&p, "staging")
+    );
+    assert!(
+        crate::pass::notifications::transitions(&d)
+            .iter()
+            .any(|n| n.transition == crate::notify::Transition::RollbackFailed)
+    );
+    // Holds: dev never goes back (its turn never came), nothing is written, nothing is read.
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
+    let d = run(&mut p, &mut w, start + 61);
+    assert_eq!(d.phase, Phase::RollbackFailed);
+    assert!(!d.writes(), "{:?}", d.actions);
+    let mut bare = w.clone();
+    bare.revisions.clear();
+    let d = decide(&p, &bare, &HealthResults::new(), &ctx(start + 62));
+    assert_eq!((d.phase, d.needs_revision), (Phase::RollbackFailed, None));
+    // `promoter resume`: the miss and the clock go; a new deadline from the next pass.
+    let mut r = rollback(&p).unwrap();
+    r.missed = None;
+    annotate(&mut p, ROLLBACK, &serde_json::to_string(&r).unwrap());
+    unannotate(&mut p, DEADLINE_CLOCK);
+    let d = run(&mut p, &mut w, start + 200);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert_eq!(d.next_check, Some(t(start + 260)));
+    assert!(d.events.is_empty(), "{:?}", d.events);
+    // The good revision finally deploys: the rollback finishes as usual.
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, start + 201);
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, start + 202);
+    assert_eq!(d.phase, Phase::RolledBack, "{}", d.summary);
+}
+
+/// The rollback's deadline is a setting; `none` waits for ever, and time held by an abort does
+/// not count against it.
+#[test]
+fn the_rollback_deadline_is_a_setting_and_holds_do_not_count() {
+    use crate::annotations::{ABORTED, Aborted};
+    use crate::settings::ROLLBACK_DEADLINE;
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    annotate(&mut p, ROLLBACK_DEADLINE, "none");
+    run(&mut p, &mut w, min + 10);
+    let d = run(&mut p, &mut w, min + 10 + 24 * 60);
+    assert_eq!(
+        (d.phase, d.next_check),
+        (Phase::RollingBack, None),
+        "{}",
+        d.summary
+    );
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    annotate(&mut p, ROLLBACK_DEADLINE, "30m");
+    let start = min + 10;
+    run(&mut p, &mut w, start);
+    let r = Run::of(p.status.as_ref().unwrap()).unwrap();
+    annotate(
+        &mut p,
+        ABORTED,
+        &serde_json::to_string(&Aborted {
+            run: r,
+            by: "bob".into(),
+            at: Timestamp::new(t(start + 5)),
+            reason: None,
+        })
+        .unwrap(),
+    );
+    assert_eq!(run(&mut p, &mut w, start + 5).phase, Phase::Aborted);
+    unannotate(&mut p, ABORTED);
+    // Held 60 minutes: due at start + 30 + 60.
+    let d = run(&mut p, &mut w, start + 65);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert_eq!(d.next_check, Some(t(start + 90)));
+    assert_eq!(run(&mut p, &mut w, start + 90).phase, Phase::RollbackFailed);
+    // A bad value blocks the promotion, naming the annotation.
+    let mut q = promotion(auto_stages());
+    annotate(&mut q, ROLLBACK_DEADLINE, "soon");
+    let d = run(&mut q, &mut fleet(), 0);
+    assert_eq!(d.phase, Phase::Error);
+    assert!(
+        d.summary.contains(
+            "metadata.annotations[promoter.dev/rollback-deadline]: Invalid value: \"soon\""
+        ),
+        "{}",
+        d.summary
+    );
 }

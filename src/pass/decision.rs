@@ -52,6 +52,8 @@ pub enum Phase {
     RolledBack,
     /// `promoter abort`: the run holds where it is until its spec changes or `promoter resume`.
     Aborted,
+    /// A rollback did not finish within its own deadline: it holds for a person.
+    RollbackFailed,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -349,6 +351,8 @@ pub enum Reason {
     StageRolledBack,
     /// Every stage of a rollback is rolled back; the promotion holds (Warning).
     RolledBack,
+    /// A rollback did not finish within its own deadline; it holds for a person (Warning).
+    RollbackDeadlineExceeded,
     /// A freeze holds the promotion: the next stage does not start.
     Frozen,
     /// A stage started while a freeze held the promotion, under a recorded bypass.
@@ -381,6 +385,7 @@ impl Reason {
             Reason::RollbackStarted => "RollbackStarted",
             Reason::StageRolledBack => "StageRolledBack",
             Reason::RolledBack => "RolledBack",
+            Reason::RollbackDeadlineExceeded => "RollbackDeadlineExceeded",
             Reason::Frozen => "Frozen",
             Reason::FreezeBypassed => "FreezeBypassed",
             Reason::InvalidFreeze => "InvalidFreeze",
@@ -398,6 +403,7 @@ impl Reason {
                 | Reason::ProgressDeadlineExceeded
                 | Reason::RollbackStarted
                 | Reason::RolledBack
+                | Reason::RollbackDeadlineExceeded
                 | Reason::InvalidFreeze
         )
     }

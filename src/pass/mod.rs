@@ -141,7 +141,11 @@ impl PromotionReport {
         self.error.is_some()
             || matches!(
                 self.phase,
-                Phase::Error | Phase::Failed | Phase::RollingBack | Phase::RolledBack
+                Phase::Error
+                    | Phase::Failed
+                    | Phase::RollingBack
+                    | Phase::RolledBack
+                    | Phase::RollbackFailed
             )
     }
 }

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The Event reasons that are transitions to notify, and which.
-pub const TRANSITIONS: [(Reason, Transition); 11] = [
+pub const TRANSITIONS: [(Reason, Transition); 12] = [
     (Reason::StageProvisioning, Transition::StageStarted),
     (Reason::StageProvisioned, Transition::StageCompleted),
     (Reason::AwaitingApproval, Transition::AwaitingApproval),
@@ -32,6 +32,7 @@ pub const TRANSITIONS: [(Reason, Transition); 11] = [
     (Reason::Blocked, Transition::Failed),
     (Reason::RollbackStarted, Transition::RolledBack),
     (Reason::RolledBack, Transition::RolledBack),
+    (Reason::RollbackDeadlineExceeded, Transition::RollbackFailed),
     (Reason::RolloutComplete, Transition::RolloutCompleted),
     (Reason::Frozen, Transition::Frozen),
 ];

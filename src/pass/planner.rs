@@ -494,6 +494,10 @@ impl Planner<'_> {
         };
         let message = failed.message();
         self.d.record(RecordOp::Failed(failed.clone()));
+        // The stage's clock is done: a resume of the miss starts a new one.
+        if annotations::has(self.p, annotations::DEADLINE_CLOCK) {
+            self.d.record(RecordOp::Drop(Hold::Clock));
+        }
         // `promoter.dev/failed` holds the run from now on, whatever the status write does.
         self.d.recorded_event(
             Reason::ProgressDeadlineExceeded,
@@ -536,6 +540,7 @@ impl Planner<'_> {
             ))),
             completed_at: None,
             kept: None,
+            missed: None,
         };
         self.d.record(RecordOp::Rollback(record.clone()));
         // The forward run's repairs planned above give way to the rollback's writes.

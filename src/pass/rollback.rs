@@ -19,19 +19,21 @@
 //! the promotion holds (phase RolledBack) until its spec changes or `promoter resume`; later passes
 //! only repair the targets' profiles back to the stored revision.
 
+use super::deadline;
 use super::decision::{Context, Decision, Phase, Reason, RecordOp};
 use super::deployment;
 use super::profile_writes::{delete_after, ensure_after};
 use super::profiles::{DesiredProfile, main_profile, preverification_name};
 use super::stage_status::{description_text, entry, set_description, set_failure};
 use super::world::World;
-use crate::annotations::{History, Rollback, RolledBack, Run};
+use crate::annotations::{History, Rollback, RollbackMiss, RolledBack, Run, Subject};
 use crate::api::sveltos::{SERVICE_ACCOUNT_NAME_LABEL, SERVICE_ACCOUNT_NAMESPACE_LABEL};
 use crate::api::{
     ClusterPromotion, ClusterPromotionStatus, PromotionRevision, Timestamp, revision_id,
     revision_name,
 };
 use crate::settings::{RollbackOrder, Settings};
+use chrono::{DateTime, Utc};
 
 /// How a rolling-back stage's description begins.
 pub const ROLLING_BACK: &str = "Rolling back to revision";
@@ -39,11 +41,16 @@ pub const ROLLING_BACK: &str = "Rolling back to revision";
 pub const WAITING: &str = "Waiting to roll back to revision";
 /// A stage whose rollback is done.
 pub const ROLLED_BACK: &str = "Rolled back to revision";
+/// The stage a rollback waited for when it missed its own deadline (its failureMessage says why).
+pub const ROLLBACK_FAILED: &str = "Rollback failed: its deadline passed (see failureMessage)";
 
 /// Whether a description is one of a rollback's.
 pub fn is_rollback_text(description: &str) -> bool {
     let t = description_text(description);
-    t.starts_with(ROLLING_BACK) || t.starts_with(WAITING) || t.starts_with(ROLLED_BACK)
+    t.starts_with(ROLLING_BACK)
+        || t.starts_with(WAITING)
+        || t.starts_with(ROLLED_BACK)
+        || t == ROLLBACK_FAILED
 }
 
 /// The promotion as it was at the stored revision: its profileSpec and tenant labels, with the
@@ -104,10 +111,10 @@ fn targets(
                     &stage.cluster_selector.clone().unwrap_or_default(),
                     world,
                 );
-                if check.done {
-                    Ok(())
-                } else {
-                    Err(check.message)
+                match (check.done, check.failure) {
+                    (true, _) => Ok(()),
+                    (false, Some(f)) => Err(format!("deployment failed: {f}")),
+                    (false, None) => Err(check.message),
                 }
             }
             _ => Err(format!(
@@ -143,11 +150,15 @@ pub fn plan(
     let current = status.current_stage_name.clone().unwrap_or_default();
     d.stage = Some(current.clone());
     record_in_history(p, world, run, record, now, d);
-    if let Some(at) = record.completed_at
-        && record.kept.as_deref() == Some(fingerprint(p, world, status).as_str())
-    {
-        // Rolled back, and no target's profile changed since: nothing to repair, nothing to read.
-        return held(d, &id, at, record);
+    if record.kept.as_deref() == Some(fingerprint(p, world, status).as_str()) {
+        // Rolled back (or holding for a person), and no target's profile changed since: nothing
+        // to repair, nothing to read.
+        if let Some(at) = record.completed_at {
+            return held(d, &id, at, record);
+        }
+        if let Some(m) = &record.missed {
+            return stalled_outcome(d, &id, m);
+        }
     }
     let rev = match world.revisions.get(&revision_name(&name, &record.to)) {
         None => {
@@ -240,6 +251,19 @@ pub fn plan(
     // Which targets change in this pass: in reverse order only the highest one not rolled back.
     let active: Option<usize> = targets.iter().rposition(|t| t.deployed.is_err());
     let done = targets.iter().filter(|t| t.deployed.is_ok()).count();
+    // Its own deadline: past it, the rollback holds for a person.
+    let due = match active {
+        Some(a) if record.missed.is_none() => {
+            match overdue(p, world, run, record, &targets[a], &current, now, d) {
+                Ok(due) => due,
+                Err(miss) => Some(miss.due.as_datetime()),
+            }
+        }
+        _ => None,
+    };
+    if let Some(miss) = record.missed.clone().or_else(|| pending_miss(d)) {
+        return stall(world, &targets, &current, status, &miss, &id, now, d);
+    }
     for (i, t) in targets.iter().enumerate() {
         let turn = match record.order {
             RollbackOrder::AllAtOnce => true,
@@ -281,11 +305,14 @@ pub fn plan(
         d.outcome(
             Phase::RollingBack,
             format!(
-                "rolling back to revision {id} ({}): stage {}: {why} ({progress})",
+                "rolling back to revision {id} ({}): stage {}: {why} ({progress}){}",
                 record.cause.as_str(),
-                t.stage
+                t.stage,
+                due.map(|t| format!(" (rollback deadline {})", Timestamp::new(t)))
+                    .unwrap_or_default()
             ),
         );
+        d.check_by(due);
         return;
     }
     d.record(RecordOp::Rollback(Rollback {
@@ -337,6 +364,141 @@ pub fn fingerprint(p: &ClusterPromotion, world: &World, status: &ClusterPromotio
     }
     let bytes = serde_json::to_vec(&parts).unwrap_or_default();
     crate::api::promotion_revision::hex(&sha2::Sha256::digest(&bytes), 16)
+}
+
+/// The rollback's own deadline while target `stuck` is not rolled back: continues its clock
+/// (started by the rollback's first pass, paused by holds) and says when it falls (`Ok`), or
+/// records that it fell (`Err`: the miss, recorded with its Event in this decision).
+#[allow(clippy::too_many_arguments)]
+fn overdue(
+    p: &ClusterPromotion,
+    world: &World,
+    run: &Run,
+    record: &Rollback,
+    stuck: &Target,
+    current: &str,
+    now: DateTime<Utc>,
+    d: &mut Decision,
+) -> Result<Option<DateTime<Utc>>, RollbackMiss> {
+    let subject = Subject::Rollback(record.to.clone());
+    let mut clock = deadline::clock(p, run, &subject, now);
+    clock.clock.since.get_or_insert(Timestamp::new(now));
+    let since = clock
+        .clock
+        .since
+        .unwrap_or(Timestamp::new(now))
+        .as_datetime();
+    let held = chrono::Duration::seconds(clock.clock.held_seconds);
+    clock.record(run, &subject, d);
+    let Some(limit) = Settings::of(p).rollback_deadline else {
+        return Ok(None);
+    };
+    let Some(due) = since
+        .checked_add_signed(limit.after)
+        .and_then(|t| t.checked_add_signed(held))
+    else {
+        return Ok(None);
+    };
+    if now < due {
+        return Ok(Some(due));
+    }
+    let why = match &stuck.deployed {
+        Err(m) if stuck.holds => m.clone(),
+        _ => format!(
+            "the revision was not applied to ClusterProfile {}",
+            stuck.desired.name
+        ),
+    };
+    let miss = RollbackMiss {
+        at: Timestamp::new(now),
+        due: Timestamp::new(due),
+        deadline: limit.text.clone(),
+        stage: stuck.stage.clone(),
+        why: crate::bounded_text::recorded(&why),
+    };
+    d.record(RecordOp::Rollback(Rollback {
+        missed: Some(miss.clone()),
+        kept: Some(fingerprint(p, world, &p.status.clone().unwrap_or_default())),
+        ..record.clone()
+    }));
+    // Recorded by the record patch: the run holds from now on, whatever the status write does.
+    d.recorded_event(
+        Reason::RollbackDeadlineExceeded,
+        Some(if stuck.reached { &stuck.stage } else { current }),
+        format!(
+            "Rollback to revision {} did not complete within its deadline {} (due {}): stage {}: {}; it holds for a person",
+            revision_id(&record.to),
+            limit.text,
+            miss.due,
+            miss.stage,
+            miss.why
+        ),
+    );
+    Err(miss)
+}
+
+/// The miss this decision records, if it records one.
+fn pending_miss(d: &Decision) -> Option<RollbackMiss> {
+    d.actions.iter().find_map(|a| match a {
+        super::decision::Action::Record(ops) => ops.iter().find_map(|op| match op {
+            RecordOp::Rollback(r) => r.missed.clone(),
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+/// A rollback that missed its deadline holds for a person: the targets whose profiles hold the
+/// revision rolled back to keep it (repairs), no other profile changes, and the stage it waited
+/// for says why.
+#[allow(clippy::too_many_arguments)]
+fn stall(
+    world: &World,
+    targets: &[Target],
+    current: &str,
+    status: &mut ClusterPromotionStatus,
+    miss: &RollbackMiss,
+    id: &str,
+    now: DateTime<Utc>,
+    d: &mut Decision,
+) {
+    for t in targets.iter().filter(|t| t.holds) {
+        ensure_after(world, d, t.desired.clone());
+    }
+    let stage = match targets.iter().find(|t| t.stage == miss.stage) {
+        Some(t) if t.reached => t.stage.clone(),
+        _ => current.to_string(),
+    };
+    let e = entry(status, &stage);
+    // The stage that missed its progress deadline keeps that cause too, after the newer one.
+    let message = match e.failure_message.as_deref() {
+        Some(earlier) if earlier.starts_with(PROGRESS_MISS) => format!(
+            "{}; earlier: {}",
+            crate::bounded_text::bounded(&miss.message(), 500),
+            crate::bounded_text::bounded(earlier, 500)
+        ),
+        Some(kept) if kept.starts_with(ROLLBACK_MISS) => kept.to_string(),
+        _ => miss.message(),
+    };
+    set_failure(e, Some(&message), now);
+    set_description(e, ROLLBACK_FAILED, now);
+    stalled_outcome(d, id, miss);
+}
+
+/// How the failureMessage of a stage that missed its progress deadline begins (`Failed::message`).
+const PROGRESS_MISS: &str = "progress deadline ";
+/// … and of the stage a rollback waited for when it missed its own (`RollbackMiss::message`).
+const ROLLBACK_MISS: &str = "rollback deadline ";
+
+fn stalled_outcome(d: &mut Decision, id: &str, miss: &RollbackMiss) {
+    d.next_check = None;
+    d.outcome(
+        Phase::RollbackFailed,
+        format!(
+            "the rollback to revision {id} failed: {}; it holds: `promoter resume` gives it a new deadline, `promoter rollback --to-revision` another revision, a new spec starts over",
+            miss.message()
+        ),
+    );
 }
 
 fn held(d: &mut Decision, id: &str, at: Timestamp, record: &Rollback) {

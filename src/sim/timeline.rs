@@ -276,6 +276,13 @@ fn hold_events(previous: &str, text: &str, s: &StageStatus) -> Vec<String> {
     if entered("Held:") {
         out.push(text.to_string());
     }
+    if entered(rollback::ROLLBACK_FAILED) {
+        out.push(
+            s.failure_message
+                .clone()
+                .unwrap_or_else(|| "rollback deadline exceeded".into()),
+        );
+    }
     out
 }
 
@@ -283,6 +290,7 @@ fn is_rollback(text: &str) -> bool {
     text.starts_with(rollback::ROLLING_BACK)
         || text.starts_with(rollback::WAITING)
         || text.starts_with(rollback::ROLLED_BACK)
+        || text == rollback::ROLLBACK_FAILED
         || text == FAILED_DEADLINE
 }
 
