@@ -4,8 +4,11 @@
 //! (kubernetes/apimachinery `pkg/api/validation/objectmeta.go`, `TotalAnnotationSizeLimitB`),
 //! and one refused record patch would stop the promotion for good.
 
-/// The longest recorded text, in bytes: a status field, a record's `why` or `reason`.
-pub const RECORDED_TEXT_MAX: usize = 1024;
+/// The longest recorded text, in bytes: a status field, a record's `why` or `reason` (room for a
+/// health check's message, itself cut to 1 KiB, with the cluster and check it is about).
+pub const RECORDED_TEXT_MAX: usize = 2048;
+/// The longest Event note (events.k8s.io/v1 refuses a longer one).
+pub const NOTE_MAX: usize = 1024;
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 pub fn prefix(s: &str, max: usize) -> &str {

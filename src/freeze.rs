@@ -3,6 +3,15 @@
 //! next moment any of them changes, and whether a bypass record lets a promotion pass a freeze.
 //! The pass's planner, `status`, `explain`, `doctor` and `freeze list` all read freezes here.
 //!
+//! A freeze holds the promotions it selects while it is Active, and also those it selected when it
+//! became active (its status' `held`, written once by the pass that saw it become active): a
+//! promotion relabelled during the freeze stays held until a bypass or the freeze's end.
+//!
+//! A freeze that cannot be decoded (`PromotionFreezeSpec::unreadable`) fails closed: it is Active
+//! (unless a start or end it could read says otherwise) and holds every promotion its selector may
+//! select (all of them when the selector cannot be read), and says why everywhere it shows: a
+//! freeze is an emergency brake, and reading it wrong must not release it.
+//!
 //! A freeze's selector is over ClusterPromotion labels, and unlike a stage's `clusterSelector`
 //! (Sveltos: empty selects nothing) an absent or empty `promotionSelector` selects every
 //! promotion. The range is `[start, end)`: absent start = from creation, absent end = until the
@@ -28,6 +37,10 @@ pub struct Evaluated<'a> {
     pub next_change: Option<DateTime<Utc>>,
     /// The compiled selector; None for every promotion (and for an Invalid freeze, unused).
     selector: Option<Vec<Requirement>>,
+    /// The promotions its status says it selected when it became active (this generation).
+    held: Vec<String>,
+    /// What the promotions it holds say about it.
+    reason: String,
 }
 
 /// What makes a freeze Invalid, each at its field path: a selector that does not parse, an end
@@ -74,7 +87,17 @@ pub fn evaluate(freeze: &PromotionFreeze, now: DateTime<Utc>) -> Evaluated<'_> {
     let name = freeze.metadata.name.as_deref().unwrap_or_default();
     let start = spec.start.map(|t| t.as_datetime());
     let end = spec.end.map(|t| t.as_datetime());
-    let problems = problems(spec);
+    // An unreadable freeze is never Invalid: what could be read of it holds (fail closed).
+    let problems = match spec.unreadable {
+        Some(_) => Vec::new(),
+        None => problems(spec),
+    };
+    let reason = match &spec.unreadable {
+        Some(why) => format!(
+            "it cannot be read ({why}); it holds every promotion it may select until it is fixed or deleted"
+        ),
+        None => spec.reason.clone(),
+    };
     let evaluated = |phase, message: String, next_change| Evaluated {
         freeze,
         name,
@@ -82,6 +105,8 @@ pub fn evaluate(freeze: &PromotionFreeze, now: DateTime<Utc>) -> Evaluated<'_> {
         message,
         next_change,
         selector: None,
+        held: Vec::new(),
+        reason: reason.clone(),
     };
     if !problems.is_empty() {
         let why: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -105,8 +130,27 @@ pub fn evaluate(freeze: &PromotionFreeze, now: DateTime<Utc>) -> Evaluated<'_> {
         ),
         _ => evaluated(FreezePhase::Active, format!("active {}", until(end)), end),
     };
+    if let Some(why) = &spec.unreadable {
+        e.message = format!(
+            "cannot be read ({why}): it holds every promotion it may select (fail closed) until it is fixed or deleted; {}",
+            e.message
+        );
+    }
     e.selector = selector;
+    e.held = held_names(freeze);
     e
+}
+
+/// The promotions the freeze's status says it selected when it became active, while that status
+/// is about its current generation and says Active.
+fn held_names(freeze: &PromotionFreeze) -> Vec<String> {
+    freeze
+        .status
+        .as_ref()
+        .filter(|s| s.phase == Some(FreezePhase::Active))
+        .filter(|s| s.observed_generation == freeze.metadata.generation)
+        .and_then(|s| s.held.clone())
+        .unwrap_or_default()
 }
 
 impl Evaluated<'_> {
@@ -120,13 +164,21 @@ impl Evaluated<'_> {
                 .is_none_or(|r| matches_all(r, labels))
     }
 
-    /// Whether it holds a promotion with these labels now.
-    pub fn holds(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.phase == FreezePhase::Active && self.selects(labels)
+    /// Whether it holds the promotion `name` with these labels now: it is Active and selects
+    /// them, or selected the promotion when it became active.
+    pub fn holds(&self, name: &str, labels: &BTreeMap<String, String>) -> bool {
+        self.phase == FreezePhase::Active
+            && (self.selects(labels) || self.held.iter().any(|h| h == name))
     }
 
+    /// Whether it could not be decoded (it holds, failing closed, and says so).
+    pub fn unreadable(&self) -> Option<&str> {
+        self.freeze.spec.unreadable.as_deref()
+    }
+
+    /// Why it holds, as the promotions it holds say it: its reason, or why it cannot be read.
     pub fn reason(&self) -> &str {
-        &self.freeze.spec.reason
+        &self.reason
     }
 
     /// `until <end>` or `until lifted`, as status texts say it.
@@ -143,12 +195,28 @@ impl Evaluated<'_> {
         }
     }
 
-    /// The status the freeze should have: its phase, the message, the generation seen.
-    pub fn status(&self) -> PromotionFreezeStatus {
+    /// The status the freeze should have: its phase, the message, the generation seen, and while
+    /// it is active the promotions it held when it became active: the recorded list when the
+    /// status already says Active for this generation, else the names of `selected_now` (the
+    /// promotions it selects as this pass sees them; None: the pass did not see them all, so a
+    /// recorded list is kept and none is started).
+    pub fn status(&self, selected_now: Option<Vec<String>>) -> PromotionFreezeStatus {
+        let recorded = self
+            .freeze
+            .status
+            .as_ref()
+            .filter(|s| s.phase == Some(FreezePhase::Active))
+            .filter(|s| s.observed_generation == self.freeze.metadata.generation)
+            .and_then(|s| s.held.clone());
+        let held = match self.phase {
+            FreezePhase::Active => recorded.or(selected_now),
+            _ => None,
+        };
         PromotionFreezeStatus {
             phase: Some(self.phase),
             message: Some(self.message.clone()),
             observed_generation: self.freeze.metadata.generation,
+            held,
         }
     }
 }
@@ -166,16 +234,21 @@ impl<'a> Freezes<'a> {
         Freezes { all }
     }
 
-    /// The Active freezes that select a promotion with these labels, in name order.
-    pub fn holding(&self, labels: &BTreeMap<String, String>) -> Vec<&Evaluated<'a>> {
-        self.all.iter().filter(|f| f.holds(labels)).collect()
+    /// The Active freezes that hold the promotion `name` with these labels, in name order.
+    pub fn holding(&self, name: &str, labels: &BTreeMap<String, String>) -> Vec<&Evaluated<'a>> {
+        self.all.iter().filter(|f| f.holds(name, labels)).collect()
     }
 
-    /// The next moment a freeze that selects these labels starts or ends (a pass's `next_check`).
-    pub fn next_change_for(&self, labels: &BTreeMap<String, String>) -> Option<DateTime<Utc>> {
+    /// The next moment a freeze that selects (or holds) the promotion starts or ends (a pass's
+    /// `next_check`).
+    pub fn next_change_for(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<DateTime<Utc>> {
         self.all
             .iter()
-            .filter(|f| f.selects(labels))
+            .filter(|f| f.selects(labels) || f.holds(name, labels))
             .filter_map(|f| f.next_change)
             .min()
     }
@@ -258,8 +331,8 @@ mod tests {
         let e = evaluate(&open, t("2026-01-01T00:00:00Z"));
         assert_eq!((e.phase, e.next_change), (FreezePhase::Active, None));
         assert_eq!(e.until(), "until lifted");
-        assert_eq!(e.status().observed_generation, Some(3));
-        assert_eq!(e.status().phase, Some(FreezePhase::Active));
+        assert_eq!(e.status(None).observed_generation, Some(3));
+        assert_eq!(e.status(None).phase, Some(FreezePhase::Active));
     }
 
     #[test]
@@ -286,7 +359,7 @@ mod tests {
             let e = evaluate(f, now);
             assert_eq!(e.phase, FreezePhase::Invalid);
             assert!(e.message.starts_with(why), "{}", e.message);
-            assert!(!e.holds(&labels(&[])) && !e.holds(&labels(&[("tier", "prod")])));
+            assert!(!e.holds("p", &labels(&[])) && !e.holds("p", &labels(&[("tier", "prod")])));
             assert_eq!(e.next_change, None);
         }
         let all = [bad_selector, backwards];
@@ -320,7 +393,11 @@ mod tests {
         ];
         let freezes = Freezes::new(&all, now);
         let holding = |l: &[(&str, &str)]| -> Vec<&str> {
-            freezes.holding(&labels(l)).iter().map(|f| f.name).collect()
+            freezes
+                .holding("p", &labels(l))
+                .iter()
+                .map(|f| f.name)
+                .collect()
         };
         assert_eq!(
             holding(&[("tier", "prod")]),
@@ -328,11 +405,11 @@ mod tests {
         );
         assert_eq!(holding(&[("team", "payments")]), ["everything"]);
         assert_eq!(
-            freezes.next_change_for(&labels(&[("tier", "prod"), ("team", "payments")])),
+            freezes.next_change_for("p", &labels(&[("tier", "prod"), ("team", "payments")])),
             Some(t("2026-12-26T00:00:00Z"))
         );
         assert_eq!(
-            freezes.next_change_for(&labels(&[("tier", "dev")])),
+            freezes.next_change_for("p", &labels(&[("tier", "dev")])),
             Some(t("2026-12-25T12:00:00Z"))
         );
         assert_eq!(freezes.next_change(), Some(t("2026-12-25T12:00:00Z")));
@@ -346,6 +423,94 @@ mod tests {
                 "tier=prod"
             ]
         );
+    }
+
+    /// Issue 30: a freeze that cannot be read fails closed: Active unless a start or end it could
+    /// read says otherwise, every promotion it may select held, and it says why.
+    #[test]
+    fn an_unreadable_freeze_holds_what_it_may_select_and_says_why() {
+        let now = t("2026-12-25T00:00:00Z");
+        let mut f = freeze("broken", json!({"reason": "INC-9"}));
+        f.spec.unreadable = Some("spec.end: invalid time \"next tuesday\"".into());
+        let e = evaluate(&f, now);
+        assert_eq!(e.phase, FreezePhase::Active);
+        assert!(e.holds("any", &labels(&[])) && e.holds("other", &labels(&[("tier", "dev")])));
+        assert!(
+            e.message.starts_with("cannot be read (spec.end: invalid time \"next tuesday\"): it holds every promotion it may select (fail closed)"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.reason().starts_with("it cannot be read ("),
+            "{}",
+            e.reason()
+        );
+        assert_eq!(
+            e.unreadable(),
+            Some("spec.end: invalid time \"next tuesday\"")
+        );
+        // What could be read still counts: its selector, and an end that has passed.
+        f.spec.promotion_selector =
+            serde_json::from_value(json!({"matchLabels": {"tier": "prod"}})).unwrap();
+        let e = evaluate(&f, now);
+        assert!(e.holds("p", &labels(&[("tier", "prod")])) && !e.holds("p", &labels(&[])));
+        f.spec.end = Some(Timestamp::new(t("2026-12-24T00:00:00Z")));
+        assert_eq!(evaluate(&f, now).phase, FreezePhase::Expired);
+        // Never Invalid (an end before the start it could read still holds).
+        f.spec.start = Some(Timestamp::new(t("2026-12-24T12:00:00Z")));
+        f.spec.end = None;
+        assert_eq!(evaluate(&f, now).phase, FreezePhase::Active);
+    }
+
+    /// Issue 30: an Active freeze's status records the promotions it selected when it became
+    /// active (once), and they stay held whatever their labels become; a new generation (the
+    /// freeze edited) records them again; an inactive freeze records none.
+    #[test]
+    fn the_promotions_a_freeze_selected_when_it_became_active_stay_held() {
+        let now = t("2026-12-25T00:00:00Z");
+        let mut f = freeze(
+            "prod",
+            json!({"reason": "r", "promotionSelector": {"matchLabels": {"tier": "prod"}}}),
+        );
+        let e = evaluate(&f, now);
+        assert!(
+            !e.holds("payments", &labels(&[])),
+            "relabelled before any status: free"
+        );
+        let status = e.status(Some(vec!["payments".into()]));
+        assert_eq!(status.held, Some(vec!["payments".to_string()]));
+        f.status = Some(status);
+        let e = evaluate(&f, now);
+        assert!(
+            e.holds("payments", &labels(&[("tier", "dev")])),
+            "relabelled: still held"
+        );
+        assert!(!e.holds("billing", &labels(&[("tier", "dev")])));
+        // Written once: later passes keep the list, whoever they see selected now.
+        assert_eq!(
+            e.status(Some(vec![])).held,
+            Some(vec!["payments".to_string()])
+        );
+        assert_eq!(e.status(None).held, Some(vec!["payments".to_string()]));
+        assert_eq!(
+            Freezes::new(std::slice::from_ref(&f), now)
+                .holding("payments", &labels(&[]))
+                .len(),
+            1
+        );
+        // Edited (a new generation): the old list no longer holds; the next status records anew.
+        f.metadata.generation = Some(4);
+        let e = evaluate(&f, now);
+        assert!(!e.holds("payments", &labels(&[("tier", "dev")])));
+        assert_eq!(
+            e.status(Some(vec!["billing".into()])).held,
+            Some(vec!["billing".to_string()])
+        );
+        // Ended: nothing is held, nothing recorded.
+        f.spec.end = Some(Timestamp::new(t("2026-12-24T00:00:00Z")));
+        let e = evaluate(&f, now);
+        assert!(!e.holds("payments", &labels(&[("tier", "prod")])));
+        assert_eq!(e.status(Some(vec!["x".into()])).held, None);
     }
 
     #[test]

@@ -466,3 +466,87 @@ async fn a_rollout_completes_with_only_the_freeze_crd_installed() {
     }
     panic!("never completed; last pass: {}", last.unwrap_or_default());
 }
+
+/// Issue 30: a PromotionFreeze promoter cannot decode (written past an older CRD without the
+/// schema: an `end` that is no time) holds every promotion it may select (fail closed) and is
+/// visible where people look: its own status, an `UnreadableFreeze` Event, the status of the
+/// promotion it holds, `freeze list` and `doctor`. It used to be a log line, and held nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_freeze_holds_and_says_so_everywhere() {
+    let env = Env::new(DEV_STAGING_PROD).await;
+    let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    step(&env).await;
+    env.server
+        .store()
+        .seed_unvalidated(
+            &promoter::fake::promotion_freeze_type(),
+            json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+                   "metadata": {"name": "broken"},
+                   "spec": {"reason": "INC-9", "end": "next tuesday"}}),
+        )
+        .unwrap();
+    for _ in 0..12 {
+        step(&env).await;
+    }
+    assert_eq!(
+        env.current_stage(&name).as_deref(),
+        Some("dev"),
+        "held at dev"
+    );
+    let description = env.description(&name, "dev").unwrap_or_default();
+    assert!(
+        description.starts_with(
+            "Frozen: freeze broken: it cannot be read (spec.end: invalid time \"next tuesday\""
+        ),
+        "{description}"
+    );
+    let freeze = env
+        .server
+        .store()
+        .get(&promoter::fake::promotion_freeze_type(), "", "broken")
+        .unwrap();
+    assert_eq!(freeze["status"]["phase"], "Active", "{freeze}");
+    assert!(
+        freeze["status"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("cannot be read (spec.end: ")),
+        "{freeze}"
+    );
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(env.client.clone(), "default");
+    let unreadable: Vec<_> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("UnreadableFreeze"))
+        .collect();
+    assert_eq!(unreadable.len(), 1, "one Warning Event on the freeze");
+    let (code, out, err) = promoter(&env, &["freeze", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("broken") && out.contains("cannot be read"),
+        "{out}"
+    );
+    let (code, out, err) = promoter(&env, &["doctor"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("PromotionFreeze broken") && out.contains("cannot be read"),
+        "{out}"
+    );
+    // Deleted: the rollout goes on.
+    env.server
+        .store()
+        .delete(
+            &promoter::fake::promotion_freeze_type(),
+            "",
+            "broken",
+            &Default::default(),
+        )
+        .unwrap();
+    for _ in 0..4 {
+        step(&env).await;
+    }
+    assert_ne!(env.current_stage(&name).as_deref(), Some("dev"));
+}

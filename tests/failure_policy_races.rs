@@ -438,7 +438,7 @@ async fn huge_sveltos_messages_never_stop_a_rollback() {
                 "{}",
                 promoter::bounded_text::bounded(&error, 600)
             );
-            assert!(r.summary.len() <= 2048, "{}", r.summary.len());
+            assert!(r.summary.len() <= 4096, "{}", r.summary.len());
         }
         env.addon.reconcile(&env.server, env.now());
         // Sveltos says why at length.

@@ -262,15 +262,17 @@ impl Oracle {
                         self.writes
                     ));
                 }
-                // No stage starts during a freeze without a bypass on record.
+                // No stage starts during a freeze without a bypass on record: an Active freeze
+                // holds what it selects, what its status says it held when it became active
+                // (issue 30: relabelling does not escape it), and, when it cannot be read, all
+                // it may select.
                 for f in &freezes {
-                    let Ok(f) = serde_json::from_value::<promoter::api::PromotionFreeze>(f.clone())
-                    else {
+                    let Some(f) = promoter::pass::observe::lenient_freeze(f) else {
                         continue;
                     };
                     let ev = promoter::freeze::evaluate(&f, now);
                     let labels = p.metadata.labels.clone().unwrap_or_default();
-                    if !ev.holds(&labels) {
+                    if !ev.holds(&name, &labels) {
                         continue;
                     }
                     let bypassed = annotations::freeze_bypass(&p)
@@ -621,15 +623,17 @@ impl Lab {
         })
     }
 
-    async fn freeze(&self, freeze: &str) {
+    async fn freeze(&self, freeze: &str, selector: Option<(&str, &str)>) {
         let api: kube::Api<promoter::api::PromotionFreeze> = kube::Api::all(self.human.clone());
         let f = promoter::api::PromotionFreeze::new(
             freeze,
             promoter::api::PromotionFreezeSpec {
                 reason: "stop the line".into(),
-                promotion_selector: None,
+                promotion_selector: selector
+                    .map(|(k, v)| serde_json::from_value(json!({"matchLabels": {k: v}})).unwrap()),
                 start: None,
                 end: None,
+                unreadable: None,
             },
         );
         api.create(&Default::default(), &f).await.unwrap();
@@ -698,6 +702,10 @@ struct Plan {
     /// a status computed from the previous spec landing after a new one, and its clock this many
     /// seconds ahead of the API server's.
     unkind_sveltos: Option<i64>,
+    /// Issue 30: the freeze selects promotions labelled so (the promotion carries the label from
+    /// the start), and a person relabels the promotion out of it at this tick.
+    freeze_selector: Option<(&'static str, &'static str)>,
+    relabel_at: Option<usize>,
     /// Issue 30: from the new revision on, `failing`'s cluster fails every deployment, the good
     /// revision's too: the rollback cannot finish, misses its own deadline and holds. The
     /// scenario ends there.
@@ -747,6 +755,12 @@ async fn scenario(plan: &Plan) -> Outcome {
     }
     let names = lab.env.apply_example(plan.example);
     let name = names[0].clone();
+    if let Some((k, v)) = plan.freeze_selector {
+        lab.env.store_json_patch(
+            &name,
+            json!([{"op": "add", "path": "/metadata/labels", "value": {k: v}}]),
+        );
+    }
     let first_version = lab.version(&name);
     for f in &plan.faults {
         lab.env.server.inject(f.clone());
@@ -758,7 +772,7 @@ async fn scenario(plan: &Plan) -> Outcome {
     while tick < plan.ticks {
         if let Some((from, to)) = plan.freeze {
             if tick == from {
-                lab.freeze("stop-the-line").await;
+                lab.freeze("stop-the-line", plan.freeze_selector).await;
             }
             if tick == to {
                 lab.unfreeze("stop-the-line").await;
@@ -766,6 +780,15 @@ async fn scenario(plan: &Plan) -> Outcome {
         }
         if Some(tick) == plan.bypass_at {
             lab.bypass(&name).await;
+        }
+        if Some(tick) == plan.relabel_at
+            && let Some((k, _)) = plan.freeze_selector
+        {
+            lab.human_patch(
+                &name,
+                json!([{"op": "add", "path": format!("/metadata/labels/{k}"), "value": "elsewhere"}]),
+            )
+            .await;
         }
         // A scenario that rolls back changes the spec once the first revision completed (there
         // is nothing to roll back to before that), however long crashes made it take.
@@ -1166,6 +1189,21 @@ async fn freezes_hold_under_crashes_and_a_bypass_is_on_record() {
         "the bypass let it through before the freeze ended"
     );
     crash_after_each_write(&frozen, reference.writes, 6, "freeze").await;
+    // Issue 30: relabelled out of the freeze's selector while it is active, the promotion stays
+    // held until the freeze ends (it used to escape at once, with no record), under crashes too.
+    let relabelled = Plan {
+        freeze_selector: Some(("tier", "prod")),
+        relabel_at: Some(6),
+        ..frozen.clone()
+    };
+    let o = scenario(&relabelled).await;
+    assert_safe_and_done("relabelled during a freeze", &o);
+    assert!(
+        o.ticks > 20,
+        "held until the freeze ended: {} ticks",
+        o.ticks
+    );
+    crash_after_each_write(&relabelled, o.writes, 4, "relabelled during a freeze").await;
     let o = scenario(&Plan {
         passes: 2,
         chaos: Some(24),

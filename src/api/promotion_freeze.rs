@@ -37,6 +37,13 @@ pub struct PromotionFreezeSpec {
     /// When the freeze ends (RFC 3339); absent: until the object is deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<Timestamp>,
+    /// Never stored: set when promoter cannot decode what is stored (`pass::observe::freezes`),
+    /// with why. Such a freeze holds every promotion it may select (fail closed): the fields it
+    /// could read are kept, an unreadable selector selects every promotion, an unreadable start
+    /// or end leaves it active.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unreadable: Option<String>,
 }
 
 /// Where a freeze stands; written by the pass only when it changes.
@@ -50,6 +57,11 @@ pub struct PromotionFreezeStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The promotions it selected when it became active (as the pass that saw it become active
+    /// observed them, for the generation in `observedGeneration`): they stay held while it is
+    /// active, whatever their labels become, until a bypass is recorded or it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<Vec<String>>,
 }
 
 #[derive(

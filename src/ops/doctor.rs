@@ -188,21 +188,17 @@ async fn crds(client: &kube::Client) -> Vec<Check> {
 }
 
 /// The PromotionFreezes: the active ones (name, reason, selector, until), and one failing check
-/// per invalid one (it holds nothing, and its author should know).
+/// per invalid one (it holds nothing, and its author should know) and per one that cannot be read
+/// (it holds every promotion it may select until it is fixed or deleted).
 async fn freezes(client: &kube::Client, now: DateTime<Utc>) -> Vec<Check> {
     let name = "PromotionFreezes";
-    let api: Api<crate::api::PromotionFreeze> = Api::all(client.clone());
-    let list = match api.list(&Default::default()).await {
-        Ok(l) => l.items,
-        Err(kube::Error::Api(s)) if s.code == 404 => {
+    let list = match crate::pass::observe::freezes(client).await {
+        Ok(Some(l)) => l,
+        Ok(None) => {
             return vec![check(name, Verdict::Skipped, "the CRD is not served")];
         }
         Err(e) => {
-            return vec![check(
-                name,
-                Verdict::Warning,
-                crate::cli_error::render(&e.into()),
-            )];
+            return vec![check(name, Verdict::Warning, crate::cli_error::render(&e))];
         }
     };
     let evaluated = crate::freeze::Freezes::new(&list, now);
@@ -236,6 +232,19 @@ async fn freezes(client: &kube::Client, now: DateTime<Utc>) -> Vec<Check> {
             format!("Invalid, holds nothing: {}", f.message),
         )
     }));
+    out.extend(
+        evaluated
+            .all
+            .iter()
+            .filter(|f| f.unreadable().is_some())
+            .map(|f| {
+                check(
+                    &format!("PromotionFreeze {}", f.name),
+                    Verdict::Failed,
+                    format!("{}: {}", f.phase, f.message),
+                )
+            }),
+    );
     out
 }
 

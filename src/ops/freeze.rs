@@ -111,6 +111,7 @@ pub fn freeze_object(
             promotion_selector: selector,
             start: new.start.map(Timestamp::new),
             end: new.end.map(Timestamp::new),
+            unreadable: None,
         },
     );
     let created = Record {
@@ -202,13 +203,18 @@ pub struct FreezeRow {
     pub message: String,
 }
 
+/// Every freeze as the pass reads them (one that cannot be decoded included, as it holds).
+async fn all_freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreeze>> {
+    crate::pass::observe::freezes(client).await?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "PromotionFreezes are not served (their CRD is not installed): `{} crd --own | kubectl apply -f -`",
+            crate::invocation::command()
+        )
+    })
+}
+
 pub async fn list(client: &kube::Client, now: DateTime<Utc>) -> anyhow::Result<Vec<FreezeRow>> {
-    let api: Api<PromotionFreeze> = Api::all(client.clone());
-    let freezes = api
-        .list(&Default::default())
-        .await
-        .map_err(|e| anyhow::Error::new(e).context("listing PromotionFreezes"))?
-        .items;
+    let freezes = all_freezes(client).await?;
     let promotions = promotion_labels(client).await;
     let evaluated = Freezes::new(&freezes, now);
     Ok(evaluated
@@ -223,7 +229,7 @@ pub async fn list(client: &kube::Client, now: DateTime<Utc>) -> anyhow::Result<V
             end: e.freeze.spec.end.map(|t| t.to_string()),
             holds: promotions.as_ref().map(|all| {
                 all.iter()
-                    .filter(|(_, labels)| e.holds(labels))
+                    .filter(|(n, labels)| e.holds(n, labels))
                     .map(|(n, _)| n.clone())
                     .collect()
             }),
@@ -276,14 +282,11 @@ pub async fn bypass(
 ) -> anyhow::Result<String> {
     let record = bypass_record(freeze, until, actor, now).map_err(|e| anyhow::anyhow!(e))?;
     let freezes: Api<PromotionFreeze> = Api::all(client.clone());
-    if let Some(f) = freeze {
-        match freezes.get(f).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => return Err(freeze_not_found(&freezes, f).await),
-            Err(e) => {
-                return Err(anyhow::Error::new(e).context(format!("reading PromotionFreeze {f}")));
-            }
-        }
+    let all = all_freezes(client).await?;
+    if let Some(f) = freeze
+        && !all.iter().any(|x| x.metadata.name.as_deref() == Some(f))
+    {
+        return Err(freeze_not_found(&freezes, f).await);
     }
     let api: Api<ClusterPromotion> = Api::all(client.clone());
     let updated = retrying(promotion, "recording the bypass", || {
@@ -303,11 +306,10 @@ pub async fn bypass(
         "recorded a bypass: {promotion} may start new stages during {which} until {}",
         record.until
     );
-    if let Ok(list) = freezes.list(&Default::default()).await {
-        let all = list.items;
+    {
         let labels = updated.metadata.labels.clone().unwrap_or_default();
         let holding: Vec<String> = Freezes::new(&all, now)
-            .holding(&labels)
+            .holding(promotion, &labels)
             .iter()
             .map(|f| f.name.to_string())
             .collect();

@@ -498,6 +498,7 @@ fn freeze(
             promotion_selector: selector.map(|s| serde_json::from_value(s).unwrap()),
             start: start.map(|m| Timestamp::new(t(m))),
             end: end.map(|m| Timestamp::new(t(m))),
+            unreadable: None,
         },
     );
     f.metadata.uid = Some(format!("uid-{name}"));
@@ -1329,4 +1330,34 @@ fn the_rollback_deadline_is_a_setting_and_holds_do_not_count() {
         "{}",
         d.summary
     );
+}
+
+/// Issue 30: a promotion the freeze held when it became active (its status' `held`) stays held
+/// when relabelled out of the freeze's selector, until a bypass or the freeze's end; it used to
+/// escape at once, without a record.
+#[test]
+fn relabelling_does_not_escape_an_active_freeze() {
+    let mut p = promotion(auto_stages());
+    p.metadata.labels = Some([("tier".to_string(), "prod".to_string())].into());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    let mut f = freeze(
+        "prod-freeze",
+        Some(json!({"matchLabels": {"tier": "prod"}})),
+        None,
+        Some(30),
+    );
+    let e = crate::freeze::evaluate(&f, t(1));
+    f.status = Some(e.status(Some(vec!["kyverno".into()])));
+    w.freezes = vec![f];
+    sveltos(&mut w, &[]);
+    assert_eq!(run(&mut p, &mut w, 2).phase, Phase::Frozen);
+    p.metadata.labels = Some([("tier".to_string(), "dev".to_string())].into());
+    let d = run(&mut p, &mut w, 3);
+    assert_eq!(d.phase, Phase::Frozen, "relabelled out: {}", d.summary);
+    assert!(!w.profiles.contains_key("kyverno-staging"));
+    assert_eq!(d.next_check, Some(t(30)), "it says when the freeze ends");
+    // The freeze ends: it goes on.
+    let d = run(&mut p, &mut w, 30);
+    assert_eq!(d.summary, "promoted dev -> staging");
 }

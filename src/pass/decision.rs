@@ -359,6 +359,9 @@ pub enum Reason {
     FreezeBypassed,
     /// A PromotionFreeze that holds nothing because it is invalid (Warning, on the freeze).
     InvalidFreeze,
+    /// A PromotionFreeze that cannot be decoded: it holds every promotion it may select (Warning,
+    /// on the freeze).
+    UnreadableFreeze,
 }
 
 impl Reason {
@@ -389,6 +392,7 @@ impl Reason {
             Reason::Frozen => "Frozen",
             Reason::FreezeBypassed => "FreezeBypassed",
             Reason::InvalidFreeze => "InvalidFreeze",
+            Reason::UnreadableFreeze => "UnreadableFreeze",
         }
     }
 
@@ -405,6 +409,7 @@ impl Reason {
                 | Reason::RolledBack
                 | Reason::RollbackDeadlineExceeded
                 | Reason::InvalidFreeze
+                | Reason::UnreadableFreeze
         )
     }
 
@@ -428,7 +433,7 @@ impl Reason {
         EventNote {
             warning: self.warning(),
             reason: self.as_str().into(),
-            message: crate::bounded_text::recorded(&message),
+            message: crate::bounded_text::bounded(&message, crate::bounded_text::NOTE_MAX),
             stage: None,
             recorded: false,
             owed: false,

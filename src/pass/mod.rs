@@ -656,7 +656,9 @@ async fn pass_body(
         && only.is_none()
         && limits.shard.is_none_or(|s| s.index == 0)
     {
-        for line in freeze_status::write(client, &observation.world.freezes, opts.now).await {
+        let world = &observation.world;
+        let promotions = world.all_promotions.as_ref();
+        for line in freeze_status::write(client, &world.freezes, promotions, opts.now).await {
             tracing::info!("{line}");
         }
     }

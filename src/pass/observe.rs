@@ -223,6 +223,26 @@ pub async fn observe_pass(
     let (mut promotions, mut undecodable) = list_decoded::<ClusterPromotion>(client, params)
         .await
         .context("listing ClusterPromotions")?;
+    let all_promotions = selector.is_none().then(|| {
+        let labels = |v: &Value| {
+            serde_json::from_value::<BTreeMap<String, String>>(v.clone()).unwrap_or_default()
+        };
+        promotions
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    p.metadata.name.clone()?,
+                    p.metadata.labels.clone().unwrap_or_default(),
+                ))
+            })
+            .chain(undecodable.iter().map(|u| {
+                (
+                    u.name.clone(),
+                    labels(u.raw.pointer("/metadata/labels").unwrap_or(&Value::Null)),
+                )
+            }))
+            .collect()
+    });
     if let Some(shard) = shard {
         promotions.retain(|p| shard.owns(p.metadata.name.as_deref().unwrap_or_default()));
         undecodable.retain(|u| shard.owns(&u.name));
@@ -230,7 +250,10 @@ pub async fn observe_pass(
     for bad in &undecodable {
         tracing::error!(promotion = %bad.name, error = %bad.error, "cannot read this ClusterPromotion; its status says why");
     }
-    let mut world = World::default();
+    let mut world = World {
+        all_promotions,
+        ..World::default()
+    };
     let mut unread = Unread::default();
     let done = |promotions, undecodable, world, unread| {
         Ok((
@@ -303,17 +326,27 @@ pub async fn observe_pass(
 }
 
 /// The PromotionFreezes; `None` when promoter.dev's CRDs are not served (nothing can be frozen
-/// then, and no revision can be stored). One that does not decode holds nothing and is named in
-/// the log (as an Invalid freeze would).
+/// then, and no revision can be stored). One that does not decode is kept as far as it can be
+/// read, marked unreadable ([`lenient_freeze`]): it holds, failing closed, and says why.
 pub async fn freezes(client: &kube::Client) -> anyhow::Result<Option<Vec<PromotionFreeze>>> {
     let listed = list_tolerant(
         client,
         &PromotionFreeze::url_path(&(), None),
         ListParams::default(),
-        |out: &mut Vec<PromotionFreeze>, item: Result<PromotionFreeze, Unreadable>| match item {
-            Ok(f) => out.push(f),
+        |out: &mut Vec<PromotionFreeze>, item: Result<Value, Unreadable>| match item {
+            Ok(raw) => match lenient_freeze(&raw) {
+                Some(f) => {
+                    if let Some(why) = &f.spec.unreadable {
+                        tracing::error!(freeze = %object_name(&raw), error = %why, "cannot read this PromotionFreeze; it holds every promotion it may select until it is fixed or deleted");
+                    }
+                    out.push(f);
+                }
+                None => {
+                    tracing::error!(error = "no metadata.name", "skipping a listed PromotionFreeze that has no name")
+                }
+            },
             Err(u) => {
-                tracing::error!(freeze = %u.name, error = %u.error, "cannot read this PromotionFreeze; it holds nothing")
+                tracing::error!(freeze = %u.name, error = %u.error, "skipping a listed PromotionFreeze that is not JSON")
             }
         },
     )
@@ -330,6 +363,44 @@ pub async fn freezes(client: &kube::Client) -> anyhow::Result<Option<Vec<Promoti
         }
         Err(e) => Err(e.context("listing PromotionFreezes")),
     }
+}
+
+/// A listed PromotionFreeze as promoter reads it: decoded; or, when it does not decode (another
+/// tool wrote it, an older CRD without promoter's schema), kept as far as each part can be read,
+/// with `spec.unreadable` saying what could not: an unreadable selector selects every promotion,
+/// an unreadable start or end leaves it unbounded, an unreadable status is none (the pass
+/// rewrites it). None: not even its name can be read.
+pub fn lenient_freeze(raw: &Value) -> Option<PromotionFreeze> {
+    if let Ok(f) = decode::<PromotionFreeze>(raw) {
+        return Some(f);
+    }
+    let metadata: kube::core::ObjectMeta =
+        serde_json::from_value(raw.get("metadata")?.clone()).ok()?;
+    metadata.name.as_ref()?;
+    let status = raw
+        .get("status")
+        .and_then(|s| serde_json::from_value(s.clone()).ok());
+    let spec_raw = raw.get("spec").cloned().unwrap_or(Value::Null);
+    let spec = match decode::<crate::api::PromotionFreezeSpec>(&spec_raw) {
+        // Only the status was unreadable: the freeze itself is fine.
+        Ok(spec) => spec,
+        Err(why) => {
+            let field = |name: &str| spec_raw.get(name).cloned().unwrap_or(Value::Null);
+            crate::api::PromotionFreezeSpec {
+                reason: field("reason").as_str().unwrap_or_default().to_string(),
+                promotion_selector: serde_json::from_value(field("promotionSelector"))
+                    .ok()
+                    .flatten(),
+                start: serde_json::from_value(field("start")).ok().flatten(),
+                end: serde_json::from_value(field("end")).ok().flatten(),
+                unreadable: Some(format!("spec.{why}")),
+            }
+        }
+    };
+    let mut f = PromotionFreeze::new(metadata.name.as_deref().unwrap_or_default(), spec);
+    f.metadata = metadata;
+    f.status = status;
+    Some(f)
 }
 
 /// A listed ClusterSummary, under the profile it belongs to (its label).
@@ -696,4 +767,55 @@ fn capi_cluster(c: &DynamicObject, onboard: Option<&str>, inv: &mut Inventory) {
         c.metadata.deletion_timestamp.is_some(),
         why_not,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn raw(spec: Value, status: Value) -> Value {
+        json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+               "metadata": {"name": "holidays", "generation": 2}, "spec": spec, "status": status})
+    }
+
+    /// Issue 30: a PromotionFreeze that does not decode is kept as far as it can be read, marked
+    /// unreadable with why; an unreadable status alone is no problem of the freeze.
+    #[test]
+    fn a_freeze_that_does_not_decode_is_kept_as_far_as_it_can_be_read() {
+        let good = raw(json!({"reason": "CAB-1"}), json!({"phase": "Active"}));
+        let f = lenient_freeze(&good).unwrap();
+        assert_eq!(
+            (f.spec.unreadable, f.status.unwrap().phase),
+            (None, Some(crate::api::FreezePhase::Active))
+        );
+        let bad_end = raw(
+            json!({"reason": "CAB-1", "end": "next tuesday", "promotionSelector": {"matchLabels": {"tier": "prod"}}}),
+            json!({}),
+        );
+        let f = lenient_freeze(&bad_end).unwrap();
+        let why = f.spec.unreadable.clone().unwrap();
+        assert!(
+            why.starts_with("spec.end: invalid time \"next tuesday\""),
+            "{why}"
+        );
+        assert_eq!(f.spec.end, None);
+        assert_eq!(f.spec.reason, "CAB-1");
+        assert!(
+            f.spec.promotion_selector.is_some(),
+            "the selector it could read"
+        );
+        assert_eq!(f.metadata.generation, Some(2));
+        let bad_selector = raw(
+            json!({"reason": 7, "promotionSelector": {"matchLabels": "prod"}}),
+            Value::Null,
+        );
+        let f = lenient_freeze(&bad_selector).unwrap();
+        assert!(f.spec.unreadable.is_some());
+        assert_eq!(f.spec.promotion_selector, None, "every promotion");
+        let bad_status = raw(json!({"reason": "CAB-1"}), json!({"phase": "Thawing"}));
+        let f = lenient_freeze(&bad_status).unwrap();
+        assert_eq!((f.spec.unreadable, f.status), (None, None));
+        assert!(lenient_freeze(&json!({"metadata": {}, "spec": {}})).is_none());
+    }
 }

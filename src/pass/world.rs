@@ -68,6 +68,9 @@ pub struct World {
     /// promoter's own CRDs (`promoter crd --own`) are not served: no freeze exists, no revision
     /// can be stored, so a rollback policy cannot be kept.
     pub own_crds_missing: bool,
+    /// The labels of every ClusterPromotion, by name, when the pass listed them all (no
+    /// `--selector`; every shard's): a freeze that becomes active records those it selects.
+    pub all_promotions: Option<BTreeMap<String, BTreeMap<String, String>>>,
     /// A cache (leave it at its default): built on first use, since every decision of a pass reads
     /// the same world; rebuilt when profiles or clusters are added or removed (tests do that).
     pub cache: IndexCache,
@@ -83,6 +86,7 @@ impl Clone for World {
             revisions: self.revisions.clone(),
             own_crds_missing: self.own_crds_missing,
             summaries_listed: self.summaries_listed.clone(),
+            all_promotions: self.all_promotions.clone(),
             ..World::new(
                 self.profiles.clone(),
                 self.summaries.clone(),
@@ -124,6 +128,7 @@ impl World {
             freezes: Vec::new(),
             revisions: BTreeMap::new(),
             own_crds_missing: false,
+            all_promotions: None,
             cache: IndexCache::default(),
         }
     }

@@ -48,7 +48,8 @@ pub fn state(p: &ClusterPromotion, world: &World, now: DateTime<Utc>) -> FreezeC
     }
     let freezes = Freezes::new(&world.freezes, now);
     let labels = p.metadata.labels.clone().unwrap_or_default();
-    let holding = freezes.holding(&labels);
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let holding = freezes.holding(name, &labels);
     let Some(first) = holding.first() else {
         return FreezeCheck::Clear;
     };
@@ -57,7 +58,7 @@ pub fn state(p: &ClusterPromotion, world: &World, now: DateTime<Utc>) -> FreezeC
             freeze: f.name.to_string(),
             reason: f.reason().to_string(),
             until: f.until(),
-            next_change: freezes.next_change_for(&labels),
+            next_change: freezes.next_change_for(name, &labels),
             bypass,
         })
     };
