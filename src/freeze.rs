@@ -518,6 +518,7 @@ mod tests {
         let now = t("2026-12-25T10:00:00Z");
         let bypass = |until: &str, freeze: Option<&str>| FreezeBypass {
             by: "alice".into(),
+            user: Some("alice".into()),
             at: None,
             reason: "hotfix".into(),
             until: Timestamp::parse(until).unwrap(),

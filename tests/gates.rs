@@ -648,7 +648,8 @@ impl Lab {
     async fn bypass(&self, name: &str) {
         let until = promoter::api::Timestamp::new(self.env.now() + Duration::hours(4));
         let record =
-            json!({"by": HUMAN, "reason": "hotfix", "until": until.to_string()}).to_string();
+            json!({"by": HUMAN, "user": HUMAN, "reason": "hotfix", "until": until.to_string()})
+                .to_string();
         let api: kube::Api<ClusterPromotion> = kube::Api::all(self.human.clone());
         let patch = json!({"metadata": {"annotations": {"promoter.dev/freeze-bypass": record}}});
         let _ = api

@@ -943,6 +943,7 @@ fn person() -> Actor {
     Actor {
         by: "person".into(),
         reason: None,
+        identity: Some("person".into()),
     }
 }
 

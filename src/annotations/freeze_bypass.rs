@@ -11,7 +11,12 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FreezeBypass {
+    /// Who, as shown: the authenticated user, with the operator's `--by` note.
     pub by: String,
+    /// The username the API server authenticated for `promoter freeze bypass` (a
+    /// SelfSubjectReview); a record without one is not a bypass (README, Invariants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<Timestamp>,
     pub reason: String,
@@ -22,7 +27,8 @@ pub struct FreezeBypass {
 }
 
 /// The bypass recorded on `p`: None when there is none, `Err(why)` when the value is not a valid
-/// bypass (hand-written without `by`, `reason` or a parsable `until`; not JSON): it is ignored.
+/// bypass (hand-written without `by`, the authenticated `user`, `reason` or a parsable `until`;
+/// not JSON): it is ignored.
 pub fn freeze_bypass(p: &ClusterPromotion) -> Option<Result<FreezeBypass, String>> {
     let raw = annotation(p, FREEZE_BYPASS)?;
     Some(validate(&raw))
@@ -41,6 +47,18 @@ fn validate(raw: &str) -> Result<FreezeBypass, String> {
     };
     if text("by").is_none() {
         return ignored("it does not say who (by)");
+    }
+    let Some(user) = text("user") else {
+        return ignored(
+            "it does not name the identity the API server authenticated (user); `promoter freeze bypass` records it",
+        );
+    };
+    let by = text("by").unwrap_or_default();
+    // `by` is what every message shows: it must be the authenticated user (with a note).
+    if by != user && !by.starts_with(&format!("{user} (")) {
+        return ignored(&format!(
+            "its by {by:?} is not its authenticated user {user:?}"
+        ));
     }
     if text("reason").is_none() {
         return ignored("it does not say why (reason)");
@@ -62,7 +80,7 @@ mod tests {
 
     #[test]
     fn hand_written_bypasses_say_why_they_are_ignored() {
-        let ok = r#"{"by":"alice","at":"2026-12-24T10:00:00Z","reason":"hotfix","until":"2026-12-24T14:00:00Z","freeze":"holidays"}"#;
+        let ok = r#"{"by":"alice","user":"alice","at":"2026-12-24T10:00:00Z","reason":"hotfix","until":"2026-12-24T14:00:00Z","freeze":"holidays"}"#;
         let b = validate(ok).unwrap();
         assert_eq!(b.freeze.as_deref(), Some("holidays"));
         assert_eq!(serde_json::to_string(&b).unwrap(), ok);
@@ -73,16 +91,27 @@ mod tests {
                 "it does not say who (by)",
             ),
             (
-                r#"{"by":"a","reason":" ","until":"2026-12-24T14:00:00Z"}"#,
+                r#"{"by":"a","user":"a","reason":" ","until":"2026-12-24T14:00:00Z"}"#,
                 "it does not say why (reason)",
             ),
-            (r#"{"by":"a","reason":"x"}"#, "it has no end (until)"),
             (
-                r#"{"by":"a","reason":"x","until":"4h"}"#,
+                r#"{"by":"a","user":"a","reason":"x"}"#,
+                "it has no end (until)",
+            ),
+            (
+                r#"{"by":"a","reason":"x","until":"2026-12-24T14:00:00Z"}"#,
+                "it does not name the identity the API server authenticated (user)",
+            ),
+            (
+                r#"{"by":"a (INC-1)","user":"b","reason":"x","until":"2026-12-24T14:00:00Z"}"#,
+                r#"its by "a (INC-1)" is not its authenticated user "b""#,
+            ),
+            (
+                r#"{"by":"a","user":"a","reason":"x","until":"4h"}"#,
                 r#"its until "4h" is not an RFC 3339 time"#,
             ),
             (
-                r#"{"by":"a","reason":"x","until":"2026-12-24T14:00:00Z","at":"now"}"#,
+                r#"{"by":"a","user":"a","reason":"x","until":"2026-12-24T14:00:00Z","at":"now"}"#,
                 "it does not parse",
             ),
         ] {

@@ -100,10 +100,12 @@ pub(super) async fn actor(
     reason: Option<&str>,
 ) -> anyhow::Result<Actor> {
     let who = promoter::ops::identity::whoami(client).await;
-    Actor::new(
+    let mut actor = Actor::new(
         &promoter::ops::identity::recorded_by(who.as_deref(), note),
         reason,
-    )
+    )?;
+    actor.identity = who;
+    Ok(actor)
 }
 
 /// Connects, finds out who acts, runs `act` on the promotion `name`, and prints its one line; a

@@ -68,6 +68,9 @@ pub struct Actor {
     pub by: String,
     /// `--reason`, at most [`REASON_LIMIT`] bytes.
     pub reason: Option<String>,
+    /// The username the API server authenticated (a SelfSubjectReview); None where it could not
+    /// say. A freeze bypass needs it.
+    pub identity: Option<String>,
 }
 
 /// The longest `--reason` accepted: it goes into an annotation and into an Event's note (1 KiB).
@@ -92,6 +95,7 @@ impl Actor {
                 by.to_string()
             },
             reason: reason.map(String::from),
+            identity: None,
         })
     }
 

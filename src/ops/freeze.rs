@@ -327,14 +327,24 @@ async fn bypass_once(
     guarded_patch(api, &p, bypass_ops(&p, record)).await
 }
 
+/// What `freeze bypass` writes to `p` as read (pure; [`guarded`](super::control::guarded) when
+/// sent).
+pub fn bypass_ops(p: &ClusterPromotion, record: &FreezeBypass) -> Vec<serde_json::Value> {
+    set_annotations(p, &[(FREEZE_BYPASS, encode(record))])
+}
+
 /// The bypass `freeze bypass` records, or why it refuses (pure; whether a named freeze exists is
-/// the caller's read): a reason, and an `until` ahead, at most [`bypass_max`] away.
+/// the caller's read): the identity the API server authenticated, a reason, and an `until` ahead,
+/// at most [`bypass_max`] away.
 pub fn bypass_record(
     freeze: Option<&str>,
     until: DateTime<Utc>,
     actor: &Actor,
     now: DateTime<Utc>,
 ) -> Result<FreezeBypass, String> {
+    let Some(user) = actor.identity.clone() else {
+        return Err("the API server did not say who you are (a SelfSubjectReview, `kubectl auth whoami`: Kubernetes 1.28 or later); a bypass records the identity it authenticated, so none was recorded".into());
+    };
     let Some(reason) = actor.reason.clone() else {
         return Err(
             "--reason is required: a bypass is recorded with who, why and until when".into(),
@@ -352,17 +362,12 @@ pub fn bypass_record(
     }
     Ok(FreezeBypass {
         by: actor.by.clone(),
+        user: Some(user),
         at: Some(Timestamp::new(now)),
         reason,
         until: Timestamp::new(until),
         freeze: freeze.map(String::from),
     })
-}
-
-/// What `freeze bypass` writes to `p` as read (pure; [`guarded`](super::control::guarded) when
-/// sent).
-pub fn bypass_ops(p: &ClusterPromotion, record: &FreezeBypass) -> Vec<serde_json::Value> {
-    set_annotations(p, &[(FREEZE_BYPASS, encode(record))])
 }
 
 #[cfg(test)]
@@ -372,6 +377,33 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         Timestamp::parse(s).unwrap().as_datetime()
+    }
+
+    #[test]
+    fn a_bypass_records_the_authenticated_identity_or_nothing() {
+        let now = t("2026-12-25T10:00:00Z");
+        let until = t("2026-12-25T14:00:00Z");
+        let mut actor = Actor::new("bob (unverified)", Some("hotfix")).unwrap();
+        let e = bypass_record(None, until, &actor, now).unwrap_err();
+        assert!(
+            e.starts_with("the API server did not say who you are"),
+            "{e}"
+        );
+        actor.by = "alice (INC-7)".into();
+        actor.identity = Some("alice".into());
+        let b = bypass_record(Some("holidays"), until, &actor, now).unwrap();
+        assert_eq!(
+            (b.by.as_str(), b.user.as_deref()),
+            ("alice (INC-7)", Some("alice"))
+        );
+        // What the pass reads back is a bypass.
+        let p: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "annotations": {FREEZE_BYPASS: encode(&b)}},
+            "spec": {"stages": [{"name": "dev"}]}
+        }))
+        .unwrap();
+        assert_eq!(crate::annotations::freeze_bypass(&p), Some(Ok(b)));
     }
 
     #[test]

@@ -554,6 +554,49 @@ fn a_freeze_holds_a_new_revision_and_the_first_start_but_not_completion() {
     assert!(description(&p, "production").starts_with("Frozen: freeze stop-the-line"));
 }
 
+/// Issue 30 §2: a bypass whose author the API server did not authenticate (hand-written with
+/// `kubectl annotate`: no `user`, or a `by` that is not its `user`) does not let a stage start
+/// during a freeze, and the status says why. It used to: any `by` text was taken on trust.
+#[test]
+fn a_bypass_without_an_authenticated_identity_is_refused() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    w.freezes = vec![freeze("holidays", None, None, None)];
+    sveltos(&mut w, &[]);
+    assert_eq!(run(&mut p, &mut w, 1).phase, Phase::Frozen);
+    let until = Timestamp::new(t(60)).to_string();
+    for (record, why) in [
+        (
+            json!({"by": "mallory", "reason": "hotfix", "until": until}),
+            "it does not name the identity the API server authenticated (user)",
+        ),
+        (
+            json!({"by": "alice", "user": "mallory", "reason": "hotfix", "until": until}),
+            "its by \"alice\" is not its authenticated user \"mallory\"",
+        ),
+    ] {
+        annotate(&mut p, FREEZE_BYPASS, &record.to_string());
+        let d = run(&mut p, &mut w, 2);
+        assert_eq!(d.phase, Phase::Frozen, "{record}");
+        assert!(
+            !events(&d).contains(&"FreezeBypassed"),
+            "{record}: {:?}",
+            events(&d)
+        );
+        let text = description(&p, "dev");
+        assert!(
+            text.contains(&format!("promoter.dev/freeze-bypass is ignored: {why}")),
+            "{text}"
+        );
+    }
+    // What `promoter freeze bypass` records: the authenticated user, with the operator's note.
+    let record =
+        json!({"by": "alice (INC-7)", "user": "alice", "reason": "hotfix", "until": until});
+    annotate(&mut p, FREEZE_BYPASS, &record.to_string());
+    assert_eq!(run(&mut p, &mut w, 3).summary, "promoted dev -> staging");
+}
+
 #[test]
 fn a_bypass_lets_one_promotion_through_and_says_so() {
     let mut p = promotion(auto_stages());
@@ -564,7 +607,7 @@ fn a_bypass_lets_one_promotion_through_and_says_so() {
     assert_eq!(run(&mut p, &mut w, 1).phase, Phase::Frozen);
     // Expired, or for another freeze: still held, and the status says why.
     let bypass = |until: i64, freeze: Option<&str>| {
-        json!({"by": "carol", "at": Timestamp::new(t(1)).to_string(), "reason": "hotfix CVE",
+        json!({"by": "carol", "user": "carol", "at": Timestamp::new(t(1)).to_string(), "reason": "hotfix CVE",
                "until": Timestamp::new(t(until)).to_string(), "freeze": freeze})
         .to_string()
     };
@@ -578,7 +621,7 @@ fn a_bypass_lets_one_promotion_through_and_says_so() {
     );
     annotate(&mut p, FREEZE_BYPASS, &bypass(60, Some("other")));
     assert_eq!(run(&mut p, &mut w, 4).phase, Phase::Frozen);
-    annotate(&mut p, FREEZE_BYPASS, r#"{"by": "carol"}"#);
+    annotate(&mut p, FREEZE_BYPASS, r#"{"by": "carol", "user": "carol"}"#);
     run(&mut p, &mut w, 5);
     assert!(
         description(&p, "dev").contains("does not say why"),
