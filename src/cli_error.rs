@@ -1,19 +1,54 @@
 //! Errors as kubectl prints them: one line, the API server's reason and message once
 //! (`Error from server (NotFound): …`), the innermost cause of a connection failure, and a hint where
-//! the usual cause is known (a missing CRD, missing permissions, nothing listening).
+//! the usual cause is known (a missing CRD, missing permissions: the installed ClusterRole that
+//! grants it and the binding line, nothing listening).
+//!
+//! [`render`] is for a command's error on stderr (the line, then `hint: …`); [`line`] is the same
+//! line without the hint, for everything else that carries an error as text (a promotion's status,
+//! a report line, a log field, a doctor check). kube's own `Display` of an API error appends the
+//! whole `Status` as Rust debug output, so no kube error is ever formatted with `{e}`.
 
 /// The error of a command, for stderr.
 pub fn render(e: &anyhow::Error) -> String {
+    let (text, hint) = line_and_hint(e.as_ref());
+    match hint {
+        Some(h) => format!("{text}\nhint: {h}"),
+        None => text,
+    }
+}
+
+/// One line, as kubectl prints it, for any error (an `anyhow::Error`'s `as_ref()`, a
+/// `kube::Error`, …): no hint, no debug output.
+pub fn line(e: &(dyn std::error::Error + 'static)) -> String {
+    line_and_hint(e).0
+}
+
+/// [`line`] with the hint after a `; hint: `: one line where a hint still helps (the report of
+/// a pass, a doctor check).
+pub fn line_with_hint(e: &(dyn std::error::Error + 'static)) -> String {
+    match line_and_hint(e) {
+        (text, Some(h)) => format!("{text}; hint: {h}"),
+        (text, None) => text,
+    }
+}
+
+fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |c| c.source())
+}
+
+fn line_and_hint(e: &(dyn std::error::Error + 'static)) -> (String, Option<String>) {
     // What promoter was doing: the contexts added above the first kube error.
     let mut doing: Vec<String> = Vec::new();
-    for cause in e.chain() {
+    for cause in chain(e) {
         if let Some(k) = cause.downcast_ref::<kube::Error>() {
             return kube_error(k, &doing);
         }
         doing.push(cause.to_string());
     }
     let mut parts: Vec<String> = Vec::new();
-    for cause in e.chain() {
+    for cause in chain(e) {
         let text = cause.to_string();
         // Library errors often repeat their source's text inside their own.
         if !parts.iter().any(|p| p.contains(&text)) {
@@ -22,9 +57,9 @@ pub fn render(e: &anyhow::Error) -> String {
     }
     let text = parts.join(": ");
     if text.starts_with("Error from server") || text.starts_with("error:") {
-        text
+        (text, None)
     } else {
-        format!("error: {text}")
+        (format!("error: {text}"), None)
     }
 }
 
@@ -35,35 +70,34 @@ fn while_doing(doing: &[String]) -> String {
     }
 }
 
-fn kube_error(e: &kube::Error, doing: &[String]) -> String {
+fn kube_error(e: &kube::Error, doing: &[String]) -> (String, Option<String>) {
     match e {
         kube::Error::Api(status) => {
             let (reason, message) = reason_and_message(status);
-            let mut line = format!(
+            let line = format!(
                 "Error from server ({reason}): {message}{}",
                 while_doing(doing)
             );
-            if let Some(hint) = api_hint(status.code, &message, doing) {
-                line.push_str("\nhint: ");
-                line.push_str(&hint);
-            }
-            line
+            (line, api_hint(status.code, &message, doing))
         }
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
             let innermost = innermost(e);
-            let mut line = format!(
+            let line = format!(
                 "Unable to connect to the server: {innermost}{}",
                 while_doing(doing)
             );
-            if innermost.contains("refused") || innermost.contains("dns error") {
-                line.push_str(
-                    "\nhint: is the API server up, and is the kubeconfig's server address right? \
-                     (--kubeconfig, --context, KUBECONFIG)",
-                );
-            }
-            line
+            let hint =
+                (innermost.contains("refused") || innermost.contains("dns error")).then(|| {
+                    "is the API server up, and is the kubeconfig's server address right? \
+                 (--kubeconfig, --context, KUBECONFIG)"
+                        .to_string()
+                });
+            (line, hint)
         }
-        other => format!("error: {}{}", innermost(other), while_doing(doing)),
+        other => (
+            format!("error: {}{}", innermost(other), while_doing(doing)),
+            None,
+        ),
     }
 }
 
@@ -123,12 +157,7 @@ fn api_hint(code: u16, message: &str, doing: &[String]) -> Option<String> {
             })
         }
         401 => Some("the API server rejected the credentials of the kubeconfig in use".into()),
-        403 => Some(
-            "the identity in use lacks this permission (the message names verb and resource); \
-             cronjob/clusterrole.yaml is the role a pass needs, cronjob/approver-clusterrole.yaml \
-             the role for approve, pause, resume, abort, rollback and freeze"
-                .into(),
-        ),
+        403 => Some(crate::roles::hint(message)),
         _ => None,
     }
 }
@@ -182,7 +211,7 @@ mod tests {
         .context("listing PromotionFreezes")
         .unwrap_err();
         assert!(render(&e).contains("promoter crd --own | kubectl apply -f -"));
-        let e = Err::<(), _>(api(403, "Forbidden", "clusterpromotions.config.projectsveltos.io is forbidden: User \"bob\" cannot list resource \"clusterpromotions\""))
+        let e = Err::<(), _>(api(403, "Forbidden", "clusterpromotions.config.projectsveltos.io is forbidden: User \"bob\" cannot list resource \"clusterpromotions\" in API group \"config.projectsveltos.io\" at the cluster scope"))
             .context("listing ClusterPromotions")
             .unwrap_err();
         let text = render(&e);
@@ -190,7 +219,33 @@ mod tests {
             text.starts_with("Error from server (Forbidden): clusterpromotions"),
             "{text}"
         );
-        assert!(text.contains("hint: the identity in use lacks this permission"));
+        assert!(
+            text.ends_with("\nhint: the ClusterRole promoter-view (installed with promoter; with Helm, named after the release) reads rollouts and grants it: kubectl create clusterrolebinding bob-promoter-view --clusterrole=promoter-view --user=bob"),
+            "{text}"
+        );
+    }
+
+    /// kube's `Display` of an API error appends the whole Status as Rust debug output; nothing
+    /// promoter prints or records uses it.
+    #[test]
+    fn a_kube_error_anywhere_is_kubectl_s_one_line() {
+        let e = api(
+            403,
+            "Forbidden",
+            "configmaps \"x\" is forbidden: User \"bob\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"n\"",
+        );
+        assert!(e.to_string().contains("Status {"), "kube's own Display");
+        assert_eq!(
+            line(&e),
+            "Error from server (Forbidden): configmaps \"x\" is forbidden: User \"bob\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"n\""
+        );
+        let with_hint = line_with_hint(&e);
+        assert!(
+            !with_hint.contains('\n') && with_hint.contains("; hint: "),
+            "{with_hint}"
+        );
+        let wrapped = anyhow::Error::new(e).context("reading the settings");
+        assert!(line(wrapped.as_ref()).ends_with(" (while reading the settings)"));
     }
 
     /// What kube makes of a body that is not a Status (kube-client's handle_api_errors).

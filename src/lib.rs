@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod notify;
 pub mod ops;
 pub mod pass;
+pub mod roles;
 pub mod settings;
 pub mod sim;
 pub mod suggest;

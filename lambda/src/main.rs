@@ -44,6 +44,8 @@ async fn serve() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // A refused request is the pass's: its hint names the pass's ClusterRole.
+    promoter::roles::set_pass_process();
     // JSON lines are what CloudWatch Logs Insights queries best.
     let format = match env("PROMOTER_LOG_FORMAT").as_deref() {
         Some("human") => LogFormat::Human,

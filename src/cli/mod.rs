@@ -180,7 +180,10 @@ async fn dispatch(
     log_format: LogFormat,
 ) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Step(args) => step::run(args, client, log_format).await,
+        Command::Step(args) => {
+            promoter::roles::set_pass_process();
+            step::run(args, client, log_format).await
+        }
         Command::Simulate(args) => sim::simulate(args).await,
         Command::Plan(args) => sim::plan(args, client).await,
         Command::Status(args) => inspect::status(args, client).await,
@@ -227,7 +230,10 @@ async fn promotion_names(client: &kube::Client) -> Vec<String> {
             .filter_map(|p| p.metadata.name)
             .collect(),
         Err(e) => {
-            tracing::debug!("listing ClusterPromotions for a suggestion: {e}");
+            tracing::debug!(
+                "listing ClusterPromotions for a suggestion: {}",
+                promoter::cli_error::line(&e)
+            );
             Vec::new()
         }
     }

@@ -18,7 +18,10 @@ pub struct RequestRecord {
     pub subresource: Option<String>,
     pub namespace: Option<String>,
     pub name: Option<String>,
+    /// Who the request authenticated as (after impersonation).
     pub user: String,
+    /// The user's groups (`system:authenticated` and the like included).
+    pub groups: Vec<String>,
     pub code: u16,
     pub content_type: Option<String>,
     /// Size of the response body.
@@ -35,6 +38,7 @@ impl RequestRecord {
     pub fn attributes(&self) -> Attributes {
         Attributes {
             user: self.user.clone(),
+            groups: self.groups.clone(),
             verb: self.verb.clone(),
             group: self.group.clone(),
             resource: self.resource.clone(),
@@ -56,6 +60,7 @@ impl RequestRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attributes {
     pub user: String,
+    pub groups: Vec<String>,
     pub verb: String,
     pub group: String,
     pub resource: String,

@@ -60,9 +60,26 @@ where
             super::managed_fields::manager_from_user_agent(&agent),
         );
     }
-    let user = header("authorization")
+    let authenticated = header("authorization")
         .and_then(|h| h.strip_prefix("Bearer ").map(String::from))
         .unwrap_or_else(|| "system:anonymous".into());
+    let impersonated_groups: Vec<String> = parts
+        .headers
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(String::from))
+        .collect();
+    let requester = Identity::authenticated(&shared, authenticated);
+    let (identity, denied) = match impersonate(
+        &shared,
+        &requester,
+        header("impersonate-user"),
+        impersonated_groups,
+    ) {
+        Ok(impersonated) => (impersonated.unwrap_or(requester), None),
+        Err(e) => (requester, Some(e)),
+    };
+    let Identity { user, groups } = identity;
     let content_type =
         header("content-type").map(|c| c.split(';').next().unwrap_or_default().trim().to_string());
     let target = route(&path);
@@ -81,6 +98,7 @@ where
         namespace: target.as_ref().and_then(|t| t.namespace.clone()),
         name: target.as_ref().and_then(|t| t.name.clone()),
         user: user.clone(),
+        groups,
         code: 0,
         content_type: content_type.clone(),
         bytes: 0,
@@ -98,54 +116,59 @@ where
         record.code = 499;
         return Err(reset(&shared, record));
     }
-    let (code, value) = match fault {
-        Some(FaultAction::Status(code)) => status_body(&injected(code)),
-        Some(FaultAction::Answer(ref e)) => status_body(e),
-        Some(FaultAction::LateCommit(d)) => {
-            let (shared, method, attrs) =
-                (shared.clone(), parts.method.clone(), record.attributes());
-            let (path, target, query, content_type, body) = (
-                path.clone(),
-                target.clone(),
-                query.clone(),
-                content_type.clone(),
-                body.clone(),
-            );
-            tokio::spawn(async move {
-                tokio::time::sleep(d).await;
+    // A refused impersonation is answered before anything else is looked at.
+    let (code, value) = if let Some(e) = &denied {
+        status_body(e)
+    } else {
+        match fault {
+            Some(FaultAction::Status(code)) => status_body(&injected(code)),
+            Some(FaultAction::Answer(ref e)) => status_body(e),
+            Some(FaultAction::LateCommit(d)) => {
+                let (shared, method, attrs) =
+                    (shared.clone(), parts.method.clone(), record.attributes());
+                let (path, target, query, content_type, body) = (
+                    path.clone(),
+                    target.clone(),
+                    query.clone(),
+                    content_type.clone(),
+                    body.clone(),
+                );
+                tokio::spawn(async move {
+                    tokio::time::sleep(d).await;
+                    dispatch(
+                        &shared,
+                        &method,
+                        &path,
+                        target.as_ref(),
+                        &attrs,
+                        &query,
+                        content_type.as_deref(),
+                        &body,
+                    );
+                });
+                status_body(&injected(504))
+            }
+            ref other => {
+                match other {
+                    Some(FaultAction::Hang(d)) => tokio::time::sleep(*d).await,
+                    Some(FaultAction::Compact) => shared
+                        .store
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .compact(),
+                    _ => {}
+                }
                 dispatch(
                     &shared,
-                    &method,
+                    &parts.method,
                     &path,
                     target.as_ref(),
-                    &attrs,
+                    &record.attributes(),
                     &query,
                     content_type.as_deref(),
                     &body,
-                );
-            });
-            status_body(&injected(504))
-        }
-        ref other => {
-            match other {
-                Some(FaultAction::Hang(d)) => tokio::time::sleep(*d).await,
-                Some(FaultAction::Compact) => shared
-                    .store
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .compact(),
-                _ => {}
+                )
             }
-            dispatch(
-                &shared,
-                &parts.method,
-                &path,
-                target.as_ref(),
-                &record.attributes(),
-                &query,
-                content_type.as_deref(),
-                &body,
-            )
         }
     };
     record.code = code;
@@ -445,10 +468,12 @@ fn dispatch(
     }
 }
 
-/// The two reviews every user may create about themselves, answered as the real API server does:
-/// `SelfSubjectAccessReview` (the authorizer's verdict on the spec's attributes, what `kubectl auth
-/// can-i` asks) and `SelfSubjectReview` (who the request authenticated as, what `kubectl auth
-/// whoami` shows). Neither is stored.
+/// The reviews, answered as the real API server does: `SelfSubjectAccessReview` (the authorizer's
+/// verdict on the spec's attributes for the requester, what `kubectl auth can-i` asks),
+/// `SelfSubjectReview` (who the request authenticated as, what `kubectl auth whoami` shows), both
+/// granted to everyone by `system:basic-user`, and `SubjectAccessReview` (the verdict for the
+/// spec's `user` and exactly its `groups`, granted only where RBAC allows creating one). None is
+/// stored.
 fn self_review(
     shared: &Shared,
     method: &Method,
@@ -459,8 +484,19 @@ fn self_review(
     let kind = match (t.group.as_str(), t.plural.as_str()) {
         ("authorization.k8s.io", "selfsubjectaccessreviews") => "SelfSubjectAccessReview",
         ("authentication.k8s.io", "selfsubjectreviews") => "SelfSubjectReview",
+        ("authorization.k8s.io", "subjectaccessreviews") => "SubjectAccessReview",
         _ => return None,
     };
+    let authorizer = shared
+        .authorizer
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    // Creating one is authorized like any create (`system:basic-user` grants it to everyone).
+    if let Err(reason) = authorizer.authorize(attrs) {
+        let rt = ResourceType::builtin(&t.group, &t.version, kind, &t.plural, false);
+        return Some(status_body(&forbidden(&rt, attrs, &reason)));
+    }
     if method != Method::POST {
         return Some(status_body(&ApiError::new(
             405,
@@ -477,8 +513,7 @@ fn self_review(
         }
     };
     if kind == "SelfSubjectReview" {
-        review["status"] =
-            json!({"userInfo": {"username": attrs.user, "groups": ["system:authenticated"]}});
+        review["status"] = json!({"userInfo": {"username": attrs.user, "groups": attrs.groups}});
         return Some((201, review));
     }
     let ra = &review["spec"]["resourceAttributes"];
@@ -488,8 +523,25 @@ fn self_review(
             .filter(|v| !v.is_empty())
             .map(String::from)
     };
+    let (user, groups) = if kind == "SubjectAccessReview" {
+        let spec = &review["spec"];
+        let groups = spec["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect();
+        (
+            spec["user"].as_str().unwrap_or_default().to_string(),
+            groups,
+        )
+    } else {
+        (attrs.user.clone(), attrs.groups.clone())
+    };
     let asked = Attributes {
-        user: attrs.user.clone(),
+        user,
+        groups,
         verb: text("verb").unwrap_or_default(),
         group: text("group").unwrap_or_default(),
         resource: text("resource").unwrap_or_default(),
@@ -497,11 +549,6 @@ fn self_review(
         namespace: text("namespace"),
         name: text("name"),
     };
-    let authorizer = shared
-        .authorizer
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
     review["status"] = match authorizer.authorize(&asked) {
         Ok(()) => json!({"allowed": true}),
         Err(reason) => json!({"allowed": false, "reason": reason}),
@@ -851,6 +898,81 @@ fn discovery(shared: &Shared, path: &str) -> Reply {
             "the server could not find the requested resource",
         )),
     }
+}
+
+/// Who a request is: the user its token names and that user's groups.
+struct Identity {
+    user: String,
+    groups: Vec<String>,
+}
+
+impl Identity {
+    /// As a token authenticator answers: the user the token names (the fake's tokens are user
+    /// names), the groups registered for it ([`super::FakeApiServer::set_groups`]), and the groups
+    /// every such user is in.
+    fn authenticated(shared: &Shared, user: String) -> Identity {
+        let mut groups = shared
+            .groups
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&user)
+            .cloned()
+            .unwrap_or_default();
+        groups.extend(super::rbac::implied_groups(&user));
+        Identity { user, groups }
+    }
+}
+
+/// kubectl's `--as`/`--as-group` (the `Impersonate-User`/`Impersonate-Group` headers), as
+/// k8s.io/apiserver's impersonation filter does: the requester needs `impersonate` on each
+/// `users`, `serviceaccounts` (in the account's namespace) and `groups` it names, else 403; the
+/// request then is the impersonated user, with the groups named, `system:authenticated`, and a
+/// service account's own groups when none are named.
+fn impersonate(
+    shared: &Shared,
+    requester: &Identity,
+    user: Option<String>,
+    groups: Vec<String>,
+) -> Result<Option<Identity>, ApiError> {
+    let Some(user) = user else {
+        return Ok(None);
+    };
+    let authorizer = shared
+        .authorizer
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let sa = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'));
+    let mut asked: Vec<(Option<String>, &str, String)> = vec![match sa {
+        Some((ns, name)) => (Some(ns.to_string()), "serviceaccounts", name.to_string()),
+        None => (None, "users", user.clone()),
+    }];
+    asked.extend(groups.iter().map(|g| (None, "groups", g.clone())));
+    for (namespace, resource, name) in asked {
+        let attrs = Attributes {
+            user: requester.user.clone(),
+            groups: requester.groups.clone(),
+            verb: "impersonate".into(),
+            group: String::new(),
+            resource: resource.into(),
+            subresource: None,
+            namespace,
+            name: Some(name.clone()),
+        };
+        if let Err(reason) = authorizer.authorize(&attrs) {
+            let rt = ResourceType::builtin("", "v1", "", resource, false);
+            return Err(forbidden(&rt, &attrs, &reason));
+        }
+    }
+    let mut all = groups.clone();
+    if groups.is_empty() && sa.is_some() {
+        all.extend(super::rbac::implied_groups(&user));
+    } else if !all.iter().any(|g| g == super::rbac::AUTHENTICATED) {
+        all.push(super::rbac::AUTHENTICATED.into());
+    }
+    Ok(Some(Identity { user, groups: all }))
 }
 
 #[cfg(test)]

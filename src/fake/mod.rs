@@ -117,6 +117,8 @@ pub(crate) struct Shared {
     pub(crate) log: Mutex<Vec<RequestRecord>>,
     pub(crate) faults: Mutex<Vec<FaultRule>>,
     pub(crate) authorizer: RwLock<Arc<dyn Authorizer>>,
+    /// The groups each user is in, as the authenticator knows them ([`FakeApiServer::set_groups`]).
+    pub(crate) groups: RwLock<std::collections::BTreeMap<String, Vec<String>>>,
     /// Called after every applied write, with the store still locked, and the writer's user.
     pub(crate) write_hooks: Mutex<Vec<WriteHook>>,
 }
@@ -148,6 +150,7 @@ impl FakeApiServer {
             log: Mutex::new(Vec::new()),
             faults: Mutex::new(Vec::new()),
             authorizer: RwLock::new(Arc::new(AllowAll)),
+            groups: RwLock::new(Default::default()),
             write_hooks: Mutex::new(Vec::new()),
         });
         let served = shared.clone();
@@ -289,6 +292,16 @@ impl FakeApiServer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(hook);
+    }
+
+    /// The groups `user` authenticates with (besides `system:authenticated`), as an identity
+    /// provider would put them in its token.
+    pub fn set_groups(&self, user: &str, groups: &[&str]) {
+        self.shared
+            .groups
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(user.into(), groups.iter().map(|g| g.to_string()).collect());
     }
 
     pub fn set_authorizer(&self, authorizer: Arc<dyn Authorizer>) {

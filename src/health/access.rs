@@ -61,8 +61,9 @@ pub async fn client_for(mgmt: &kube::Client, c: &InventoryCluster) -> Result<kub
         }
         Err(e) => {
             return Err(format!(
-                "reading kubeconfig Secret {}/{name}: {e}",
-                c.namespace
+                "reading kubeconfig Secret {}/{name}: {}",
+                c.namespace,
+                crate::cli_error::line(&e)
             ));
         }
     };

@@ -49,8 +49,9 @@ async fn resolve(
             gv(group, version)
         )),
         Err(e) => Err(format!(
-            "discovering kind {kind} ({}): {e}",
-            gv(group, version)
+            "discovering kind {kind} ({}): {}",
+            gv(group, version),
+            crate::cli_error::line(&e)
         )),
     }
 }
@@ -86,8 +87,12 @@ async fn prefetch(
             Ok(None) => {}
             Err(e) => {
                 return Err(format!(
-                    "getResource {} {} {}/{}: {e}",
-                    r.api_version, r.kind, r.namespace, r.name
+                    "getResource {} {} {}/{}: {}",
+                    r.api_version,
+                    r.kind,
+                    r.namespace,
+                    r.name,
+                    crate::cli_error::line(&e)
                 ));
             }
         }
@@ -178,7 +183,7 @@ pub async fn run(t: &Target<'_>, check: &ValidateHealth) -> Result<(), String> {
     let objects = api
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(|e| format!("listing {kind}: {e}"))?
+        .map_err(|e| format!("listing {kind}: {}", crate::cli_error::line(&e)))?
         .items;
     if objects.is_empty() {
         // A script or rule that does not compile is the better explanation.
@@ -242,7 +247,12 @@ async fn job_check(t: &Target<'_>, job_check: &Value) -> Result<(), String> {
         "ConfigMap" => Api::<ConfigMap>::namespaced(t.mgmt.clone(), ns)
             .get(name)
             .await
-            .map_err(|e| format!("jobRef ConfigMap {ns}/{name}: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "jobRef ConfigMap {ns}/{name}: {}",
+                    crate::cli_error::line(&e)
+                )
+            })?
             .data
             .unwrap_or_default()
             .into_values()
@@ -250,7 +260,7 @@ async fn job_check(t: &Target<'_>, job_check: &Value) -> Result<(), String> {
         "Secret" => Api::<Secret>::namespaced(t.mgmt.clone(), ns)
             .get(name)
             .await
-            .map_err(|e| format!("jobRef Secret {ns}/{name}: {e}"))?
+            .map_err(|e| format!("jobRef Secret {ns}/{name}: {}", crate::cli_error::line(&e)))?
             .data
             .unwrap_or_default()
             .into_values()
@@ -289,7 +299,7 @@ async fn job_check(t: &Target<'_>, job_check: &Value) -> Result<(), String> {
     let job = Api::<Job>::namespaced(t.cluster.clone(), &job_ns)
         .get_opt(&job_name)
         .await
-        .map_err(|e| format!("reading Job {job_ns}/{job_name}: {e}"))?
+        .map_err(|e| format!("reading Job {job_ns}/{job_name}: {}", crate::cli_error::line(&e)))?
         .ok_or_else(|| format!("Job {job_ns}/{job_name} does not exist (deploy it, e.g. with preHealthCheckDeployment)"))?;
     let status = job.status.clone().unwrap_or_default();
     let condition = |t: &str| {

@@ -59,7 +59,12 @@ async fn authorization(cluster: &kube::Client, source: &Value) -> Result<Option<
     let secret = Api::<Secret>::namespaced(cluster.clone(), ns)
         .get(name)
         .await
-        .map_err(|e| format!("reading metric credentials {ns}/{name}: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "reading metric credentials {ns}/{name}: {}",
+                crate::cli_error::line(&e)
+            )
+        })?;
     let data = secret.data.unwrap_or_default();
     let text = |k: &str| {
         data.get(k)

@@ -7,15 +7,12 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::batch::v1::CronJob;
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::{Api, PostParams};
 use serde::Serialize;
-
-/// The role a pass needs (the same file `kubectl apply -k cronjob/` installs).
-const PASS_ROLE: &str = include_str!("../../cronjob/clusterrole.yaml");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Verdict {
@@ -54,8 +51,14 @@ fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
 pub async fn doctor(client: &kube::Client, o: &Options) -> Vec<Check> {
     let mut out = crds(client).await;
     out.extend(freezes(client, o.now).await);
-    out.push(permissions(client).await);
-    out.push(cronjob(client, o).await);
+    let cj = read_cronjob(client, o).await;
+    let pass_account = cj
+        .as_ref()
+        .ok()
+        .and_then(Option::as_ref)
+        .and_then(service_account);
+    out.push(permissions(client, pass_account).await);
+    out.push(cronjob(&cj, o));
     out.extend(sveltos(client, o).await);
     out.extend(notifications(client, o.notifications.as_ref()).await);
     out
@@ -248,20 +251,23 @@ async fn freezes(client: &kube::Client, now: DateTime<Utc>) -> Vec<Check> {
     out
 }
 
-/// Every (verb, group, resource) of the pass's role, as SelfSubjectAccessReviews.
-async fn permissions(client: &kube::Client) -> Check {
-    let name = "permissions of the identity in use";
-    let role: ClusterRole = match serde_saphyr::from_str(PASS_ROLE) {
-        Ok(r) => r,
-        Err(e) => {
-            return check(
-                name,
-                Verdict::Failed,
-                format!("cronjob/clusterrole.yaml: {e}"),
-            );
-        }
+/// Whose permissions to check: the pass's service account, as the CronJob names it, when someone
+/// else runs doctor (a SubjectAccessReview each); the identity in use otherwise (the pass itself,
+/// `--as` it, or a pass run from CI or Lambda, where no CronJob is).
+async fn permissions(client: &kube::Client, pass_account: Option<String>) -> Check {
+    let Some(role) = crate::roles::role(crate::roles::PASS) else {
+        return check(
+            "permissions",
+            Verdict::Failed,
+            "promoter was built without its pass role",
+        );
     };
-    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let me = crate::ops::identity::whoami(client).await;
+    let subject = pass_account.filter(|sa| me.as_ref() != Some(sa));
+    let name = match &subject {
+        Some(sa) => format!("permissions of {sa} (the CronJob's service account)"),
+        None => "permissions of the identity in use".to_string(),
+    };
     let (mut asked, mut denied, mut errors) = (0, Vec::new(), Vec::new());
     for rule in role.rules.iter().flatten() {
         for group in rule.api_groups.iter().flatten() {
@@ -272,17 +278,11 @@ async fn permissions(client: &kube::Client) -> Check {
                 };
                 for verb in &rule.verbs {
                     asked += 1;
-                    let review = SelfSubjectAccessReview {
-                        spec: SelfSubjectAccessReviewSpec {
-                            resource_attributes: Some(ResourceAttributes {
-                                group: Some(group.clone()),
-                                resource: Some(resource.clone()),
-                                subresource: subresource.clone(),
-                                verb: Some(verb.clone()),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        },
+                    let attributes = ResourceAttributes {
+                        group: Some(group.clone()),
+                        resource: Some(resource.clone()),
+                        subresource: subresource.clone(),
+                        verb: Some(verb.clone()),
                         ..Default::default()
                     };
                     let what = format!(
@@ -298,47 +298,117 @@ async fn permissions(client: &kube::Client) -> Check {
                             format!(".{group}")
                         }
                     );
-                    match api.create(&PostParams::default(), &review).await {
-                        Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => {}
-                        Ok(_) => denied.push(what),
-                        Err(e) => {
-                            errors.push(format!("{what}: {}", crate::cli_error::render(&e.into())))
-                        }
+                    match allowed(client, subject.as_deref(), attributes).await {
+                        Ok(true) => {}
+                        Ok(false) => denied.push(what),
+                        Err(e) => errors.push(e),
                     }
                 }
             }
         }
     }
-    if !errors.is_empty() {
-        return check(
-            name,
-            Verdict::Warning,
-            format!("could not ask: {}", errors.join("; ")),
-        );
+    if let Some(e) = errors.first() {
+        // Someone who may not ask about another identity: what to run instead.
+        return match &subject {
+            Some(sa) => check(
+                &name,
+                Verdict::Skipped,
+                format!(
+                    "cannot ask as {}: {e}; run `{} doctor --as {sa}` as an administrator",
+                    me.as_deref().unwrap_or("this identity"),
+                    crate::invocation::command()
+                ),
+            ),
+            None => check(&name, Verdict::Warning, format!("could not ask: {e}")),
+        };
     }
     if denied.is_empty() {
-        check(
-            name,
+        return check(
+            &name,
             Verdict::Ok,
             format!("all {asked} permissions a pass uses are granted"),
-        )
-    } else {
-        check(
-            name,
-            Verdict::Failed,
-            format!(
-                "missing {} of {asked}: {} (bind cronjob/clusterrole.yaml's role to this identity)",
-                denied.len(),
-                denied.join(", ")
-            ),
-        )
+        );
     }
+    let who = subject.or(me);
+    check(
+        &name,
+        Verdict::Failed,
+        format!(
+            "missing {} of {asked}: {}; the ClusterRole {} (installed with promoter; with Helm, named after the release) grants them: {}",
+            denied.len(),
+            denied.join(", "),
+            crate::roles::PASS,
+            crate::roles::binding_command(crate::roles::PASS, who.as_deref().unwrap_or("<user>"))
+        ),
+    )
 }
 
-async fn cronjob(client: &kube::Client, o: &Options) -> Check {
+/// Whether `subject` (None: the identity in use) may do what `attributes` say; Err: the
+/// question could not be asked (one line, with its hint).
+async fn allowed(
+    client: &kube::Client,
+    subject: Option<&str>,
+    attributes: ResourceAttributes,
+) -> Result<bool, String> {
+    let answer = match subject {
+        None => Api::<SelfSubjectAccessReview>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &SelfSubjectAccessReview {
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: Some(attributes),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|r| r.status.is_some_and(|s| s.allowed)),
+        Some(user) => Api::<SubjectAccessReview>::all(client.clone())
+            .create(
+                &PostParams::default(),
+                &SubjectAccessReview {
+                    spec: SubjectAccessReviewSpec {
+                        resource_attributes: Some(attributes),
+                        user: Some(user.to_string()),
+                        groups: Some(crate::fake::rbac::implied_groups(user)),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|r| r.status.is_some_and(|s| s.allowed)),
+    };
+    // About another identity, doctor says itself what to run instead.
+    answer.map_err(|e| match subject {
+        Some(_) => crate::cli_error::line(&e),
+        None => crate::cli_error::line_with_hint(&e),
+    })
+}
+
+/// The CronJob's service account as a user name (`system:serviceaccount:NS:NAME`).
+fn service_account(cj: &CronJob) -> Option<String> {
+    let namespace = cj.metadata.namespace.clone()?;
+    let account = cj
+        .spec
+        .as_ref()
+        .and_then(|s| s.job_template.spec.as_ref())
+        .and_then(|j| j.template.spec.as_ref())
+        .and_then(|p| p.service_account_name.clone())
+        .unwrap_or_else(|| "default".into());
+    Some(format!("system:serviceaccount:{namespace}:{account}"))
+}
+
+async fn read_cronjob(client: &kube::Client, o: &Options) -> kube::Result<Option<CronJob>> {
+    Api::<CronJob>::namespaced(client.clone(), &o.cronjob_namespace)
+        .get_opt(&o.cronjob_name)
+        .await
+}
+
+fn cronjob(read: &kube::Result<Option<CronJob>>, o: &Options) -> Check {
     let name = format!("CronJob {}/{}", o.cronjob_namespace, o.cronjob_name);
-    let api: Api<CronJob> = Api::namespaced(client.clone(), &o.cronjob_namespace);
-    let cj = match api.get_opt(&o.cronjob_name).await {
+    let cj = match read {
         Ok(Some(cj)) => cj,
         Ok(None) => {
             return check(
@@ -347,7 +417,15 @@ async fn cronjob(client: &kube::Client, o: &Options) -> Check {
                 "not found: fine if promoter runs as a Lambda function or from CI (--cronjob-namespace, --cronjob-name)",
             );
         }
-        Err(e) => return check(&name, Verdict::Warning, crate::cli_error::render(&e.into())),
+        // The pass's own identity may not read it (it needs not): nothing to say about it.
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            return check(
+                &name,
+                Verdict::Skipped,
+                format!("not readable by this identity: {}", s.message),
+            );
+        }
+        Err(e) => return check(&name, Verdict::Warning, crate::cli_error::line_with_hint(e)),
     };
     if cj.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false) {
         return check(&name, Verdict::Failed, "suspended: no pass runs");
@@ -406,7 +484,7 @@ async fn sveltos(client: &kube::Client, o: &Options) -> Vec<Check> {
             return vec![check(
                 "Sveltos version",
                 Verdict::Skipped,
-                crate::cli_error::render(&e.into()),
+                crate::cli_error::line_with_hint(&e),
             )];
         }
     };
@@ -467,6 +545,5 @@ mod tests {
         assert_eq!(version("v1.14.2-rc1"), Some((1, 14, 2)));
         assert_eq!(version("1.2"), Some((1, 2, 0)));
         assert_eq!(version("latest"), None);
-        assert!(PASS_ROLE.contains("clusterpromotions"));
     }
 }

@@ -48,7 +48,7 @@ pub async fn load_revisions(client: &kube::Client, p: &ClusterPromotion, world: 
                 world.revisions.insert(object, None);
             }
             Err(e) => {
-                tracing::debug!(revision = %object, error = %e, "could not read a stored revision");
+                tracing::debug!(revision = %object, error = %crate::cli_error::line(&e), "could not read a stored revision");
             }
         }
     }

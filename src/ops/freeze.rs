@@ -137,7 +137,10 @@ async fn promotion_labels(
                 .collect(),
         ),
         Err(e) => {
-            tracing::debug!("listing ClusterPromotions to say what a freeze holds: {e}");
+            tracing::debug!(
+                "listing ClusterPromotions to say what a freeze holds: {}",
+                crate::cli_error::line(&e)
+            );
             None
         }
     }

@@ -15,7 +15,7 @@ pub async fn whoami(client: &kube::Client) -> Option<String> {
     {
         Ok(r) => r.status?.user_info?.username.filter(|u| !u.is_empty()),
         Err(e) => {
-            tracing::debug!(error = %e, "SelfSubjectReview failed; the identity is not known");
+            tracing::debug!(error = %crate::cli_error::line(&e), "SelfSubjectReview failed; the identity is not known");
             None
         }
     }

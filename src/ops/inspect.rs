@@ -421,7 +421,10 @@ pub async fn last_pass(client: &kube::Client, namespace: &str, name: &str) -> Op
     let cj = match api.get_opt(name).await {
         Ok(cj) => cj?,
         Err(e) => {
-            tracing::debug!("CronJob {namespace}/{name} not readable: {e}");
+            tracing::debug!(
+                "CronJob {namespace}/{name} not readable: {}",
+                crate::cli_error::line(&e)
+            );
             return None;
         }
     };

@@ -48,15 +48,15 @@ fn outcome_unknown(e: &kube::Error) -> bool {
 /// A failed request as the write plan judges it.
 fn answer_of(e: kube::Error) -> Answer {
     if outcome_unknown(&e) {
-        return Answer::Unknown(e.to_string());
+        return Answer::Unknown(crate::cli_error::line(&e));
     }
     match &e {
         kube::Error::Api(s) => Answer::Refused {
             code: s.code,
             not_applied: crate::guard::patch_not_applied(&e),
-            text: e.to_string(),
+            text: crate::cli_error::line_with_hint(&e),
         },
-        _ => Answer::Failed(e.to_string()),
+        _ => Answer::Failed(crate::cli_error::line(&e)),
     }
 }
 

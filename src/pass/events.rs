@@ -164,7 +164,7 @@ pub async fn emit_regarding(
             Err(e) => tracing::warn!(
                 object = regarding.name.as_deref().unwrap_or_default(),
                 reason = %note.reason,
-                error = %e,
+                error = %crate::cli_error::line_with_hint(&e),
                 "could not record the event {:?}",
                 note.message
             ),

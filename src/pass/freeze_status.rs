@@ -95,7 +95,7 @@ pub async fn write(
                 }
             }
             Err(e) => {
-                tracing::warn!(freeze = %name, error = %e, "could not write the freeze's status; the next pass tries again")
+                tracing::warn!(freeze = %name, error = %crate::cli_error::line_with_hint(&e), "could not write the freeze's status; the next pass tries again")
             }
         }
     }

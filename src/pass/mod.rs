@@ -265,8 +265,9 @@ async fn report_undecodable(
         Err(e) => {
             r.actions.clear();
             r.error = Some(format!(
-                "ClusterPromotion {}: writing status: {e}",
-                bad.name
+                "ClusterPromotion {}: writing status: {}",
+                bad.name,
+                crate::cli_error::line_with_hint(&e)
             ));
         }
     }
@@ -528,7 +529,10 @@ async fn pass_body(
         if let Some(name) = d.needs_revision.clone() {
             // A rollback reads the one revision it restores, then is decided again.
             if let Err(e) = revisions::fetch(client, &mut observation.world, &name).await {
-                let why = format!("reading PromotionRevision {name} failed: {e}");
+                let why = format!(
+                    "reading PromotionRevision {name} failed: {}",
+                    crate::cli_error::line_with_hint(&e)
+                );
                 let r = not_decided(p, &why);
                 tracing::error!(promotion = %r.name, "{why}; not decided in this pass");
                 report.promotions.push(r);

@@ -245,7 +245,7 @@ pub async fn read(client: &kube::Client, location: &Location) -> Read {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &location.namespace);
     let text = match configmaps.get_opt(&location.name).await {
         Ok(None) => return Read::Off,
-        Err(e) => return Read::Unreadable(e.to_string()),
+        Err(e) => return Read::Unreadable(crate::cli_error::line_with_hint(&e)),
         Ok(Some(cm)) => cm
             .data
             .and_then(|d| d.get(config::CONFIG_KEY).cloned())
@@ -264,7 +264,10 @@ pub async fn read(client: &kube::Client, location: &Location) -> Read {
                 .map(|(k, v)| (k, v.0))
                 .collect::<BTreeMap<_, _>>()
         })),
-        Err(e) => Err(format!("reading the Secret {location} failed: {e}")),
+        Err(e) => Err(format!(
+            "reading the Secret {location} failed: {}",
+            crate::cli_error::line_with_hint(&e)
+        )),
     };
     let endpoints = match &data {
         Ok(data) => config::resolve(&config, data.as_ref(), &location.to_string()),
@@ -459,7 +462,8 @@ pub async fn deliver(
             Ok(None) => c.pending = 0,
             Err(e) => tracing::warn!(
                 promotion = %o.name,
-                "writing the outbox back failed: {e}; what was sent may be sent again (same idempotency key)"
+                "writing the outbox back failed: {}; what was sent may be sent again (same idempotency key)",
+                crate::cli_error::line_with_hint(&e)
             ),
         }
     }

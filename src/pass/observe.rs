@@ -123,8 +123,39 @@ fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
     Some(cp)
 }
 
+/// A read that failed, shared between the promotions it holds back: its [`Display`] and source
+/// are the error's own, so that [`crate::cli_error`] renders it (one line, with its hint) as it
+/// would the error itself.
+#[derive(Clone, Debug)]
+pub struct ReadError(std::sync::Arc<anyhow::Error>);
+
+impl ReadError {
+    fn new(e: anyhow::Error) -> Self {
+        ReadError(std::sync::Arc::new(e))
+    }
+
+    /// kubectl's one line, with its hint: what a report and a log say.
+    pub fn line(&self) -> String {
+        crate::cli_error::line_with_hint(self)
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let inner: &(dyn std::error::Error + 'static) = (*self.0).as_ref();
+        inner.source()
+    }
+}
+
 /// Reads of a pass that still failed after their retries. Each promotion that needed one is not
-/// decided in this pass and says so in its report; the others go on.
+/// decided in this pass and says so in its report; the others go on. Each text is the failure's
+/// one line (kubectl's, with the hint), naming what was read.
 #[derive(Clone, Debug, Default)]
 pub struct Unread {
     /// Listing the generated ClusterProfiles failed: every promotion needs them.
@@ -137,6 +168,9 @@ pub struct Unread {
     /// The PromotionFreezes could not be listed: no promotion may start a stage without knowing
     /// whether a freeze holds it, so none is decided (a freeze fails closed).
     pub freezes: Option<String>,
+    /// The first of these failures itself, for the commands that need the whole world (`status`,
+    /// `explain`): their error, with its hint.
+    pub cause: Option<ReadError>,
 }
 
 impl Unread {
@@ -147,54 +181,36 @@ impl Unread {
             && self.freezes.is_none()
     }
 
+    /// Records a failure; the first is kept as the cause.
+    fn failed(&mut self, e: anyhow::Error) -> String {
+        let e = ReadError::new(e);
+        let line = e.line();
+        self.cause.get_or_insert(e);
+        line
+    }
+
     /// Why `p` cannot be decided from this observation, if a read it needs failed.
     pub fn missing_for(&self, p: &ClusterPromotion) -> Option<String> {
-        if let Some(e) = &self.profiles {
-            return Some(format!("listing generated ClusterProfiles failed: {e}"));
-        }
-        if let Some(e) = &self.freezes {
-            return Some(format!("listing PromotionFreezes failed: {e}"));
+        if let Some(e) = self.profiles.as_ref().or(self.freezes.as_ref()) {
+            return Some(e.clone());
         }
         let watched = watched_profiles(p);
         if watched.is_empty() {
             return None;
         }
         if let Some(e) = watched.iter().find_map(|w| self.summaries.get(w)) {
-            return Some(format!(
-                "listing the ClusterSummaries of its stage failed: {e}"
-            ));
+            return Some(e.clone());
         }
-        self.inventory
-            .as_ref()
-            .map(|e| format!("reading the cluster inventory failed: {e}"))
-    }
-
-    /// The first failure, for callers that need the whole world (`status`, `explain`).
-    fn first(&self) -> Option<String> {
-        self.profiles
-            .clone()
-            .map(|e| format!("listing generated ClusterProfiles: {e}"))
-            .or_else(|| {
-                self.summaries
-                    .iter()
-                    .next()
-                    .map(|(p, e)| format!("listing ClusterSummaries of {p}: {e}"))
-            })
-            .or_else(|| self.inventory.clone())
-            .or_else(|| {
-                self.freezes
-                    .clone()
-                    .map(|e| format!("listing PromotionFreezes: {e}"))
-            })
+        self.inventory.clone()
     }
 }
 
 /// Everything, or an error: for `status` and `explain`, which show the whole world.
 pub async fn observe(client: &kube::Client, selector: Option<&str>) -> anyhow::Result<Observation> {
-    let o = observe_pass(client, selector, None).await?;
-    match o.1.first() {
-        Some(e) => Err(anyhow::anyhow!(e)),
-        None => Ok(o.0),
+    let (observation, unread) = observe_pass(client, selector, None).await?;
+    match unread.cause {
+        Some(e) => Err(anyhow::Error::new(e)),
+        None => Ok(observation),
     }
 }
 
@@ -280,8 +296,9 @@ pub async fn observe_pass(
                 .collect();
         }
         Err(e) => {
-            let e = format!("{e:#}");
-            tracing::error!(error = %e, "listing generated ClusterProfiles failed; no promotion is decided in this pass");
+            let e = unread.failed(e.context("listing generated ClusterProfiles"));
+            // Said per promotion by the pass, as the error of a command by `status`/`explain`.
+            tracing::debug!(error = %e, "no promotion is decided in this pass");
             unread.profiles = Some(e);
             return done(promotions, undecodable, world, unread);
         }
@@ -290,8 +307,8 @@ pub async fn observe_pass(
         Ok(Some(f)) => world.freezes = f,
         Ok(None) => world.own_crds_missing = true,
         Err(e) => {
-            let e = format!("{e:#}");
-            tracing::error!(error = %e, "listing PromotionFreezes failed; no promotion is decided in this pass (a freeze fails closed)");
+            let e = unread.failed(e);
+            tracing::debug!(error = %e, "no promotion is decided in this pass (a freeze fails closed)");
             unread.freezes = Some(e);
         }
     }
@@ -308,18 +325,29 @@ pub async fn observe_pass(
         .into_iter()
         .filter(|w| !failed.contains_key(w))
         .collect();
-    unread.summaries = failed;
+    for (profile, e) in failed {
+        let line = match &unread.cause {
+            Some(_) => e.line(),
+            None => {
+                let line = e.line();
+                unread.cause = Some(e);
+                line
+            }
+        };
+        unread.summaries.insert(profile, line);
+    }
     match inventory_with_exclusions(client).await {
         Ok((clusters, excluded)) => {
             world.clusters = clusters;
             world.excluded = excluded;
         }
         Err(e) => {
-            tracing::error!(
-                error = format!("{e:#}"),
-                "reading the cluster inventory failed; promotions in progress are not decided in this pass"
+            let e = unread.failed(e.context("reading the cluster inventory"));
+            tracing::debug!(
+                error = %e,
+                "promotions in progress are not decided in this pass"
             );
-            unread.inventory = Some(format!("{e:#}"));
+            unread.inventory = Some(e);
         }
     }
     done(promotions, undecodable, world, unread)
@@ -452,10 +480,8 @@ pub async fn summaries_of(
     profiles: &[String],
 ) -> anyhow::Result<BTreeMap<String, ProfileSummaries>> {
     let (out, failed) = summaries_tolerant(client, profiles).await;
-    match failed.into_iter().next() {
-        Some((profile, e)) => Err(anyhow::anyhow!(
-            "listing ClusterSummaries of {profile}: {e}"
-        )),
+    match failed.into_values().next() {
+        Some(e) => Err(anyhow::Error::new(e)),
         None => Ok(out),
     }
 }
@@ -465,9 +491,12 @@ pub async fn summaries_of(
 async fn summaries_tolerant(
     client: &kube::Client,
     profiles: &[String],
-) -> (BTreeMap<String, ProfileSummaries>, BTreeMap<String, String>) {
+) -> (
+    BTreeMap<String, ProfileSummaries>,
+    BTreeMap<String, ReadError>,
+) {
     let mut out: BTreeMap<String, ProfileSummaries> = BTreeMap::new();
-    let mut failed: BTreeMap<String, String> = BTreeMap::new();
+    let mut failed: BTreeMap<String, ReadError> = BTreeMap::new();
     let url = ClusterSummary::url_path(&(), None);
     for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
@@ -493,8 +522,8 @@ async fn summaries_tolerant(
         match listed {
             Ok(part) => out.extend(part),
             Err(e) => {
-                let e = format!("{e:#}");
-                tracing::error!(profiles = chunk.len(), error = %e, "listing ClusterSummaries failed; the promotions of these profiles are not decided in this pass");
+                let e = ReadError::new(e.context("listing ClusterSummaries"));
+                tracing::debug!(profiles = chunk.len(), error = %e.line(), "the promotions of these profiles are not decided in this pass");
                 for p in chunk {
                     failed.insert(p.clone(), e.clone());
                 }

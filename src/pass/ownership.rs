@@ -127,7 +127,7 @@ pub async fn fetch_unlisted(client: &kube::Client, world: &mut World, d: &Decisi
             Ok(None) => {}
             Err(e) => {
                 // The create then fails and says so; nothing is adopted blindly.
-                tracing::warn!(profile = %desired.name, error = %e, "cannot check whether this ClusterProfile exists");
+                tracing::warn!(profile = %desired.name, error = %crate::cli_error::line_with_hint(&e), "cannot check whether this ClusterProfile exists");
             }
         }
     }

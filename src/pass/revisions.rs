@@ -53,7 +53,7 @@ pub async fn fetch_for_rollbacks(
         };
         let name = crate::api::revision_name(p.metadata.name.as_deref().unwrap_or_default(), &r.to);
         if let Err(e) = fetch(client, world, &name).await {
-            tracing::debug!(revision = %name, error = %e, "could not read the revision a rollback restores");
+            tracing::debug!(revision = %name, error = %crate::cli_error::line(&e), "could not read the revision a rollback restores");
         }
     }
 }
