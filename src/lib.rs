@@ -15,6 +15,7 @@ pub mod hash;
 pub mod health;
 pub mod http_client;
 pub mod invocation;
+pub mod known_keys;
 pub mod labels;
 pub mod logging;
 pub mod manifest;

@@ -17,6 +17,9 @@
 //!
 //! A bad value blocks the promotion (like an invalid promotion window), with the annotation as the
 //! field path and kube-apiserver's wording; `lint` reports the same text.
+//!
+//! [`crate::known_keys`] lists these keys with promoter's records: any other `promoter.dev/` key is
+//! an error too.
 
 use crate::api::ClusterPromotion;
 use crate::api::flag_duration::parse as parse_duration;
@@ -184,7 +187,7 @@ impl Settings {
 /// A bad setting: the annotation, and what is wrong in kube-apiserver's words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SettingError {
-    pub annotation: &'static str,
+    pub annotation: String,
     pub message: String,
 }
 
@@ -201,7 +204,7 @@ impl fmt::Display for SettingError {
     }
 }
 
-fn quoted(values: impl IntoIterator<Item = impl AsRef<str>>) -> String {
+pub(crate) fn quoted(values: impl IntoIterator<Item = impl AsRef<str>>) -> String {
     values
         .into_iter()
         .map(|v| format!("{:?}", v.as_ref()))
@@ -222,12 +225,14 @@ pub fn parse(p: &ClusterPromotion) -> (Settings, Vec<SettingError>) {
     let mut errors = Vec::new();
     let annotations = p.metadata.annotations.as_ref();
     let get = |key: &str| annotations.and_then(|a| a.get(key)).map(|v| v.trim());
-    let mut error = |annotation: &'static str, message: String| {
+    let stages: Vec<&str> = p.spec.stages.iter().map(|s| s.name.as_str()).collect();
+    let mut error = |annotation: &str, message: String| {
         errors.push(SettingError {
-            annotation,
+            annotation: annotation.to_string(),
             message,
         })
     };
+
     if let Some(v) = get(FAILURE_POLICY) {
         match v {
             "halt" => settings.failure_policy = FailurePolicy::Halt,
@@ -261,7 +266,6 @@ pub fn parse(p: &ClusterPromotion) -> (Settings, Vec<SettingError>) {
         }
     }
     if let Some(v) = get(PROGRESS_DEADLINE) {
-        let stages: Vec<&str> = p.spec.stages.iter().map(|s| s.name.as_str()).collect();
         match progress_deadlines(v, &stages) {
             Ok(d) => settings.progress_deadline = d,
             Err(messages) => {
@@ -287,7 +291,7 @@ pub fn warnings(p: &ClusterPromotion) -> Vec<SettingError> {
     let mut out = Vec::new();
     if settings.failure_policy == FailurePolicy::Rollback && !settings.progress_deadline.any() {
         out.push(SettingError {
-            annotation: FAILURE_POLICY,
+            annotation: FAILURE_POLICY.into(),
             message: format!(
                 "rollback without a {PROGRESS_DEADLINE} never triggers on its own; `promoter rollback` still works"
             ),

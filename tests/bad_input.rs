@@ -717,6 +717,29 @@ fn corpus() -> Vec<Case> {
             ));
         }
     }
+    // A mistyped promoter.dev/ key is an error with the key it is a typo of; a key outside the
+    // prefix is none of promoter's business; a hand-written `paused=false` pauses nothing.
+    for (annotations, expect) in [
+        (
+            json!({"promoter.dev/progres-deadline": "2h"}),
+            Error(
+                "metadata.annotations[promoter.dev/progres-deadline]: Unsupported key: promoter knows the settings \"promoter.dev/progress-deadline\", \"promoter.dev/failure-policy\", \"promoter.dev/rollback-order\", \"promoter.dev/revision-history-limit\" and its own records; did you mean \"promoter.dev/progress-deadline\"?",
+            ),
+        ),
+        (
+            json!({"promoter.dev/grant-dev": "x"}),
+            Error("metadata.annotations[promoter.dev/grant-dev]: Unsupported key"),
+        ),
+        (json!({"example.com/progres-deadline": "2h"}), Completes),
+        (json!({"promoter.dev/paused": "false"}), Completes),
+        (json!({"promoter.dev/paused": "No"}), Completes),
+    ] {
+        out.push(case(
+            format!("annotations {annotations}"),
+            vec![Set("/metadata/annotations", annotations)],
+            expect,
+        ));
+    }
     out
 }
 

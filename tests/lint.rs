@@ -267,3 +267,27 @@ fn promoters_crd_refuses_nothing_upstreams_accepts() {
     }
     assert!(checked >= 15, "{checked}");
 }
+
+/// Exactly the diagnostics of a `promoter.dev/` key promoter does not know (with the known key it
+/// is a typo of) and of a hand-written `paused`; nothing about a key outside promoter's prefix or
+/// a known per-stage record.
+#[test]
+fn unknown_promoter_keys_and_only_those() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lint/unknown-keys.yaml");
+    let got: Vec<String> = lint(
+        std::slice::from_ref(&file),
+        None,
+        chrono_tz::Tz::UTC,
+        chrono::Utc::now(),
+    )
+    .iter()
+    .map(|d| d.to_string())
+    .collect();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert!(!got.iter().any(|g| g.contains("example.com")), "{got:#?}");
+    assert!(
+        !got.iter()
+            .any(|g| g.contains("[promoter.dev/approval.dev]")),
+        "{got:#?}"
+    );
+}

@@ -77,8 +77,36 @@ fn record(p: &ClusterPromotion, key: &str) -> Option<Record> {
     }))
 }
 
+/// The record `promoter pause` writes, if `value` is one.
+pub fn paused_record(value: &str) -> Option<Record> {
+    serde_json::from_str(value).ok()
+}
+
+/// A hand-written `promoter.dev/paused` that says no (`false`, `no`, `off`, `0`, empty): no pause.
+pub fn not_a_pause(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "false" | "no" | "off" | "0" | ""
+    )
+}
+
+/// Who paused `p`, and since when: the record `promoter pause` writes. A value written by hand is
+/// explained instead of read as a name: one that says no (`paused=false`) is no pause; anything
+/// else pauses "by hand", quoting the value.
 pub fn paused(p: &ClusterPromotion) -> Option<Record> {
-    record(p, PAUSED)
+    let value = annotation(p, PAUSED)?;
+    if let Some(r) = paused_record(&value) {
+        return Some(r);
+    }
+    if not_a_pause(&value) {
+        return None;
+    }
+    Some(Record {
+        by: format!("hand ({PAUSED}={value:?}, not written by `promoter pause`)"),
+        at: String::new(),
+        revision: None,
+        reason: None,
+    })
 }
 
 /// The longest name part of an annotation key (IsQualifiedName in apimachinery

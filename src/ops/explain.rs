@@ -69,6 +69,11 @@ pub struct Explanation {
     pub paused_by: Option<String>,
     /// promoter's settings (`promoter.dev/` annotations): deadline, failure policy, history.
     pub policy: PolicyExplanation,
+    /// Every `promoter.dev/` annotation, with what it is (or why promoter does not know it).
+    pub annotations: Vec<crate::known_keys::PresentKey>,
+    /// What is wrong with them: bad settings and unknown keys block the promotion (errors); a
+    /// hand-written `paused` is explained (a warning).
+    pub annotation_problems: Vec<AnnotationProblem>,
     /// When the current stage's progress deadline falls, if it has one and has not completed.
     pub deadline: Option<DateTime<Utc>>,
     /// When the rollback in progress must be done, if it has a deadline.
@@ -84,6 +89,15 @@ pub struct Explanation {
     pub stages: Vec<StageExplanation>,
     #[serde(skip)]
     now: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationProblem {
+    /// `error` or `warning`, as `lint` says it.
+    pub severity: &'static str,
+    /// `metadata.annotations[promoter.dev/…]: …`
+    pub message: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -402,7 +416,23 @@ pub fn explain(
             }
         })
         .collect();
-    let (settings, _) = crate::settings::parse(p);
+    let (settings, setting_errors) = crate::settings::parse(p);
+    let annotation_problems = setting_errors
+        .iter()
+        .chain(&crate::known_keys::problems(p))
+        .map(|e| AnnotationProblem {
+            severity: "error",
+            message: e.to_string(),
+        })
+        .chain(
+            crate::known_keys::warnings(p)
+                .iter()
+                .map(|w| AnnotationProblem {
+                    severity: "warning",
+                    message: w.to_string(),
+                }),
+        )
+        .collect();
     let bypass = crate::annotations::freeze_bypass(p);
     let labels = p.metadata.labels.clone().unwrap_or_default();
     let freezes = crate::freeze::Freezes::new(&world.freezes, now)
@@ -435,6 +465,8 @@ pub fn explain(
                 .as_ref()
                 .map_or("none".into(), |d| d.text.clone()),
         },
+        annotations: crate::known_keys::present(p),
+        annotation_problems,
         deadline: current_deadline(p, &row, now),
         rollback_deadline: crate::pass::deadline::predicted_rollback_due(p, now),
         freezes,
@@ -550,6 +582,9 @@ impl Explanation {
             },
             pol.rollback_deadline
         );
+        for problem in &self.annotation_problems {
+            let _ = writeln!(out, "  {}: {}", problem.severity, problem.message);
+        }
         if !self.not_stored.is_empty() {
             let _ = writeln!(
                 out,

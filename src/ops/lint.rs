@@ -130,7 +130,13 @@ fn lint_promotion(
     for e in crate::settings::parse(p).1 {
         sink.push(Severity::Error, e.path(), e.message);
     }
-    for w in crate::settings::warnings(p) {
+    for e in crate::known_keys::problems(p) {
+        sink.push(Severity::Error, e.path(), e.message);
+    }
+    for w in crate::settings::warnings(p)
+        .into_iter()
+        .chain(crate::known_keys::warnings(p))
+    {
         sink.push(Severity::Warning, w.path(), w.message);
     }
     let name = p.metadata.name.clone().unwrap_or_default();
@@ -515,7 +521,10 @@ fn locate(spans: &DocSpans, diagnostics: &mut [Diagnostic]) {
         let value = spans
             .scalars
             .get(&path)
-            .filter(|_| !d.message.starts_with("unknown field"))
+            // A field or key that should not be there: point at the key, not its value.
+            .filter(|_| {
+                !d.message.starts_with("unknown field") && !d.message.starts_with("Unsupported key")
+            })
             .copied();
         if let Some((line, column)) = value.or_else(|| spans.find(&path)) {
             d.line = Some(line);

@@ -447,7 +447,7 @@ impl Planner<'_> {
             Ok(None) => return,
             Err(e) => {
                 let path = crate::settings::SettingError {
-                    annotation: crate::settings::PROGRESS_DEADLINE,
+                    annotation: crate::settings::PROGRESS_DEADLINE.into(),
                     message: e,
                 };
                 return self.blocked(status, vec![path.to_string()]);

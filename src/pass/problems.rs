@@ -20,6 +20,12 @@ pub fn problems(p: &ClusterPromotion, world: &World, ctx: &Context) -> Vec<Strin
         .collect();
     // promoter's own settings (progress deadline, failure policy, …) are annotations.
     out.extend(crate::settings::problems(p));
+    // A `promoter.dev/` key promoter does not know: a typo of a setting is not silently ignored.
+    out.extend(
+        crate::known_keys::problems(p)
+            .iter()
+            .map(ToString::to_string),
+    );
     if world.own_crds_missing
         && crate::settings::Settings::of(p).failure_policy
             == crate::settings::FailurePolicy::Rollback
