@@ -11,7 +11,8 @@
 
 use crate::api::ClusterPromotion;
 use crate::settings::{
-    FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT, ROLLBACK_ORDER, SettingError,
+    FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT, ROLLBACK_DEADLINE, ROLLBACK_ORDER,
+    SettingError,
 };
 use serde::Serialize;
 
@@ -73,6 +74,10 @@ pub const KNOWN_KEYS: &[KnownKey] = &[
         "what a missed deadline does: halt or rollback",
     ),
     setting(ROLLBACK_ORDER, "how a rollback restores the stages"),
+    setting(
+        ROLLBACK_DEADLINE,
+        "how long a rollback may take before it holds for a person",
+    ),
     setting(REVISION_HISTORY_LIMIT, "completed revisions kept"),
     record(
         crate::annotations::PAUSED,
