@@ -78,7 +78,7 @@ async fn once(
 ) -> anyhow::Result<Result<Outcome, Changed>> {
     let p = api.get(name).await?;
     let candidates = match targets(&p, request).map_err(|e| anyhow::anyhow!(e))? {
-        Targets::Recorded(existing) => return Ok(Ok(Outcome::Recorded(existing))),
+        Targets::Recorded(existing) => return Ok(Ok(Outcome::Recorded(*existing))),
         Targets::Candidates(c) => c,
     };
     let mut target = None;
@@ -112,7 +112,7 @@ async fn once(
 #[derive(Clone, Debug)]
 pub enum Targets {
     /// A rollback of the current run to the revision asked for is recorded already.
-    Recorded(Rollback),
+    Recorded(Box<Rollback>),
     /// The revisions to roll back to, best first, of which the first whose PromotionRevision is
     /// stored is the target (`--to-revision`: exactly the one named, which must be stored).
     Candidates(Vec<HistoryEntry>),
@@ -137,7 +137,7 @@ pub fn targets(p: &ClusterPromotion, request: &RollbackRequest) -> Result<Target
                 .is_some_and(|e| e.revision == existing.to),
         };
         if same {
-            return Ok(Targets::Recorded(existing));
+            return Ok(Targets::Recorded(Box::new(existing)));
         }
         // Another revision named: the rollback is redirected (its stored revision may be gone,
         // and the status tells the user to do this). The record is replaced in one guarded
