@@ -16,39 +16,12 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Every phase a promotion can be in, in the order the one-hot gauges list them.
-pub const PHASES: [Phase; 13] = [
-    Phase::Progressing,
-    Phase::Waiting,
-    Phase::AwaitingApproval,
-    Phase::Complete,
-    Phase::Failed,
-    Phase::Error,
-    Phase::Deleting,
-    Phase::Paused,
-    Phase::Frozen,
-    Phase::RollingBack,
-    Phase::RolledBack,
-    Phase::Aborted,
-    Phase::RollbackFailed,
-];
+/// Every phase a promotion can be in, in the order the one-hot gauges list them: the names
+/// `status` shows (`Pending` never comes from a pass).
+pub const PHASES: [Phase; 18] = Phase::ALL;
 
 pub fn phase_name(p: Phase) -> &'static str {
-    match p {
-        Phase::Progressing => "Progressing",
-        Phase::Waiting => "Waiting",
-        Phase::AwaitingApproval => "AwaitingApproval",
-        Phase::Complete => "Complete",
-        Phase::Failed => "Failed",
-        Phase::Error => "Error",
-        Phase::Deleting => "Deleting",
-        Phase::Paused => "Paused",
-        Phase::Frozen => "Frozen",
-        Phase::RollingBack => "RollingBack",
-        Phase::RolledBack => "RolledBack",
-        Phase::Aborted => "Aborted",
-        Phase::RollbackFailed => "RollbackFailed",
-    }
+    p.as_str()
 }
 
 /// Health-check verdicts of a pass: one per stage whose postDelayHealthChecks were evaluated

@@ -64,7 +64,7 @@ async fn undecodable_delay_is_an_error_in_its_own_status_and_the_others_go_on() 
     for _ in 0..15 {
         let report = env.tick().await;
         let b = report.promotions.iter().find(|p| p.name == "bad").unwrap();
-        assert_eq!(b.phase, Phase::Error, "{b:?}");
+        assert_eq!(b.phase, Phase::Blocked, "{b:?}");
         if report
             .promotions
             .iter()
@@ -814,7 +814,7 @@ async fn run_case(c: Case) -> Result<(), String> {
             .ok_or("the bad promotion is missing from the report")?;
         match &c.expect {
             Expect::Repaired(why) if tick == 0 => {
-                if b.phase != Phase::Error || !b.summary.contains(why) {
+                if b.phase != Phase::Blocked || !b.summary.contains(why) {
                     return Err(format!("tick 0: phase {:?}: {}", b.phase, b.summary));
                 }
                 let messages = failure_messages(&raw(&env, &name));
@@ -826,13 +826,13 @@ async fn run_case(c: Case) -> Result<(), String> {
                 }
             }
             Expect::Repaired(_) => {
-                if b.phase == Phase::Error {
+                if b.phase == Phase::Blocked {
                     return Err(format!("tick {tick}: still in error: {}", b.summary));
                 }
                 bad_done |= b.phase == Phase::Complete;
             }
             Expect::Error(why) | Expect::CrdRejects(why) => {
-                if b.phase != Phase::Error {
+                if b.phase != Phase::Blocked {
                     return Err(format!("tick {tick}: phase {:?}: {}", b.phase, b.summary));
                 }
                 if !b.summary.contains(why) {
@@ -933,7 +933,7 @@ async fn a_generated_name_claimed_twice_goes_to_the_older_promotion() {
     for _ in 0..8 {
         let report = env.tick().await;
         let a = report.promotions.iter().find(|p| p.name == "a").unwrap();
-        assert_eq!(a.phase, Phase::Error, "{a:?}");
+        assert_eq!(a.phase, Phase::Blocked, "{a:?}");
         assert!(a.conflict.is_none(), "{a:?}");
         if let Some(p) = profile_raw(&env, "a-b-c") {
             selectors.push(p["spec"]["clusterSelector"].clone());
@@ -1045,8 +1045,8 @@ async fn a_profile_owned_by_someone_else_is_refused_with_a_clear_status() {
             let report = env.tick().await;
             let g = &report.promotions[0];
             assert!(g.conflict.is_none() && g.error.is_none(), "{label}: {g:?}");
-            assert!(!blocked || g.phase == Phase::Error, "{label}: {g:?}");
-            blocked |= g.phase == Phase::Error;
+            assert!(!blocked || g.phase == Phase::Blocked, "{label}: {g:?}");
+            blocked |= g.phase == Phase::Blocked;
         }
         assert!(blocked, "{label}");
         // Untouched by promoter (the simulated Sveltos adds its finalizer).

@@ -57,7 +57,7 @@ async fn every_transition_and_every_action_is_one_event() {
     assert_eq!(
         notes,
         [
-            "Provisioning stage dev (Restart)",
+            "Provisioning stage dev",
             "Stage dev provisioned",
             "Provisioning stage staging",
             "Stage staging provisioned",
@@ -420,7 +420,7 @@ async fn kubectl_describe_and_get_events_show_promoters_events() {
     }
     assert_eq!(
         described[0].message.as_deref(),
-        Some("Provisioning stage dev (Restart)")
+        Some("Provisioning stage dev")
     );
     assert_eq!(described[5].reason.as_deref(), Some("Approved"));
 

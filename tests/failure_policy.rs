@@ -388,8 +388,8 @@ async fn without_promoters_crds_rollouts_complete_and_a_rollback_policy_says_wha
             .cloned()
             .unwrap_or_default();
         assert!(plain_report.get("error").is_none(), "{plain_report:#}");
-        assert_ne!(phase(&report, &plain), "Error", "{report:#}");
-        assert_eq!(phase(&report, &guarded), "Error", "{report:#}");
+        assert_ne!(phase(&report, &plain), "Blocked", "{report:#}");
+        assert_eq!(phase(&report, &guarded), "Blocked", "{report:#}");
         ticks += 1;
         assert!(ticks < 40, "the rollout never completed: {report:#}");
     }

@@ -319,7 +319,7 @@ async fn quiet_when_complete_and_while_soaking() {
     env.apply_example("blog-kyverno-auto.yaml");
     // Soaking: dev provisioned, its 2m delay running.
     let mut ticks = 0;
-    while env.tick().await.promotions[0].phase != Phase::Waiting {
+    while env.tick().await.promotions[0].phase != Phase::Soaking {
         ticks += 1;
         assert!(ticks < 10, "never soaked");
     }
@@ -327,7 +327,7 @@ async fn quiet_when_complete_and_while_soaking() {
     let report = env.pass().await;
     assert_eq!(
         report.promotions[0].phase,
-        Phase::Waiting,
+        Phase::Soaking,
         "{:?}",
         report.promotions[0]
     );
@@ -654,7 +654,7 @@ async fn one_bad_promotion_does_not_stop_the_others() {
         .iter()
         .find(|p| p.name.starts_with("a-promotion"))
         .unwrap();
-    assert_eq!(bad_report.phase, Phase::Error);
+    assert_eq!(bad_report.phase, Phase::Blocked);
     assert!(
         bad_report
             .summary

@@ -15,17 +15,18 @@ use std::process::ExitCode;
 ///
 /// The state shown is the observed one: what the last pass recorded and what the live objects say.
 /// What the next pass would do is a prediction, shown as one in `-o wide`, JSON and `explain`.
-/// Phases: Pending (no pass has processed this revision), Progressing, Soaking, WindowClosed,
-/// RunningChecks, ChecksFailing, AwaitingApproval, Frozen, RollingBack, Complete, Failed,
-/// RolledBack, Aborted, RollbackFailed, Blocked, Paused, Deleting.
+/// Phases (the names `step -o json` and the metrics use): Pending (no pass has processed this
+/// revision), Progressing, Soaking, WindowClosed, RunningChecks, ChecksFailing, AwaitingApproval,
+/// Complete, Failing (a deployment fails; Sveltos retries until the progress deadline, then the
+/// failure policy acts), Failed, Blocked, Paused, Deleting, Frozen, RollingBack, RolledBack, Aborted.
 /// With --exit-code and NAME, the exit status tells CI where the rollout is:
-/// 0 complete; 3 pending, progressing or waiting (soak, window, checks, paused, frozen, rolling
-/// back); 4 awaiting approval; 5 failed, rolled back, aborted, blocked or a rollback failed; 1
-/// could not run (not found, API unreachable).
+/// 0 complete; 3 promoter or Sveltos will move it on (pending, progressing, soaking, window,
+/// checks, failing before its deadline, paused, deleting, frozen, rolling back); 4 awaiting
+/// approval; 5 held for a person (failed, blocked, rolled back, aborted); 1 could not run (not
+/// found, API unreachable).
 /// With --watch and NAME, reprints on every change until the rollout is complete (0), awaits
-/// approval (4) or failed, rolled back, aborted, blocked or its rollback failed (5); when
-/// --timeout expires first, it
-/// says so and exits with the current phase's code (3 while it progresses).
+/// approval (4) or is held for a person (5); when --timeout expires first, it says so and exits
+/// with the current phase's code (3 while it moves).
 ///
 /// Examples:
 ///   promoter status

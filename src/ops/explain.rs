@@ -495,10 +495,10 @@ fn current_deadline(
     row: &StatusRow,
     now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    use super::inspect::ObservedPhase::*;
+    use crate::pass::Phase::*;
     if !matches!(
         row.phase,
-        Progressing | RunningChecks | ChecksFailing | Soaking
+        Progressing | RunningChecks | ChecksFailing | Soaking | Failing
     ) {
         return None;
     }

@@ -3,52 +3,17 @@
 //! next pass would make (a dry run: health checks are not run; their last results are in the status).
 
 use crate::api::{ClusterPromotion, StageStatus, Timestamp};
-use crate::pass::FAILED_DEADLINE;
-use crate::pass::deployment;
-use crate::pass::gates::freeze::FROZEN;
+use crate::pass::gates::freeze::{self, FreezeCheck};
+use crate::pass::phase::of_description;
 use crate::pass::profiles::profile_name;
 use crate::pass::stage_status::description_text;
 use crate::pass::{Context, Decision, HealthResults, Phase, World, decide};
+use crate::pass::{deployment, failing};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use k8s_openapi::api::batch::v1::CronJob;
 use kube::Api;
 use serde::Serialize;
-
-/// Where a rollout is, as observed: a machine value (JSON, YAML, `--exit-code`), never a sentence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum ObservedPhase {
-    /// No pass has processed this revision yet (never run, or the spec changed since).
-    Pending,
-    /// The current stage's profile is being deployed.
-    Progressing,
-    /// Deployed; waiting for the stage's delay to pass (`until`).
-    Soaking,
-    /// Waiting for the promotion window to open (`until`).
-    WindowClosed,
-    /// Health checks or the preHealthCheckDeployment are running.
-    RunningChecks,
-    /// Health checks did not pass (the message says which).
-    ChecksFailing,
-    AwaitingApproval,
-    Complete,
-    /// A deployment failed on a cluster of the current stage.
-    Failed,
-    /// The ClusterPromotion cannot be processed as written.
-    Blocked,
-    Paused,
-    Deleting,
-    /// A PromotionFreeze holds it: the current stage finishes, the next does not start.
-    Frozen,
-    /// Stages are going back to the last known good revision.
-    RollingBack,
-    /// Rolled back; holds until the spec changes or `promoter resume`.
-    RolledBack,
-    /// `promoter abort`: holds where it is until the spec changes or `promoter resume`.
-    Aborted,
-    /// A rollback missed its own deadline (`promoter.dev/rollback-deadline`): holds for a person.
-    RollbackFailed,
-}
 
 /// The decision the next pass would make, if nothing changes before it runs.
 #[derive(Clone, Debug, Serialize)]
@@ -81,7 +46,7 @@ pub struct StatusRow {
     /// 1-based position of `stage` (0 when there is none yet).
     pub stage_number: usize,
     pub stage_count: usize,
-    pub phase: ObservedPhase,
+    pub phase: Phase,
     /// Since when the current stage's recorded state holds.
     pub since: Option<DateTime<Utc>>,
     /// When the current wait ends, as recorded (soak end, window opening).
@@ -190,14 +155,13 @@ fn stored<'a>(p: &'a ClusterPromotion, stage: &str) -> Option<&'a StageStatus> {
         .find(|s| s.name == stage)
 }
 
-/// The time in `… (2026-02-16T06:36:24Z).` or `…: 2026-02-16T06:36:24Z`, as the pass wrote it.
+/// The first time in a description, as the pass wrote it: `… (2026-02-16T06:36:24Z).`,
+/// `…: 2026-02-16T06:36:24Z`, `… until 2026-02-16T06:36:24Z, then halt`.
 fn time_in(text: &str) -> Option<DateTime<Utc>> {
-    let t = text
-        .trim_end_matches('.')
-        .trim_end_matches(')')
-        .rsplit([' ', '('])
-        .next()?;
-    Timestamp::parse(t).ok().map(|t| t.as_datetime())
+    text.split_whitespace()
+        .map(|w| w.trim_matches(|c| matches!(c, '(' | ')' | '.' | ',' | ';')))
+        .find_map(|w| Timestamp::parse(w).ok())
+        .map(|t| t.as_datetime())
 }
 
 /// What holds the recorded run, from promoter's records about it: an abort, a rollback, a missed
@@ -205,13 +169,13 @@ fn time_in(text: &str) -> Option<DateTime<Utc>> {
 fn run_hold(
     p: &ClusterPromotion,
     status: &crate::api::ClusterPromotionStatus,
-) -> Option<(ObservedPhase, Option<DateTime<Utc>>, Option<String>)> {
+) -> Option<(Phase, Option<DateTime<Utc>>, Option<String>)> {
     use crate::annotations::{aborted, failed, rollback};
     let run = crate::annotations::Run::of(status)?;
     if let Some(a) = aborted(p).filter(|a| a.run == run) {
         let why = a.reason.map(|r| format!(": {r}")).unwrap_or_default();
         return Some((
-            ObservedPhase::Aborted,
+            Phase::Aborted,
             None,
             Some(format!("aborted by {} at {}{why}", a.by, a.at)),
         ));
@@ -220,7 +184,7 @@ fn run_hold(
         let id = crate::api::revision_id(&r.to);
         if let (None, Some(m)) = (r.completed_at, &r.missed) {
             return Some((
-                ObservedPhase::RollbackFailed,
+                Phase::RollbackFailed,
                 None,
                 Some(format!(
                     "the rollback to revision {id} failed: {}; it holds for a person",
@@ -230,7 +194,7 @@ fn run_hold(
         }
         return Some(match r.completed_at {
             Some(at) => (
-                ObservedPhase::RolledBack,
+                Phase::RolledBack,
                 None,
                 Some(format!(
                     "rolled back to revision {id} at {at} ({}); holds until the spec changes or `promoter resume`",
@@ -238,7 +202,7 @@ fn run_hold(
                 )),
             ),
             None => (
-                ObservedPhase::RollingBack,
+                Phase::RollingBack,
                 None,
                 Some(format!(
                     "rolling back to revision {id} ({}, {}) since {}",
@@ -251,7 +215,7 @@ fn run_hold(
     }
     let f = failed(p).filter(|f| f.run == run && f.resumed.is_none())?;
     Some((
-        ObservedPhase::Failed,
+        Phase::Failed,
         None,
         Some(format!(
             "stage {} missed its progress deadline ({}) at {}: {}",
@@ -265,19 +229,14 @@ fn run_hold(
 fn held_new_revision(
     p: &ClusterPromotion,
     stage: &str,
-) -> Option<(ObservedPhase, Option<DateTime<Utc>>, Option<String>)> {
+) -> Option<(Phase, Option<DateTime<Utc>>, Option<String>)> {
     let description = stored(p, stage)?
         .current_status_description
         .as_deref()
         .map(description_text)?;
-    let phase = if description.starts_with(FROZEN) {
-        ObservedPhase::Frozen
-    } else if description.starts_with("Held:") {
-        ObservedPhase::RolledBack
-    } else {
-        return None;
-    };
-    Some((phase, None, Some(description.to_string())))
+    let phase = of_description(description, false);
+    matches!(phase, Phase::Frozen | Phase::RolledBack)
+        .then(|| (phase, None, Some(description.to_string())))
 }
 
 /// The observed phase of the current stage, from what the last pass recorded and the live objects.
@@ -286,29 +245,30 @@ fn observed(
     world: &World,
     stage: &str,
     last: bool,
-) -> (ObservedPhase, Option<DateTime<Utc>>, Option<String>) {
-    use ObservedPhase::*;
+    now: DateTime<Utc>,
+) -> (Phase, Option<DateTime<Utc>>, Option<String>) {
+    use Phase::*;
     let entry = stored(p, stage);
     let description = entry
         .and_then(|s| s.current_status_description.as_deref())
         .map(description_text)
         .unwrap_or_default();
-    let (phase, until) = match description {
-        "Successfully provisioned" if last => (Complete, None),
-        "Paused: Awaiting Manual Approval" => (AwaitingApproval, None),
-        "Awaiting Health Checks to Pass" => (ChecksFailing, None),
-        "Running Post-Promotion Health Checks" => (RunningChecks, None),
-        d if d.starts_with("Delayed: Waiting for Time Window") => (Soaking, time_in(d)),
-        d if d.starts_with("Window Closed") => (WindowClosed, time_in(d)),
-        d if d.starts_with("Blocked:") => (Blocked, None),
-        d if d.starts_with("Paused: promotion paused") => (Paused, None),
-        d if d.starts_with(FROZEN) => (Frozen, None),
-        d if d.starts_with("Held:") => (RolledBack, None),
-        d if d.starts_with("Aborted by") => (Aborted, None),
-        FAILED_DEADLINE => (Failed, None),
-        _ => (Progressing, None),
+    let phase = of_description(description, last);
+    let until = match phase {
+        Soaking | WindowClosed | Failing => time_in(description),
+        _ => None,
     };
-    // A deployment that failed shows in the live ClusterSummaries before any pass says so.
+    let failure = entry.and_then(|s| s.failure_message.clone());
+    let message = match (phase, failure) {
+        // `Deployment Failing: retrying until …, then rollback (cluster …: …)`.
+        (Failing | Failed, Some(f)) if description.starts_with("Deployment ") => {
+            Some(format!("{description} ({f})"))
+        }
+        (_, Some(f)) => Some(f),
+        (_, None) => (!description.is_empty()).then(|| description.to_string()),
+    };
+    // A deployment that failed shows in the live ClusterSummaries before any pass says so; what
+    // becomes of it is what the pass will record (`pass::failing`).
     if matches!(phase, Progressing | ChecksFailing)
         && let Some(spec) = p.spec.stages.iter().find(|s| s.name == stage)
         && let Some(cp) = world.profiles.get(&profile_name(
@@ -323,13 +283,40 @@ fn observed(
             world,
         );
         if let Some(f) = check.failure {
-            return (Failed, None, Some(format!("deployment failed: {f}")));
+            let run = p.status.as_ref().and_then(crate::annotations::Run::of);
+            let due = entry.and_then(|e| crate::pass::deadline::predicted_due(p, spec, e, now));
+            let then = failing::then(p, run.as_ref());
+            let (phase, _) = failing::outlook(due, then);
+            let message = match due {
+                Some(due) => format!(
+                    "deployment failing: {f}; Sveltos retries until {}, then {then}",
+                    Timestamp::new(due)
+                ),
+                None => format!("deployment failed: {f}"),
+            };
+            return (phase, due, Some(message));
         }
     }
-    let message = entry
-        .and_then(|s| s.failure_message.clone())
-        .or_else(|| (!description.is_empty()).then(|| description.to_string()));
     (phase, until, message)
+}
+
+/// Soaking, as `status` says it: upstream's stored text names a time window where there is only
+/// the stage's delay.
+fn soak_message(p: &ClusterPromotion, stage: &str, until: Option<DateTime<Utc>>) -> String {
+    let delay = p
+        .spec
+        .stages
+        .iter()
+        .find(|s| s.name == stage)
+        .and_then(|s| s.trigger.as_ref())
+        .and_then(|t| t.gates())
+        .and_then(|g| g.delay)
+        .map(|d| format!(" (delay {d})"))
+        .unwrap_or_default();
+    match until {
+        Some(t) => format!("soaking{delay} until {}", Timestamp::new(t)),
+        None => format!("soaking{delay}"),
+    }
 }
 
 pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: Tz) -> StatusRow {
@@ -345,30 +332,49 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
     let picked_up = status.profile_spec_hash.as_deref()
         == Some(crate::hash::revision_hash(p).as_str())
         && status.stages_hash.as_deref() == Some(crate::hash::stages_hash(&p.spec.stages).as_str());
+    let prediction = prediction(p, world, now, tz);
     let (phase, until, message) = if p.metadata.deletion_timestamp.is_some() {
-        (ObservedPhase::Deleting, None, None)
+        (Phase::Deleting, None, None)
     } else if let Some(by) = crate::annotations::paused(p) {
         let message = format!("paused by {} {}", by.by, by.at);
-        (
-            ObservedPhase::Paused,
-            None,
-            Some(message.trim().to_string()),
-        )
+        (Phase::Paused, None, Some(message.trim().to_string()))
+    } else if prediction.phase == Phase::Blocked {
+        // What blocks it is in the live objects (the spec, its annotations, the stored revision
+        // a rollback needs), on the first pass as on any other: the next pass blocks it too.
+        let why = prediction
+            .summary
+            .strip_prefix("blocked: ")
+            .unwrap_or(&prediction.summary);
+        (Phase::Blocked, None, Some(why.to_string()))
     } else if let Some(held) = run_hold(p, &status) {
         held
     } else if status.current_stage_name.is_none() {
-        let why = "no pass has processed this ClusterPromotion yet";
-        (ObservedPhase::Pending, None, Some(why.to_string()))
+        match freeze::state(p, world, now) {
+            // A freeze holds the first stage: no pass records anything for it (nothing changes).
+            FreezeCheck::Held(h) => (
+                Phase::Frozen,
+                None,
+                Some(freeze::description(&h, "the rollout's start")),
+            ),
+            _ => {
+                let why = "no pass has processed this ClusterPromotion yet";
+                (Phase::Pending, None, Some(why.to_string()))
+            }
+        }
     } else if let Some(held) = held_new_revision(p, &stage).filter(|_| !picked_up) {
         held
     } else if index.is_none() || !picked_up {
         let why = "the spec changed since the last pass; its status is of an earlier revision";
-        (ObservedPhase::Pending, None, Some(why.to_string()))
+        (Phase::Pending, None, Some(why.to_string()))
     } else {
-        observed(p, world, &stage, last)
+        observed(p, world, &stage, last, now)
+    };
+    let message = match (phase, message) {
+        (Phase::Soaking, _) => Some(soak_message(p, &stage, until)),
+        (_, m) => m,
     };
     let mut message = message.unwrap_or_default();
-    if phase == ObservedPhase::AwaitingApproval
+    if phase == Phase::AwaitingApproval
         && let Some(manual) = p
             .spec
             .stages
@@ -399,7 +405,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         until,
         message,
         last_promotion_time: status.last_promotion_time.map(|t| t.as_datetime()),
-        prediction: prediction(p, world, now, tz),
+        prediction,
         last_pass: None,
         stage_names: p.spec.stages.iter().map(|s| s.name.clone()).collect(),
         notifications: pending_notifications(p),
@@ -458,30 +464,14 @@ impl LastPass {
     }
 }
 
-/// `--exit-code`: what a CI job gates on.
-pub fn exit_code(phase: ObservedPhase) -> u8 {
-    use ObservedPhase::*;
-    match phase {
-        Complete => 0,
-        Pending | Progressing | Soaking | WindowClosed | RunningChecks | ChecksFailing | Paused
-        | Deleting | Frozen | RollingBack => 3,
-        AwaitingApproval => 4,
-        Failed | Blocked | RolledBack | Aborted | RollbackFailed => 5,
-    }
+/// `--exit-code`: what a CI job gates on (see [`Phase::exit_code`]).
+pub fn exit_code(phase: Phase) -> u8 {
+    phase.exit_code()
 }
 
-/// Whether `status --watch` stops here: the rollout is done, or waits for a human.
-pub fn settled(phase: ObservedPhase) -> bool {
-    matches!(
-        phase,
-        ObservedPhase::Complete
-            | ObservedPhase::AwaitingApproval
-            | ObservedPhase::Failed
-            | ObservedPhase::Blocked
-            | ObservedPhase::RolledBack
-            | ObservedPhase::Aborted
-            | ObservedPhase::RollbackFailed
-    )
+/// Whether `status --watch` stops here: the rollout is done, or waits for a person.
+pub fn settled(phase: Phase) -> bool {
+    phase.settled()
 }
 
 /// `1h02m`, `3d4h`, `45s` (two units, as kubectl's AGE).

@@ -136,7 +136,7 @@ fn the_soak_window_and_approval_never_count_against_the_deadline() {
     run(&mut p, &mut w, 8);
     // Soaking from minute 8 to 68: past 10m, but a soak is not progress.
     let d = run(&mut p, &mut w, 40);
-    assert_eq!(d.phase, Phase::Waiting, "{}", d.summary);
+    assert_eq!(d.phase, Phase::Soaking, "{}", d.summary);
     let d = run(&mut p, &mut w, 68);
     assert_eq!(d.summary, "promoted dev -> staging");
     sveltos(&mut w, &[]);
@@ -162,7 +162,7 @@ fn failing_checks_after_the_deadline_fail_the_stage_but_checks_not_evaluated_do_
     let not_evaluated =
         HealthResults::from([("dev".into(), HealthVerdict::NotEvaluated("budget".into()))]);
     let d = decide(&p, &w, &not_evaluated, &ctx(30));
-    assert_eq!(d.phase, Phase::Waiting);
+    assert_eq!(d.phase, Phase::RunningChecks);
     assert!(failed_in(&d).is_none());
     let failing = HealthResults::from([("dev".into(), HealthVerdict::Failing("pod x".into()))]);
     let d = decide(&p, &w, &failing, &ctx(30));
@@ -438,7 +438,7 @@ fn a_rollback_whose_stored_revision_is_gone_says_so_and_writes_no_profile() {
     let name = d.needs_revision.clone().expect("asks for the revision");
     w.revisions.insert(name.clone(), None);
     let d = run(&mut p, &mut w, min + 10);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(
         d.summary
             .contains(&format!("PromotionRevision {name} is gone")),
@@ -707,7 +707,7 @@ fn without_promoters_crds_the_history_is_kept_and_a_rollback_policy_blocks() {
     let mut w = fleet();
     w.own_crds_missing = true;
     let d = run(&mut guarded, &mut w, 0);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(
         d.summary.contains("PromotionRevision CRD") && d.summary.contains("promoter crd --own"),
         "{}",
@@ -715,7 +715,7 @@ fn without_promoters_crds_the_history_is_kept_and_a_rollback_policy_blocks() {
     );
     assert!(w.profiles.is_empty());
     w.own_crds_missing = false;
-    assert_ne!(run(&mut guarded, &mut w, 1).phase, Phase::Error);
+    assert_ne!(run(&mut guarded, &mut w, 1).phase, Phase::Blocked);
 }
 
 #[test]
@@ -724,7 +724,7 @@ fn bad_settings_block_the_promotion_with_the_annotation_as_path() {
     annotate(&mut p, FAILURE_POLICY, "rolback");
     let mut w = fleet();
     let d = run(&mut p, &mut w, 0);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(
         d.summary.contains(
             "metadata.annotations[promoter.dev/failure-policy]: Unsupported value: \"rolback\""
@@ -764,7 +764,7 @@ fn a_huge_deadline_is_an_error_on_the_promotion_not_a_panic() {
     let Ok(d) = outcome else {
         panic!("the decision panicked on a progress deadline of 300000y");
     };
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(
         d.summary.contains(
             "metadata.annotations[promoter.dev/progress-deadline]: Invalid value: \"300000y\": \
@@ -1111,7 +1111,7 @@ fn a_stage_that_completed_in_time_is_not_failed_by_a_later_flaky_check() {
     );
     assert_eq!(
         d.phase,
-        Phase::Waiting,
+        Phase::ChecksFailing,
         "it waits for its checks: {}",
         d.summary
     );
@@ -1365,7 +1365,7 @@ fn the_rollback_deadline_is_a_setting_and_holds_do_not_count() {
     let mut q = promotion(auto_stages());
     annotate(&mut q, ROLLBACK_DEADLINE, "soon");
     let d = run(&mut q, &mut fleet(), 0);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(
         d.summary.contains(
             "metadata.annotations[promoter.dev/rollback-deadline]: Invalid value: \"soon\""

@@ -338,7 +338,10 @@ fn first_pass_adds_finalizer_and_starts_stage_one() {
         description(&p, "dev"),
         "Clusters are being provisioned (2026-02-16T06:00:00Z)"
     );
-    assert_eq!(d.events[0].message, "Provisioning stage dev (Restart)");
+    assert_eq!(
+        d.events[0].message, "Provisioning stage dev",
+        "a first rollout restarts nothing"
+    );
     assert_eq!(d.summary, "started: provisioning stage dev");
 }
 
@@ -385,7 +388,7 @@ fn full_auto_manual_rollout_with_upstream_texts() {
         "Delayed: Waiting for Time Window: 2026-02-16T06:06:00Z (2026-02-16T06:04:00Z)"
     );
     assert_eq!(d.next_check, Some(t(6)));
-    assert_eq!(d.phase, Phase::Waiting);
+    assert_eq!(d.phase, Phase::Soaking);
     // Quiet: nothing new to say, nothing written.
     let d = run(&mut p, &mut w, 5);
     assert!(!d.writes(), "{d:?}");
@@ -607,6 +610,7 @@ fn spec_change_restarts_at_stage_one_and_later_stages_keep_the_old_version() {
     p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.2");
     let d = run(&mut p, &mut w, 23);
     assert!(d.summary.starts_with("restarted"));
+    assert_eq!(d.events[0].message, "Provisioning stage dev (Restart)");
     assert_eq!(
         w.profiles["kyverno-dev"].spec.fields["helmCharts"][0]["chartVersion"],
         "3.6.2"
@@ -768,7 +772,7 @@ fn invalid_window_is_an_error_in_status_not_silence() {
     ]));
     let mut w = fleet();
     let d = run(&mut p, &mut w, 0);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     let msg = stage_status(&p, "dev").failure_message.clone().unwrap();
     assert_eq!(
         msg,
@@ -792,7 +796,7 @@ fn invalid_generated_name_creates_nothing() {
         promotion(json!([{"name": "a-very-long-stage-name-that-goes-on-and-on-and-on-and-on"}]));
     let mut w = fleet();
     let d = run(&mut p, &mut w, 0);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(
         d.summary
             .contains("is 64 characters long; a label value allows at most 63"),
@@ -820,7 +824,7 @@ fn a_cluster_in_two_stages_is_an_error_naming_both() {
     )
     .unwrap();
     let d = run(&mut p, &mut w, 0);
-    assert_eq!(d.phase, Phase::Error);
+    assert_eq!(d.phase, Phase::Blocked);
     assert!(d.summary.contains("cluster dev/both (SveltosCluster) is selected by more than one stage: \"dev\" and \"production\""), "{}", d.summary);
     assert!(d.events.iter().any(|e| e.warning));
 }
@@ -969,7 +973,7 @@ fn last_stage_trigger_is_honoured() {
     let mut w = fleet();
     run(&mut p, &mut w, 0);
     summarize(&mut w, "kyverno-only", "Provisioned");
-    assert_eq!(run(&mut p, &mut w, 1).phase, Phase::Waiting);
+    assert_eq!(run(&mut p, &mut w, 1).phase, Phase::Soaking);
     assert_eq!(run(&mut p, &mut w, 6).phase, Phase::Complete);
 }
 
@@ -979,7 +983,7 @@ fn nothing_panics_on_degenerate_input() {
     let w = fleet();
     assert_eq!(
         decide(&p, &w, &HealthResults::new(), &ctx(0)).phase,
-        Phase::Error
+        Phase::Blocked
     );
     p.spec.stages = serde_json::from_value(json!([{"name": "a"}, {"name": "a"}])).unwrap();
     p.status = Some(ClusterPromotionStatus {
@@ -988,7 +992,7 @@ fn nothing_panics_on_degenerate_input() {
     });
     assert_eq!(
         decide(&p, &w, &HealthResults::new(), &ctx(0)).phase,
-        Phase::Error
+        Phase::Blocked
     );
     p.spec.stages = serde_json::from_value(json!([{"name": "a"}])).unwrap();
     p.metadata.name = None;
@@ -1071,7 +1075,7 @@ fn a_paused_promotion_is_left_alone_and_says_so() {
     p.metadata.annotations = None;
     assert_eq!(
         run(&mut p, &mut w, 4).phase,
-        Phase::Waiting,
+        Phase::Soaking,
         "resumed: soaking"
     );
 }
@@ -1954,3 +1958,6 @@ fn a_redeploy_record_already_held_is_not_written_again() {
     assert!(redeploy_ops(&again).is_empty(), "{:?}", again.actions);
     assert!(again.status.is_some());
 }
+
+#[path = "decide_status_tests.rs"]
+mod status_texts;

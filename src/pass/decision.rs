@@ -8,7 +8,6 @@ use crate::annotations::{DeadlineClock, Failed, Grant, History, Record, Rollback
 use crate::api::{ClusterPromotionStatus, PromotionRevision};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug)]
@@ -31,30 +30,7 @@ pub enum HealthVerdict {
 /// Health verdicts of one promotion, by stage name.
 pub type HealthResults = BTreeMap<String, HealthVerdict>;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Phase {
-    Progressing,
-    Waiting,
-    AwaitingApproval,
-    Complete,
-    /// A deployment failed on some cluster; the rollout halts at this stage.
-    Failed,
-    /// The ClusterPromotion cannot be processed as written (invalid, overlapping stages, …).
-    Error,
-    Deleting,
-    /// `promoter pause`: left alone until resumed.
-    Paused,
-    /// A freeze holds the promotion: the current stage finishes, the next one does not start.
-    Frozen,
-    /// Stages are being rolled back to the last known good revision (or `--to-revision`).
-    RollingBack,
-    /// Rolled back: the promotion holds until its spec changes or `promoter resume`.
-    RolledBack,
-    /// `promoter abort`: the run holds where it is until its spec changes or `promoter resume`.
-    Aborted,
-    /// A rollback did not finish within its own deadline: it holds for a person.
-    RollbackFailed,
-}
+pub use super::phase::Phase;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {

@@ -13,8 +13,9 @@
 //! between its status write and its Events loses those Events (they are never repeated).
 //! "Window opened" and "checks failing/passing again" are read from the stage's observed
 //! description: `Window Closed: …` (the window gate waited), `Awaiting Health Checks to Pass`
-//! (checks failed, or the deployment regressed after the stage was provisioned; upstream shows
-//! the same text for both, so a regression followed by failing checks is one transition).
+//! (checks failed; upstream also writes it when a provisioned stage's deployment regresses,
+//! promoter writes `Clusters are being provisioned` then, so that it never claims failing checks
+//! where none fail).
 
 use super::decision::{EventNote, Reason};
 use super::stage_status::description_text;

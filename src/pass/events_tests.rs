@@ -27,7 +27,7 @@ fn a_rollout_has_one_reasoned_event_per_transition_with_upstream_texts() {
     let none = HealthResults::new();
     let d = step(&mut p, &mut w, 0, &none);
     assert_eq!(reasons(&d), ["StageProvisioning"]);
-    assert_eq!(d.events[0].message, "Provisioning stage dev (Restart)");
+    assert_eq!(d.events[0].message, "Provisioning stage dev");
     assert!(
         step(&mut p, &mut w, 1, &none).events.is_empty(),
         "deploying"

@@ -6,11 +6,13 @@ pub mod decide;
 pub mod decision;
 pub mod deployment;
 pub mod events;
+pub mod failing;
 pub mod freeze_status;
 pub mod gates;
 pub mod notifications;
 pub mod observe;
 pub mod ownership;
+pub mod phase;
 mod planner;
 mod problems;
 mod profile_writes;
@@ -138,15 +140,7 @@ impl PromotionReport {
     /// In error for the exit code: invalid, failing deployment, a missed progress deadline and
     /// what follows it (a rollback, rolled back), or a write that failed.
     pub fn in_error(&self) -> bool {
-        self.error.is_some()
-            || matches!(
-                self.phase,
-                Phase::Error
-                    | Phase::Failed
-                    | Phase::RollingBack
-                    | Phase::RolledBack
-                    | Phase::RollbackFailed
-            )
+        self.error.is_some() || self.phase.in_error()
     }
 }
 
@@ -233,7 +227,7 @@ async fn report_undecodable(
 ) -> PromotionReport {
     let mut r = PromotionReport {
         name: bad.name.clone(),
-        phase: Phase::Error,
+        phase: Phase::Blocked,
         stage: None,
         summary: undecodable::failure_message(&bad.error),
         actions: Vec::new(),
@@ -675,7 +669,7 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
     let stage = status.and_then(|s| s.current_stage_name.clone());
     PromotionReport {
         name: p.metadata.name.clone().unwrap_or_default(),
-        phase: Phase::Waiting,
+        phase: phase::recorded(p),
         stage_index: stage
             .as_ref()
             .and_then(|s| p.spec.stages.iter().position(|x| &x.name == s))

@@ -8,8 +8,10 @@ use super::decision::{
     Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
 };
 use super::deployment::{self, DeploymentCheck};
+use super::failing;
 use super::gates::freeze::{self, FreezeCheck};
 use super::gates::{GATES, GatedStage, Progress, Wait, approval};
+use super::phase::{PROVISIONING, of_description};
 use super::problems::problems;
 use super::profile_writes::{
     Observed, delete_after, delete_if_present, ensure, ensure_after, is_deleting,
@@ -290,7 +292,8 @@ impl Planner<'_> {
             set_description(e, BLOCKED, now);
         }
         self.d.stage = stage;
-        self.d.outcome(Phase::Error, format!("blocked: {message}"));
+        self.d
+            .outcome(Phase::Blocked, format!("blocked: {message}"));
     }
 
     /// Profiles of this promotion that no stage generates any more (upstream §3.9).
@@ -328,7 +331,7 @@ impl Planner<'_> {
         self.d.stage = Some(first.name.clone());
         if is_deleting(self.world, &profile_name(self.name, &first.name)) {
             self.d.outcome(
-                Phase::Waiting,
+                Phase::Progressing,
                 format!(
                     "restart waits: ClusterProfile {} is being deleted",
                     profile_name(self.name, &first.name)
@@ -376,10 +379,16 @@ impl Planner<'_> {
         set_description(entry(status, &first.name), &text, now);
         // Upstream's description setter does not touch lastStatusCheckTime.
         entry(status, &first.name).last_status_check_time = None;
+        // Upstream says "(Restart)" on the very first rollout too; promoter only for a new
+        // revision (a first rollout restarts nothing).
         self.d.event(
             Reason::StageProvisioning,
             Some(&first.name),
-            format!("Provisioning stage {} (Restart)", first.name),
+            if first_time {
+                format!("Provisioning stage {}", first.name)
+            } else {
+                format!("Provisioning stage {} (Restart)", first.name)
+            },
         );
         let why = if first_time {
             "started"
@@ -402,7 +411,12 @@ impl Planner<'_> {
             return self.keep_complete(status, &stage);
         }
         if !self.deployed(status, &stage) {
-            return self.deadline(status, &stage, Progress::Incomplete);
+            let failing = self.d.phase == Phase::Failed;
+            let deadline = self.deadline(status, &stage, Progress::Incomplete);
+            if failing {
+                self.failing(status, &stage, deadline);
+            }
+            return;
         }
         // The failure message is settled once per pass, so that it (and lastStatusCheckTime) does
         // not flip between passes that learn nothing new.
@@ -421,17 +435,48 @@ impl Planner<'_> {
         }
     }
 
+    /// A deployment failed on a cluster of the current stage (the decision says `Failed`): with its
+    /// progress deadline ahead, Sveltos retries until then (`Failing`, saying when and what the
+    /// failure policy does next); without one, nothing acts on it but a person (`Failed`). A
+    /// missed deadline was recorded by [`Self::fail`] already.
+    fn failing(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, deadline: Due) {
+        let due = match deadline {
+            Due::Ahead(due) => Some(due),
+            Due::None => None,
+            Due::Missed | Due::Blocked => return,
+        };
+        let then = failing::then(self.p, self.run.as_ref());
+        let (phase, text) = failing::outlook(due, then);
+        set_description(entry(status, &stage.name), &text, self.now());
+        self.d.phase = phase;
+        if let Some(due) = due {
+            self.d.summary =
+                self.d
+                    .summary
+                    .replacen(": deployment failed: ", ": deployment failing: ", 1)
+                    + &format!(
+                        "; Sveltos retries until {}, then {then}",
+                        Timestamp::new(due)
+                    );
+        }
+    }
+
     /// The current stage's progress deadline (`deadline`): while it is not complete it says when
     /// the deadline falls; once it has passed, the stage failed and the failure policy decides.
     /// A complete stage waiting at a later gate has met it: that is recorded on its clock, and the
     /// deadline is done for the run.
-    fn deadline(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, progress: Progress) {
+    fn deadline(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        stage: &Stage,
+        progress: Progress,
+    ) -> Due {
         let settings = Settings::of(self.p);
         let Some(limit) = settings.deadline_for(&stage.name).cloned() else {
-            return;
+            return Due::None;
         };
         let Some(run) = self.run.clone() else {
-            return;
+            return Due::None;
         };
         let now = self.now();
         let subject = Subject::Stage(stage.name.clone());
@@ -444,28 +489,35 @@ impl Planner<'_> {
         clock.record(&run, &subject, self.d);
         let due = match due {
             Ok(Some(due)) => due,
-            Ok(None) => return,
+            Ok(None) => return Due::None,
             Err(e) => {
                 let path = crate::settings::SettingError {
                     annotation: crate::settings::PROGRESS_DEADLINE.into(),
                     message: e,
                 };
-                return self.blocked(status, vec![path.to_string()]);
+                self.blocked(status, vec![path.to_string()]);
+                return Due::Blocked;
             }
         };
-        if met || progress != Progress::Incomplete {
-            return;
+        if met {
+            return Due::None;
+        }
+        if progress != Progress::Incomplete {
+            return Due::Ahead(due);
         }
         if now < due {
             self.d.check_by(Some(due));
-            self.d.summary = format!(
-                "{} (progress deadline {})",
-                self.d.summary,
-                Timestamp::new(due)
-            );
-            return;
+            if self.d.phase != Phase::Failed {
+                self.d.summary = format!(
+                    "{} (progress deadline {})",
+                    self.d.summary,
+                    Timestamp::new(due)
+                );
+            }
+            return Due::Ahead(due);
         }
         self.fail(status, stage, &limit, due, &settings);
+        Due::Missed
     }
 
     /// The stage missed its deadline: recorded (`promoter.dev/failed`), said, and then the failure
@@ -616,9 +668,22 @@ impl Planner<'_> {
             self.d.check_by(check.until);
             let was = e.failure_message.clone();
             set_failure(e, Some(&check.message), now);
-            if provisioned {
-                // Regressed after it had been provisioned: the same wait as failing checks.
-                set_description(e, "Awaiting Health Checks to Pass", now);
+            let failing_before = e
+                .current_status_description
+                .as_deref()
+                .map(description_text)
+                .is_some_and(|t| {
+                    matches!(
+                        of_description(t, false),
+                        Phase::Failing | Phase::Failed | Phase::Blocked
+                    )
+                });
+            if check.failure.is_none() && (provisioned || failing_before) {
+                // Redeploying after it had been provisioned (a cluster drifted, joined, or is
+                // redeployed), or after a failure cleared: upstream's text for a stage being
+                // provisioned (upstream says "Awaiting Health Checks to Pass" for a regression,
+                // untrue where no check fails). A failure's text follows its deadline (`failing`).
+                set_description(e, PROVISIONING, now);
             }
             let (phase, summary) = match &check.failure {
                 Some(f) => (
@@ -872,6 +937,17 @@ impl Planner<'_> {
         history.record_completion(&run.revision, started, Timestamp::new(at), limit);
         revisions::record_history(self.p, self.world, history, self.now(), self.d);
     }
+}
+
+/// Where the current stage's progress deadline stands after [`Planner::deadline`].
+enum Due {
+    /// The stage has no deadline (or no recorded start).
+    None,
+    Ahead(DateTime<Utc>),
+    /// It fell in this pass: the stage failed and the failure policy acted.
+    Missed,
+    /// It cannot be computed: the promotion is blocked.
+    Blocked,
 }
 
 /// The description of a stage that missed its progress deadline (its failureMessage says why).

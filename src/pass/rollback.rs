@@ -185,7 +185,7 @@ pub fn plan(
                 );
             }
             set_failure(e, Some(&message), now);
-            d.outcome(Phase::Error, message);
+            d.outcome(Phase::Blocked, message);
             return;
         }
         Some(r) => match r {

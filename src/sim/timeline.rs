@@ -4,6 +4,7 @@
 use crate::api::{ClusterPromotion, StageStatus};
 use crate::pass::FAILED_DEADLINE;
 use crate::pass::gates::freeze::FROZEN;
+use crate::pass::phase::{DEPLOYMENT_FAILING, PROVISIONING};
 use crate::pass::rollback;
 use crate::pass::stage_status::description_text;
 use chrono::{DateTime, Duration, Utc};
@@ -21,9 +22,6 @@ pub struct StageTimeline {
     pub window_opened_at: Option<DateTime<Utc>>,
     pub approved_at: Option<DateTime<Utc>>,
     pub promoted_at: Option<DateTime<Utc>>,
-    /// The stage has postDelayHealthChecks: "Awaiting Health Checks to Pass" can mean them.
-    #[serde(skip)]
-    pub has_checks: bool,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -71,11 +69,6 @@ impl PromotionTimeline {
                 .map(|s| StageTimeline {
                     name: s.name.clone(),
                     clusters: clusters_of(&s.name),
-                    has_checks: s
-                        .trigger
-                        .as_ref()
-                        .and_then(|t| t.gates())
-                        .is_some_and(|g| !g.post_delay_health_checks.is_empty()),
                     ..Default::default()
                 })
                 .collect(),
@@ -151,10 +144,10 @@ impl PromotionTimeline {
             if text.starts_with("Window Closed") && !previous.starts_with("Window Closed") {
                 events.push((now, "waiting for the promotion window".to_string()));
             }
-            // The pass writes "Awaiting Health Checks to Pass" also when a provisioned stage's
-            // deployment regressed (a cluster redeploying): that is neither failing checks (a stage
-            // may have none) nor the window opening.
-            let regressed = text == "Awaiting Health Checks to Pass" && !st.has_checks;
+            // A provisioned stage being provisioned again (a cluster redeploying) is neither
+            // failing checks nor the window opening.
+            let regressed =
+                text.starts_with(PROVISIONING) && s.last_successful_applied_time.is_some();
             if previous.starts_with("Window Closed")
                 && !text.starts_with("Window Closed")
                 && !regressed
@@ -167,16 +160,23 @@ impl PromotionTimeline {
             {
                 events.push((now, "awaiting manual approval".to_string()));
             }
-            if text == "Awaiting Health Checks to Pass" && previous != text {
-                let what = if regressed {
-                    "redeploying"
-                } else {
-                    "health checks failing"
-                };
-                events.push((
-                    now,
-                    format!("{what}: {}", s.failure_message.clone().unwrap_or_default()),
-                ));
+            let failure = s.failure_message.clone().unwrap_or_default();
+            if previous != text {
+                if regressed {
+                    events.push((now, format!("redeploying: {failure}")));
+                }
+                if text == "Awaiting Health Checks to Pass" {
+                    events.push((now, format!("health checks failing: {failure}")));
+                }
+                if let Some(rest) = text.strip_prefix(DEPLOYMENT_FAILING) {
+                    events.push((
+                        now,
+                        format!("deployment failing: {failure}; retrying until{rest}"),
+                    ));
+                }
+                if text.starts_with("Deployment Failed:") {
+                    events.push((now, format!("deployment failed: {failure}")));
+                }
             }
             events.extend(
                 hold_events(&previous, &text, s)
@@ -212,7 +212,6 @@ impl PromotionTimeline {
             *st = StageTimeline {
                 name: st.name.clone(),
                 clusters: st.clusters.clone(),
-                has_checks: st.has_checks,
                 ..Default::default()
             };
         }
@@ -353,7 +352,16 @@ mod tests {
             t0,
             &with("Window Closed: Waiting for Next Schedule (1970-01-01T03:00:00Z)."),
         );
-        t.observe(t0, t0, &with("Awaiting Health Checks to Pass"));
+        let mut provisioned = with("Clusters are being provisioned");
+        provisioned
+            .status
+            .as_mut()
+            .unwrap()
+            .stages
+            .as_mut()
+            .unwrap()[0]
+            .last_successful_applied_time = Some(crate::api::Timestamp::new(t0));
+        t.observe(t0, t0, &provisioned);
         let events: Vec<&str> = t.events.iter().map(|e| e.event.as_str()).collect();
         assert!(
             !events.iter().any(|e| e.contains("window open")),

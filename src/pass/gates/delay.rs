@@ -20,7 +20,7 @@ pub fn check(
             "stage {}: its soak (delay {delay}) from {since} ends beyond the calendar",
             s.stage.name
         );
-        return Some(Wait::new(Phase::Error, why.clone(), Some(why)));
+        return Some(Wait::new(Phase::Blocked, why.clone(), Some(why)));
     };
     let ready_at = Timestamp::new(ready_at);
     if now >= ready_at.as_datetime() {
@@ -32,5 +32,5 @@ pub fn check(
         now,
     );
     let summary = format!("stage {}: soaking until {ready_at}", s.stage.name);
-    Some(Wait::new(Phase::Waiting, summary, None).until(Some(ready_at.as_datetime())))
+    Some(Wait::new(Phase::Soaking, summary, None).until(Some(ready_at.as_datetime())))
 }

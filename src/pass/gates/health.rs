@@ -33,12 +33,16 @@ pub fn check(
             }
             set_description(e, "Awaiting Health Checks to Pass", now);
             let summary = format!("stage {stage}: health checks failing: {message}");
-            Some(Wait::new(Phase::Waiting, summary, Some(message.clone())).incomplete())
+            Some(Wait::new(Phase::ChecksFailing, summary, Some(message.clone())).incomplete())
         }
         Some(HealthVerdict::NotEvaluated(reason)) => {
             set_description(e, "Running Post-Promotion Health Checks", now);
             let summary = format!("stage {stage}: health checks not evaluated: {reason}");
-            Some(Wait::new(Phase::Waiting, summary, Some(reason.clone())))
+            Some(Wait::new(
+                Phase::RunningChecks,
+                summary,
+                Some(reason.clone()),
+            ))
         }
         None => {
             // Only a first look: the pass evaluates the checks and decides again.
@@ -46,7 +50,7 @@ pub fn check(
             set_description(e, "Running Post-Promotion Health Checks", now);
             let keep = e.failure_message.clone();
             Some(Wait::new(
-                Phase::Waiting,
+                Phase::RunningChecks,
                 format!("stage {stage}: health checks pending"),
                 keep,
             ))

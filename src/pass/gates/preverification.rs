@@ -42,7 +42,7 @@ pub fn check(
     );
     Some(
         Wait::new(
-            Phase::Waiting,
+            Phase::RunningChecks,
             summary,
             Some(format!("preHealthCheckDeployment: {text}")),
         )

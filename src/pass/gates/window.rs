@@ -33,7 +33,7 @@ pub fn check(
             s.stage.name
         );
         return Some(
-            Wait::new(Phase::Waiting, summary, None)
+            Wait::new(Phase::WindowClosed, summary, None)
                 .until(opens_at)
                 .complete(),
         );
