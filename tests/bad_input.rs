@@ -93,8 +93,9 @@ async fn undecodable_delay_is_an_error_in_its_own_status_and_the_others_go_on() 
         .server
         .count(|r| r.name.as_deref() == Some("bad") && r.verb != "get" && r.verb != "list");
     assert_eq!(writes, 1);
-    // The binary: the pass ran, one promotion is in error (exit 2); no response body on stderr.
-    let (code, stdout, stderr) = common::promoter(&env, &["step"]);
+    // The binary: the pass ran, one promotion is in error (exit 2 for a CI gate on the rollouts);
+    // no response body on stderr.
+    let (code, stdout, stderr) = common::promoter(&env, &["step", "--fail-on", "promotions"]);
     assert_eq!(code, 2, "{stdout}\n{stderr}");
     assert!(
         stdout.contains("bad: cannot read this ClusterPromotion"),

@@ -339,3 +339,81 @@ fn the_shipped_cronjob_is_where_the_commands_look() {
         assert!(help.contains(&default), "{command} --help: {help}");
     }
 }
+
+/// The shipped CronJob's container (its args and env, as the manifest says) exits 0 on a pass that
+/// did its work while a promotion waits for a person: under `backoffLimit: 0` a non-zero exit fails
+/// the Job, and the CronJob's last success, `status`'s last pass, `doctor` and the stepper alerts
+/// would all report a broken stepper. `--fail-on promotions` (or `PROMOTER_FAIL_ON`) is the CI
+/// gate's mode: 2 while a promotion is in error. A pass that cannot write exits 2 in both.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cronjob_succeeds_while_a_rollout_waits_for_a_person() {
+    use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
+    let env = Env::new(&[("dev", "dev01", "dev")]).await;
+    let names = env.apply_example("blog-kyverno-auto.yaml");
+    let mut held = env.promotion(&names[0]).unwrap();
+    held.metadata.annotations = Some(
+        [(
+            "promoter.dev/failure-policy".to_string(),
+            "rolback".to_string(),
+        )]
+        .into(),
+    );
+    env.apply_promotion(&held);
+    let cron: CronJob = typed("cronjob.yaml");
+    let pod = cron
+        .spec
+        .unwrap()
+        .job_template
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap();
+    let container = &pod.containers[0];
+    let dir = std::env::temp_dir().join(format!("promoter-cronjob-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    std::fs::write(&kc, env.server.kubeconfig_yaml("admin")).unwrap();
+    let run = |extra: &[&str], fail_on: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"));
+        cmd.args(container.args.clone().unwrap_or_default())
+            .args(extra)
+            .env_clear()
+            .env("KUBECONFIG", &kc);
+        for e in container.env.clone().unwrap_or_default() {
+            cmd.env(e.name, e.value.unwrap_or_default());
+        }
+        if let Some(f) = fail_on {
+            cmd.env("PROMOTER_FAIL_ON", f);
+        }
+        let out = cmd.output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    };
+    let (code, out) = run(&[], None);
+    assert_eq!(
+        code, 0,
+        "the pass did its work; the promotion is blocked: {out}"
+    );
+    assert!(out.contains("Blocked"), "{out}");
+    let (code, out) = run(&["--fail-on", "promotions"], None);
+    assert_eq!(code, 2, "a CI gate on the rollouts: {out}");
+    let (code, out) = run(&[], Some("promotions"));
+    assert_eq!(code, 2, "PROMOTER_FAIL_ON: {out}");
+    // The stepper cannot write: that is the stepper's failure, in both modes.
+    let mut next = env.promotion(&names[0]).unwrap();
+    next.metadata.annotations = None;
+    env.apply_promotion(&next);
+    env.server.inject(FaultRule::after(
+        RequestMatcher::writes(),
+        0,
+        FaultAction::Status(403),
+    ));
+    let (code, out) = run(&[], None);
+    assert_eq!(code, 2, "a write the pass could not make: {out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -160,3 +160,50 @@ fn kube_state_metrics_paths_are_status_fields() {
         }
     }
 }
+
+/// An alert says whether the stepper is down or a rollout needs a person (label `cause`): the
+/// stepper's alerts name only series of the pass itself (a held promotion never fails a pass, so
+/// it cannot fire them); the rollouts' only the per-promotion phase, and together they cover every
+/// phase that waits for a person (but `Aborted`, which a person just did).
+#[test]
+fn alerts_tell_a_down_stepper_from_a_rollout_that_needs_a_person() {
+    let rule = yaml("prometheusrule.yaml");
+    let mut covered = BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            let alert = r["alert"].as_str().unwrap();
+            let expr = r["expr"].as_str().unwrap();
+            let series = identifiers(expr);
+            match r["labels"]["cause"].as_str() {
+                Some("stepper") => {
+                    assert_eq!(group["name"], "promoter.stepper", "{alert}");
+                    assert!(
+                        series.iter().all(|s| !s.starts_with("promoter_promotion")),
+                        "{alert}: a stepper alert on a promotion's state: {expr}"
+                    );
+                }
+                Some("rollout") => {
+                    assert_eq!(group["name"], "promoter.rollouts", "{alert}");
+                    assert!(
+                        series.contains(&"promoter_promotion_phase".to_string()),
+                        "{expr}"
+                    );
+                    let values = expr
+                        .split("phase=")
+                        .nth(1)
+                        .unwrap()
+                        .trim_start_matches('~')
+                        .trim_start_matches('"');
+                    let values = values.split('"').next().unwrap_or_default();
+                    covered.extend(values.split('|').map(String::from));
+                }
+                other => panic!("{alert}: cause {other:?}, not stepper or rollout"),
+            }
+        }
+    }
+    for p in promoter::pass::phase::Phase::ALL {
+        if p.exit_code() == 5 && p != Phase::Aborted {
+            assert!(covered.contains(p.as_str()), "no rollout alert for {p}");
+        }
+    }
+}

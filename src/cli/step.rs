@@ -12,15 +12,19 @@ use std::process::ExitCode;
 
 /// Perform exactly one reconciliation pass over all ClusterPromotions, print what it did, and exit.
 ///
-/// Reads the kubeconfig as kubectl does. Exit codes: 0 the pass ran; 1 the pass could not run
-/// (API unreachable, unauthorized, bad flags); 2 the pass ran but at least one promotion is in
-/// error (invalid, failing deployment, or a write that failed).
+/// Reads the kubeconfig as kubectl does. Exit codes: 0 the pass did its work (promotions that
+/// fail, are blocked or rolled back are reported, and wait for a person, not for the stepper);
+/// 1 the pass could not run (API unreachable, unauthorized, bad flags); 2 the pass ran but could
+/// not do its work for some promotion (a read or write that failed after its retries), or, with
+/// `--fail-on promotions`, some promotion is in error (failing, failed, blocked, rolling back or
+/// rolled back).
 ///
 /// Examples:
 ///   promoter step
 ///   promoter step kyverno-rollout-auto --dry-run
 ///   promoter step --dry-run --selector team=payments
 ///   promoter step --timezone Europe/Berlin -o json
+///   promoter step --fail-on promotions        # a CI gate: exit 2 while a promotion is in error
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct StepArgs {
@@ -56,8 +60,34 @@ pub struct StepArgs {
           default_value = promoter::notify::config::DEFAULT_LOCATION,
           value_parser = notifications_at)]
     notifications: NotificationsAt,
+    /// What exit code 2 stands for: `pass` (default; what the CronJob runs), a read or write of
+    /// the pass failed, so the stepper needs attention; `promotions`, that too or any promotion
+    /// is in error (failing, failed, blocked, rolling back, rolled back), for a CI job that gates on
+    /// the rollouts.
+    #[arg(long, env = "PROMOTER_FAIL_ON", value_enum, default_value_t = FailOn::Pass)]
+    fail_on: FailOn,
     #[command(flatten)]
     push: PushArgs,
+}
+
+/// `--fail-on`: what makes `promoter step` exit 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// The pass could not do its work for some promotion.
+    Pass,
+    /// That, or some promotion is in error.
+    Promotions,
+}
+
+/// The exit code of a pass that ran: a promotion held for a person is the rollout's state, not
+/// the stepper's failure (under a CronJob with `backoffLimit: 0`, it would fail every Job while a
+/// rollout waits, and every "stepper not succeeding" signal would fire).
+pub fn exit_code(report: &PassReport, fail_on: FailOn) -> u8 {
+    let failed = match fail_on {
+        FailOn::Pass => report.promotions.iter().any(|p| p.error.is_some()),
+        FailOn::Promotions => report.errors() > 0,
+    };
+    if failed { 2 } else { 0 }
 }
 
 /// Where the pass's metrics go (a CronJob pod lives a second: nothing could scrape it).
@@ -142,11 +172,7 @@ pub async fn run(
     } else {
         Printer::new(args.output).print(&Report(&report))?;
     }
-    Ok(if report.errors() > 0 {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(ExitCode::from(exit_code(&report, args.fail_on)))
 }
 
 #[derive(serde::Serialize)]
