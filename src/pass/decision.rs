@@ -419,4 +419,4 @@ impl Reason {
 
 /// The description of the stage of a ClusterPromotion that cannot be processed (a problem found
 /// before planning, or a decode error); its failureMessage says why.
-pub const BLOCKED: &str = "Blocked: the ClusterPromotion cannot be processed (see failureMessage)";
+pub use super::phase::BLOCKED;

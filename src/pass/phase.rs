@@ -169,6 +169,24 @@ const fn text(begins: &'static str, phase: Phase, origin: Origin) -> Description
     }
 }
 
+// The texts of promoter's own holds and failures, here so that the modules that write them and
+// this one (which reads them back) share them without a circle of imports.
+/// The description of the stage of a ClusterPromotion that cannot be processed (a problem found
+/// before planning, or a decode error); its failureMessage says why.
+pub const BLOCKED: &str = "Blocked: the ClusterPromotion cannot be processed (see failureMessage)";
+/// The description of a stage that missed its progress deadline (its failureMessage says why).
+pub const FAILED_DEADLINE: &str = "Failed: Progress Deadline Exceeded";
+/// How a rolling-back stage's description begins.
+pub const ROLLING_BACK: &str = "Rolling back to revision";
+/// A lower stage of a `reverse` rollback, before its turn.
+pub const WAITING: &str = "Waiting to roll back to revision";
+/// A stage whose rollback is done.
+pub const ROLLED_BACK: &str = "Rolled back to revision";
+/// The stage a rollback waited for when it missed its own deadline (its failureMessage says why).
+pub const ROLLBACK_FAILED: &str = "Rollback failed: its deadline passed (see failureMessage)";
+/// How a stage's description begins while a freeze holds the promotion.
+pub const FROZEN: &str = "Frozen:";
+
 /// A failing deployment before its progress deadline:
 /// `Deployment Failing: retrying until <time>, then <halt|rollback>`.
 pub const DEPLOYMENT_FAILING: &str = "Deployment Failing: retrying until";
@@ -226,44 +244,20 @@ pub const DESCRIPTIONS: &[Description] = &[
     ),
     text(DEPLOYMENT_FAILING, Phase::Failing, Origin::Promoter),
     text("Deployment Failed:", Phase::Failed, Origin::Promoter),
-    text(
-        super::planner::FAILED_DEADLINE,
-        Phase::Failed,
-        Origin::Promoter,
-    ),
-    text(super::decision::BLOCKED, Phase::Blocked, Origin::Promoter),
+    text(FAILED_DEADLINE, Phase::Failed, Origin::Promoter),
+    text(BLOCKED, Phase::Blocked, Origin::Promoter),
     text(
         "Paused: promotion paused by",
         Phase::Paused,
         Origin::Promoter,
     ),
-    text(
-        super::gates::freeze::FROZEN,
-        Phase::Frozen,
-        Origin::Promoter,
-    ),
+    text(FROZEN, Phase::Frozen, Origin::Promoter),
     text("Held: revision", Phase::RolledBack, Origin::Promoter),
     text("Aborted by", Phase::Aborted, Origin::Promoter),
-    text(
-        super::rollback::ROLLING_BACK,
-        Phase::RollingBack,
-        Origin::Promoter,
-    ),
-    text(
-        super::rollback::WAITING,
-        Phase::RollingBack,
-        Origin::Promoter,
-    ),
-    text(
-        super::rollback::ROLLED_BACK,
-        Phase::RolledBack,
-        Origin::Promoter,
-    ),
-    text(
-        super::rollback::ROLLBACK_FAILED,
-        Phase::RollbackFailed,
-        Origin::Promoter,
-    ),
+    text(ROLLING_BACK, Phase::RollingBack, Origin::Promoter),
+    text(WAITING, Phase::RollingBack, Origin::Promoter),
+    text(ROLLED_BACK, Phase::RolledBack, Origin::Promoter),
+    text(ROLLBACK_FAILED, Phase::RollbackFailed, Origin::Promoter),
 ];
 
 /// The phase a description (without its timestamp) stands for on the current stage; `last`: the

@@ -951,7 +951,7 @@ enum Due {
 }
 
 /// The description of a stage that missed its progress deadline (its failureMessage says why).
-pub const FAILED_DEADLINE: &str = "Failed: Progress Deadline Exceeded";
+pub use super::phase::FAILED_DEADLINE;
 
 /// How the note on fields the served CRD dropped begins.
 const PRUNED_NOTE: &str = "The served ClusterProfile CRD is older than promoter's schema";

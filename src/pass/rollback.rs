@@ -35,14 +35,14 @@ use crate::api::{
 use crate::settings::{RollbackOrder, Settings};
 use chrono::{DateTime, Utc};
 
-/// How a rolling-back stage's description begins.
-pub const ROLLING_BACK: &str = "Rolling back to revision";
-/// A lower stage of a `reverse` rollback, before its turn.
-pub const WAITING: &str = "Waiting to roll back to revision";
-/// A stage whose rollback is done.
-pub const ROLLED_BACK: &str = "Rolled back to revision";
 /// The stage a rollback waited for when it missed its own deadline (its failureMessage says why).
-pub const ROLLBACK_FAILED: &str = "Rollback failed: its deadline passed (see failureMessage)";
+pub use super::phase::ROLLBACK_FAILED;
+/// A stage whose rollback is done.
+pub use super::phase::ROLLED_BACK;
+/// How a rolling-back stage's description begins.
+pub use super::phase::ROLLING_BACK;
+/// A lower stage of a `reverse` rollback, before its turn.
+pub use super::phase::WAITING;
 
 /// Whether a description is one of a rollback's.
 pub fn is_rollback_text(description: &str) -> bool {

@@ -87,7 +87,7 @@ pub fn state(p: &ClusterPromotion, world: &World, now: DateTime<Utc>) -> FreezeC
 }
 
 /// How a stage's description begins while a freeze holds the promotion.
-pub const FROZEN: &str = "Frozen:";
+pub use super::super::phase::FROZEN;
 
 /// `Frozen: freeze <f>: <reason> (until …); <what> waits`, and what the bypass lacks.
 pub fn description(h: &Held, what: &str) -> String {
