@@ -349,15 +349,17 @@ fn the_shipped_cronjob_is_where_the_commands_look() {
 async fn the_cronjob_succeeds_while_a_rollout_waits_for_a_person() {
     use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
     let env = Env::new(&[("dev", "dev01", "dev")]).await;
-    let names = env.apply_example("blog-kyverno-auto.yaml");
-    let mut held = env.promotion(&names[0]).unwrap();
-    held.metadata.annotations = Some(
-        [(
-            "promoter.dev/failure-policy".to_string(),
-            "rolback".to_string(),
-        )]
-        .into(),
-    );
+    env.apply_example("blog-kyverno-auto.yaml");
+    // A promotion that cannot be processed as written: Blocked, a person must fix it.
+    let mut held = env.promotion("kyverno-rollout-auto").unwrap();
+    held.metadata = kube::core::ObjectMeta {
+        name: Some("held".into()),
+        ..Default::default()
+    };
+    held.spec.stages[0].trigger = serde_json::from_value(
+        json!({"auto": {"promotionWindow": {"from": "nope", "to": "* * * * *"}}}),
+    )
+    .unwrap();
     env.apply_promotion(&held);
     let cron: CronJob = typed("cronjob.yaml");
     let pod = cron
@@ -405,8 +407,8 @@ async fn the_cronjob_succeeds_while_a_rollout_waits_for_a_person() {
     let (code, out) = run(&[], Some("promotions"));
     assert_eq!(code, 2, "PROMOTER_FAIL_ON: {out}");
     // The stepper cannot write: that is the stepper's failure, in both modes.
-    let mut next = env.promotion(&names[0]).unwrap();
-    next.metadata.annotations = None;
+    let mut next = env.promotion("kyverno-rollout-auto").unwrap();
+    next.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("9.9.9");
     env.apply_promotion(&next);
     env.server.inject(FaultRule::after(
         RequestMatcher::writes(),
