@@ -44,6 +44,8 @@ enum World {
     FrozenBeforeFirstPass,
     RollbackRequested,
     RollbackDone,
+    /// The rollback's own deadline passed with the good revision failing on dev.
+    RollbackMissedItsDeadline,
     AbortedRun,
 }
 
@@ -72,6 +74,7 @@ const TABLE: &[(World, &str, i32, bool)] = &[
     (World::FrozenBeforeFirstPass, "Frozen", 3, false),
     (World::RollbackRequested, "RollingBack", 3, false),
     (World::RollbackDone, "RolledBack", 5, true),
+    (World::RollbackMissedItsDeadline, "RollbackFailed", 5, true),
     (World::AbortedRun, "Aborted", 5, true),
 ];
 
@@ -160,6 +163,15 @@ async fn prepare(world: World) -> (Env, bool) {
         env.addon
             .failing
             .insert("dev/dev01".into(), Utc::now() - Duration::days(1));
+    }
+    if matches!(world, World::RollbackMissedItsDeadline) {
+        // After the first rollout: the good revision no longer deploys on dev01.
+        env.addon
+            .failing
+            .insert("dev/dev01".into(), Utc::now() - Duration::minutes(150));
+        env.addon
+            .failing_only
+            .insert("dev/dev01".into(), "3.5.2".into());
     }
     let env = env;
     let apply = |p: ClusterPromotion| env.apply_promotion(&p);
@@ -275,7 +287,14 @@ async fn prepare(world: World) -> (Env, bool) {
             set_clock(&env, Utc::now());
             run(&env, &["freeze", "create", "holidays", "--reason", "CAB-1"]);
         }
-        World::RollbackRequested | World::RollbackDone => {
+        World::RollbackRequested | World::RollbackDone | World::RollbackMissedItsDeadline => {
+            let plain = || match world {
+                World::RollbackMissedItsDeadline => promotion(
+                    two_stages(json!(null)),
+                    json!({"promoter.dev/rollback-deadline": "5m"}),
+                ),
+                _ => plain(),
+            };
             apply(plain());
             ticks_until(&env, promoter::annotations::is_complete).await;
             let mut next = plain();
@@ -289,6 +308,12 @@ async fn prepare(world: World) -> (Env, bool) {
             if matches!(world, World::RollbackDone) {
                 ticks_until(&env, |p| {
                     promoter::annotations::rollback(p).is_some_and(|r| r.completed_at.is_some())
+                })
+                .await;
+            }
+            if matches!(world, World::RollbackMissedItsDeadline) {
+                ticks_until(&env, |p| {
+                    promoter::annotations::rollback(p).is_some_and(|r| r.missed.is_some())
                 })
                 .await;
             }
