@@ -328,8 +328,9 @@ fn the_shipped_cronjob_is_where_the_commands_look() {
     for (command, default) in [
         ("status", format!("[default: {CRONJOB}]")),
         ("explain", format!("[default: {CRONJOB}]")),
-        ("doctor", format!("[default: {CRONJOB_NAMESPACE}]")),
-        ("doctor", format!("[default: {CRONJOB_NAME}]")),
+        ("doctor", format!("[default: {CRONJOB}]")),
+        ("status", "[env: PROMOTER_CRONJOB".to_string()),
+        ("doctor", "[env: PROMOTER_CRONJOB".to_string()),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
             .args([command, "--help"])

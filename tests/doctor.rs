@@ -16,6 +16,16 @@ fn doctor(env: &Env, user: &str) -> (i32, Vec<Value>, String) {
 
 /// `promoter doctor -o json` against `server` as `user`: (exit code, checks, output).
 fn doctor_at(server: &promoter::fake::FakeApiServer, user: &str) -> (i32, Vec<Value>, String) {
+    doctor_with(server, user, &[], &[])
+}
+
+/// `doctor_at` with more arguments and environment variables.
+fn doctor_with(
+    server: &promoter::fake::FakeApiServer,
+    user: &str,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> (i32, Vec<Value>, String) {
     let dir = std::env::temp_dir().join(format!("promoter-doctor-{}", rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
@@ -23,6 +33,9 @@ fn doctor_at(server: &promoter::fake::FakeApiServer, user: &str) -> (i32, Vec<Va
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
         .args(["doctor", "-o", "json", "--kubeconfig"])
         .arg(&kc)
+        .args(args)
+        .env_remove("PROMOTER_CRONJOB")
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -111,6 +124,32 @@ async fn a_healthy_setup_passes_and_problems_are_named() {
     let (v, detail) = verdict(&checks, "another controller");
     assert_eq!(v, "Failed");
     assert!(detail.contains("v1.13.0"), "{detail}");
+
+    // The CronJob as `status` names it (issue 31): `--cronjob NAMESPACE/NAME` or `none`, or
+    // PROMOTER_CRONJOB, the same flag and variable.
+    for (args, vars) in [
+        (&["--cronjob", "none"][..], &[][..]),
+        (&[][..], &[("PROMOTER_CRONJOB", "none")][..]),
+    ] {
+        let (_, checks, out) = doctor_with(&env.server, "admin", args, vars);
+        let (v, detail) = verdict(&checks, "CronJob");
+        assert_eq!(v, "Skipped", "{args:?} {vars:?}: {out}");
+        assert!(detail.contains("--cronjob none"), "{detail}");
+    }
+    for (args, vars) in [
+        (&["--cronjob", "promoter-system/other"][..], &[][..]),
+        (
+            &[][..],
+            &[("PROMOTER_CRONJOB", "promoter-system/other")][..],
+        ),
+    ] {
+        let (_, checks, out) = doctor_with(&env.server, "admin", args, vars);
+        let (v, _) = verdict(&checks, "CronJob promoter-system/other");
+        assert_eq!(v, "Skipped", "{args:?} {vars:?}: {out}");
+    }
+    let (code, _, out) = doctor_with(&env.server, "admin", &["--cronjob", "promoter"], &[]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("expected NAMESPACE/NAME"), "{out}");
 }
 
 /// promoter's own CRDs are checked like the others; the active freezes are listed (name, reason,

@@ -13,14 +13,14 @@ use std::process::ExitCode;
 ///
 /// Exit codes: 0 nothing failed (warnings allowed); 2 a check failed; 1 could not run.
 ///
-/// Example: promoter doctor --as system:serviceaccount:promoter-system:promoter
+/// Examples:
+///   promoter doctor --as system:serviceaccount:promoter-system:promoter
+///   promoter doctor --cronjob none        # promoter runs as a Lambda function or from CI
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct DoctorArgs {
-    #[arg(long, default_value = promoter::ops::inspect::CRONJOB_NAMESPACE)]
-    cronjob_namespace: String,
-    #[arg(long, default_value = promoter::ops::inspect::CRONJOB_NAME)]
-    cronjob_name: String,
+    #[command(flatten)]
+    cronjob: super::inspect::CronJobArg,
     /// Where Sveltos' addon-controller runs.
     #[arg(long, default_value = "projectsveltos")]
     sveltos_namespace: String,
@@ -57,8 +57,7 @@ impl Render for Checks {
 pub async fn run(args: DoctorArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
     let client = promoter::client::client(client).await?;
     let options = promoter::ops::doctor::Options {
-        cronjob_namespace: args.cronjob_namespace,
-        cronjob_name: args.cronjob_name,
+        cronjob: args.cronjob.cronjob.0,
         sveltos_namespace: args.sveltos_namespace,
         now: Utc::now(),
         notifications: args.notifications.0,

@@ -69,26 +69,45 @@ pub struct DeploymentArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
+    #[command(flatten)]
+    cronjob: CronJobArg,
+}
+
+/// The CronJob that runs the passes, as `status`, `explain` and `doctor` name it.
+#[derive(clap::Args, Debug)]
+pub struct CronJobArg {
     /// The CronJob that runs the passes (`NAMESPACE/NAME`), read to tell when a pass last ran;
     /// `none` when promoter runs elsewhere (Lambda, CI).
     #[arg(
         long,
-        value_name = "NAMESPACE/NAME",
+        value_name = "NAMESPACE/NAME|none",
         default_value = promoter::ops::inspect::CRONJOB,
-        env = "PROMOTER_CRONJOB"
+        env = "PROMOTER_CRONJOB",
+        value_parser = cronjob_at
     )]
-    cronjob: String,
+    pub cronjob: CronJobAt,
+}
+
+/// `--cronjob`: `(namespace, name)`, or None for `none`.
+#[derive(Clone, Debug)]
+pub struct CronJobAt(pub Option<(String, String)>);
+
+fn cronjob_at(text: &str) -> Result<CronJobAt, String> {
+    if text == "none" || text.is_empty() {
+        return Ok(CronJobAt(None));
+    }
+    match text.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok(CronJobAt(Some((ns.to_string(), name.to_string()))))
+        }
+        _ => Err(format!("{text:?}: expected NAMESPACE/NAME or none")),
+    }
 }
 
 impl DeploymentArgs {
-    async fn last_pass(&self, client: &kube::Client) -> anyhow::Result<Option<LastPass>> {
-        if self.cronjob == "none" || self.cronjob.is_empty() {
-            return Ok(None);
-        }
-        let (ns, name) = self.cronjob.split_once('/').ok_or_else(|| {
-            anyhow::anyhow!("--cronjob {:?}: expected NAMESPACE/NAME", self.cronjob)
-        })?;
-        Ok(promoter::ops::inspect::last_pass(client, ns, name).await)
+    async fn last_pass(&self, client: &kube::Client) -> Option<LastPass> {
+        let (ns, name) = self.cronjob.cronjob.0.as_ref()?;
+        promoter::ops::inspect::last_pass(client, ns, name).await
     }
 }
 
@@ -266,7 +285,7 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
     let interval = flag_duration::parse(&args.poll_interval)
         .map_err(|e| anyhow::anyhow!("--poll-interval: {e}"))?;
     let client = promoter::client::client(client).await?;
-    let last_pass = args.deployment.last_pass(&client).await?;
+    let last_pass = args.deployment.last_pass(&client).await;
     let mut printer = Printer {
         format: args.output.clone(),
         no_headers: args.no_headers,
@@ -348,7 +367,7 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
     } = args;
     let tz = timezone(&deployment.timezone)?;
     let client = promoter::client::client(client).await?;
-    let last_pass = deployment.last_pass(&client).await?;
+    let last_pass = deployment.last_pass(&client).await;
     let mut observation = promoter::pass::observe::observe(&client, None).await?;
     if let Some(bad) = observation.undecodable.iter().find(|b| b.name == name) {
         anyhow::bail!("ClusterPromotion {name} cannot be read: {}", bad.error);

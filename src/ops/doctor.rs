@@ -32,8 +32,9 @@ pub struct Check {
 
 #[derive(Clone, Debug)]
 pub struct Options {
-    pub cronjob_namespace: String,
-    pub cronjob_name: String,
+    /// The CronJob that runs the passes (`--cronjob`, as `status` names it); None: `none`,
+    /// promoter runs elsewhere.
+    pub cronjob: Option<(String, String)>,
     pub sveltos_namespace: String,
     pub now: DateTime<Utc>,
     /// Where the notification settings are (`--notifications`); None: notifications off.
@@ -401,20 +402,30 @@ fn service_account(cj: &CronJob) -> Option<String> {
 }
 
 async fn read_cronjob(client: &kube::Client, o: &Options) -> kube::Result<Option<CronJob>> {
-    Api::<CronJob>::namespaced(client.clone(), &o.cronjob_namespace)
-        .get_opt(&o.cronjob_name)
+    let Some((namespace, name)) = &o.cronjob else {
+        return Ok(None);
+    };
+    Api::<CronJob>::namespaced(client.clone(), namespace)
+        .get_opt(name)
         .await
 }
 
 fn cronjob(read: &kube::Result<Option<CronJob>>, o: &Options) -> Check {
-    let name = format!("CronJob {}/{}", o.cronjob_namespace, o.cronjob_name);
+    let Some((namespace, name)) = &o.cronjob else {
+        return check(
+            "CronJob",
+            Verdict::Skipped,
+            "--cronjob none: promoter runs elsewhere (Lambda, CI)",
+        );
+    };
+    let name = format!("CronJob {namespace}/{name}");
     let cj = match read {
         Ok(Some(cj)) => cj,
         Ok(None) => {
             return check(
                 &name,
                 Verdict::Skipped,
-                "not found: fine if promoter runs as a Lambda function or from CI (--cronjob-namespace, --cronjob-name)",
+                "not found: fine if promoter runs as a Lambda function or from CI (--cronjob none, or --cronjob NAMESPACE/NAME)",
             );
         }
         // The pass's own identity may not read it (it needs not): nothing to say about it.

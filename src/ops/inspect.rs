@@ -413,7 +413,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
 }
 
 /// Where `cronjob/` installs the CronJob that runs the passes: what `status` and `explain` read
-/// (`--cronjob`) and `doctor` checks (`--cronjob-namespace`, `--cronjob-name`) by default; the
+/// and `doctor` checks (`--cronjob`, `PROMOTER_CRONJOB`) by default; the
 /// tests of `cronjob/` check that the shipped manifests say the same.
 pub const CRONJOB_NAMESPACE: &str = "promoter-system";
 pub const CRONJOB_NAME: &str = "promoter";
