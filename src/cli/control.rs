@@ -92,20 +92,13 @@ pub struct RollbackArgs {
     who: WhoArgs,
 }
 
-/// Who the API server says we are, with the operator's note, and why. A reason that is too long is
-/// refused before anything is written.
+/// Who the API server says we are, with the operator's note, and why (the dashboard asks the same).
 pub(super) async fn actor(
     client: &kube::Client,
     note: Option<&str>,
     reason: Option<&str>,
 ) -> anyhow::Result<Actor> {
-    let who = promoter::ops::identity::whoami(client).await;
-    let mut actor = Actor::new(
-        &promoter::ops::identity::recorded_by(who.as_deref(), note),
-        reason,
-    )?;
-    actor.identity = who;
-    Ok(actor)
+    promoter::ops::identity::actor(client, note, reason).await
 }
 
 /// Connects, finds out who acts, runs `act` on the promotion `name`, and prints its one line; a

@@ -2,9 +2,9 @@
 
 use super::control::{WhoArgs, acting};
 use super::output::{Format, Human, Printer, Render, Table, formats};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use promoter::client::ClientArgs;
-use promoter::ops::freeze::{FreezeRow, NewFreeze};
+use promoter::ops::freeze::{FreezeRow, NewFreeze, later, time_or_duration};
 use std::process::ExitCode;
 
 /// Stop promotions from starting new stages: PromotionFreezes, and a bypass for one promotion.
@@ -94,30 +94,6 @@ struct BypassArgs {
     /// A note recorded next to the authenticated identity (a ticket).
     #[arg(long)]
     by: Option<String>,
-}
-
-/// An RFC 3339 time, or a duration from now in the flag grammar.
-fn time_or_duration(flag: &str, text: &str, now: DateTime<Utc>) -> anyhow::Result<DateTime<Utc>> {
-    if let Ok(t) = promoter::api::Timestamp::parse(text) {
-        return Ok(t.as_datetime());
-    }
-    let d = promoter::api::flag_duration::parse(text).map_err(|_| {
-        anyhow::anyhow!(
-            "{flag}: {text:?} is neither an RFC 3339 time (2026-12-20T00:00:00Z) nor a duration (4h, 1d)"
-        )
-    })?;
-    later(flag, text, now, d)
-}
-
-/// `at + d`, an error where the grammar accepts a duration (`300000y`) the calendar cannot hold.
-fn later(
-    flag: &str,
-    text: &str,
-    at: DateTime<Utc>,
-    d: chrono::Duration,
-) -> anyhow::Result<DateTime<Utc>> {
-    at.checked_add_signed(d)
-        .ok_or_else(|| anyhow::anyhow!("{flag}: {text:?} ends beyond the calendar"))
 }
 
 impl Render for Vec<FreezeRow> {

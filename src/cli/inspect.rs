@@ -68,9 +68,9 @@ pub struct StatusArgs {
 pub struct DeploymentArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
-    timezone: String,
+    pub(super) timezone: String,
     #[command(flatten)]
-    cronjob: CronJobArg,
+    pub(super) cronjob: CronJobArg,
 }
 
 /// The CronJob that runs the passes, as `status`, `explain` and `doctor` name it.
@@ -242,14 +242,7 @@ async fn read_rows(
     tz: chrono_tz::Tz,
     last_pass: Option<&LastPass>,
 ) -> anyhow::Result<(Rows, DateTime<Utc>)> {
-    let mut observation =
-        promoter::pass::observe::observe(client, args.selector.as_deref()).await?;
-    promoter::pass::revisions::fetch_for_rollbacks(
-        client,
-        &observation.promotions,
-        &mut observation.world,
-    )
-    .await;
+    let observation = promoter::ops::load::status_world(client, args.selector.as_deref()).await?;
     let now = Utc::now();
     let mut rows: Vec<_> = observation
         .promotions
@@ -384,17 +377,7 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
                 names.filter_map(|p| p.metadata.name.as_deref())
             ))
         })?;
-    if observation.world.clusters.is_empty() {
-        observation.world.clusters = promoter::pass::observe::inventory(&client).await?;
-    }
-    promoter::ops::explain::load_summaries(&client, &p, &mut observation.world).await?;
-    promoter::ops::explain::load_revisions(&client, &p, &mut observation.world).await;
-    promoter::pass::revisions::fetch_for_rollbacks(
-        &client,
-        std::slice::from_ref(&p),
-        &mut observation.world,
-    )
-    .await;
+    promoter::ops::load::explain_world(&client, &p, &mut observation.world).await?;
     let explanation =
         promoter::ops::explain::explain(&p, &observation.world, Utc::now(), tz, last_pass.as_ref());
     Printer::new(output).print(&Explained(explanation))?;

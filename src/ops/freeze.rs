@@ -19,6 +19,34 @@ pub fn bypass_max() -> Duration {
     Duration::days(7)
 }
 
+/// An RFC 3339 time, or a duration from now in the flag grammar (`--start`, `--end`, `--until`).
+pub fn time_or_duration(
+    flag: &str,
+    text: &str,
+    now: DateTime<Utc>,
+) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(t) = Timestamp::parse(text) {
+        return Ok(t.as_datetime());
+    }
+    let d = crate::api::flag_duration::parse(text).map_err(|_| {
+        anyhow::anyhow!(
+            "{flag}: {text:?} is neither an RFC 3339 time (2026-12-20T00:00:00Z) nor a duration (4h, 1d)"
+        )
+    })?;
+    later(flag, text, now, d)
+}
+
+/// `at + d`, an error where the grammar accepts a duration (`300000y`) the calendar cannot hold.
+pub fn later(
+    flag: &str,
+    text: &str,
+    at: DateTime<Utc>,
+    d: chrono::Duration,
+) -> anyhow::Result<DateTime<Utc>> {
+    at.checked_add_signed(d)
+        .ok_or_else(|| anyhow::anyhow!("{flag}: {text:?} ends beyond the calendar"))
+}
+
 /// What `promoter freeze create` was asked for.
 #[derive(Clone, Debug, Default)]
 pub struct NewFreeze {
@@ -207,7 +235,7 @@ pub struct FreezeRow {
 }
 
 /// Every freeze as the pass reads them (one that cannot be decoded included, as it holds).
-async fn all_freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreeze>> {
+pub async fn all_freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreeze>> {
     crate::pass::observe::freezes(client).await?.ok_or_else(|| {
         anyhow::anyhow!(
             "PromotionFreezes are not served (their CRD is not installed): `{} crd --own | kubectl apply -f -`",
@@ -219,8 +247,18 @@ async fn all_freezes(client: &kube::Client) -> anyhow::Result<Vec<PromotionFreez
 pub async fn list(client: &kube::Client, now: DateTime<Utc>) -> anyhow::Result<Vec<FreezeRow>> {
     let freezes = all_freezes(client).await?;
     let promotions = promotion_labels(client).await;
-    let evaluated = Freezes::new(&freezes, now);
-    Ok(evaluated
+    Ok(rows(&freezes, promotions.as_ref(), now))
+}
+
+/// The rows of `freeze list` for these freezes, with the promotions each holds now among
+/// `promotions` (their labels by name; none: they could not be listed).
+pub fn rows(
+    freezes: &[PromotionFreeze],
+    promotions: Option<&BTreeMap<String, BTreeMap<String, String>>>,
+    now: DateTime<Utc>,
+) -> Vec<FreezeRow> {
+    let evaluated = Freezes::new(freezes, now);
+    evaluated
         .all
         .iter()
         .map(|e| FreezeRow {
@@ -230,7 +268,7 @@ pub async fn list(client: &kube::Client, now: DateTime<Utc>) -> anyhow::Result<V
             selector: e.selector_text(),
             start: e.freeze.spec.start.map(|t| t.to_string()),
             end: e.freeze.spec.end.map(|t| t.to_string()),
-            holds: promotions.as_ref().map(|all| {
+            holds: promotions.map(|all| {
                 all.iter()
                     .filter(|(n, labels)| e.holds(n, labels))
                     .map(|(n, _)| n.clone())
@@ -238,7 +276,7 @@ pub async fn list(client: &kube::Client, now: DateTime<Utc>) -> anyhow::Result<V
             }),
             message: e.message.clone(),
         })
-        .collect())
+        .collect()
 }
 
 /// kubectl's NotFound line for a freeze, with the existing name it is a typo of.
@@ -284,12 +322,9 @@ pub async fn bypass(
     now: DateTime<Utc>,
 ) -> anyhow::Result<String> {
     let record = bypass_record(freeze, until, actor, now).map_err(|e| anyhow::anyhow!(e))?;
-    let freezes: Api<PromotionFreeze> = Api::all(client.clone());
     let all = all_freezes(client).await?;
-    if let Some(f) = freeze
-        && !all.iter().any(|x| x.metadata.name.as_deref() == Some(f))
-    {
-        return Err(freeze_not_found(&freezes, f).await);
+    if let Some(f) = freeze {
+        check_freeze_exists(client, &all, f).await?;
     }
     let api: Api<ClusterPromotion> = Api::all(client.clone());
     let updated = retrying(promotion, "recording the bypass", || {
@@ -319,6 +354,19 @@ pub async fn bypass(
         out.push_str(&format!("; freezes holding it now: {}", names(&holding)));
     }
     Ok(out)
+}
+
+/// Whether the freeze named is among `all` (as [`all_freezes`] read them, an undecodable one
+/// included): kubectl's NotFound line (with a "did you mean") when not.
+pub async fn check_freeze_exists(
+    client: &kube::Client,
+    all: &[PromotionFreeze],
+    name: &str,
+) -> anyhow::Result<()> {
+    if all.iter().any(|x| x.metadata.name.as_deref() == Some(name)) {
+        return Ok(());
+    }
+    Err(freeze_not_found(&Api::all(client.clone()), name).await)
 }
 
 async fn bypass_once(

@@ -21,6 +21,20 @@ pub async fn whoami(client: &kube::Client) -> Option<String> {
     }
 }
 
+/// Who acts and why, as every command that writes records it: the identity the API server
+/// authenticated, with the operator's note (`--by`), and the reason. A reason that is too long is
+/// refused before anything is written. The CLI and the dashboard both ask here.
+pub async fn actor(
+    client: &kube::Client,
+    note: Option<&str>,
+    reason: Option<&str>,
+) -> anyhow::Result<super::control::Actor> {
+    let who = whoami(client).await;
+    let mut actor = super::control::Actor::new(&recorded_by(who.as_deref(), note), reason)?;
+    actor.identity = who;
+    Ok(actor)
+}
+
 /// What an approval or a pause records as `by`: the authenticated identity, with the `--by` note
 /// when one was given; the note alone (marked unverified) when the identity is unknown.
 pub fn recorded_by(identity: Option<&str>, note: Option<&str>) -> String {

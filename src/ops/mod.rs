@@ -9,5 +9,7 @@ pub mod freeze;
 pub mod identity;
 pub mod inspect;
 pub mod lint;
+pub mod load;
 pub mod rollback;
+pub mod stages;
 pub mod yaml_spans;

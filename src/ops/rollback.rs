@@ -68,17 +68,49 @@ pub async fn request_rollback(
     })
 }
 
-async fn once(
+/// What `promoter rollback` would write: the promotion as read, the record and its guarded patch.
+#[derive(Clone, Debug)]
+pub struct RollbackPlan {
+    pub promotion: ClusterPromotion,
+    pub record: Rollback,
+    /// The id of the run's revision, rolled back.
+    pub from_id: String,
+    pub to: HistoryEntry,
+    pub ops: Vec<serde_json::Value>,
+}
+
+/// A rollback to write, or the one already recorded.
+#[derive(Clone, Debug)]
+pub enum Planned {
+    Recorded(Rollback),
+    Write(Box<RollbackPlan>),
+}
+
+/// Reads `name` and says what a rollback would write, writing nothing (the dashboard's
+/// confirmation; `promoter rollback` writes what this says).
+pub async fn plan(
+    client: &kube::Client,
+    name: &str,
+    request: &RollbackRequest,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Planned> {
+    let api: Api<ClusterPromotion> = Api::all(client.clone());
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    planned(&api, &revisions, name, request, actor, now).await
+}
+
+async fn planned(
     api: &Api<ClusterPromotion>,
     revisions: &Api<PromotionRevision>,
     name: &str,
     request: &RollbackRequest,
     actor: &Actor,
     now: DateTime<Utc>,
-) -> anyhow::Result<Result<Outcome, Changed>> {
+) -> anyhow::Result<Planned> {
     let p = api.get(name).await?;
     let candidates = match targets(&p, request).map_err(|e| anyhow::anyhow!(e))? {
-        Targets::Recorded(existing) => return Ok(Ok(Outcome::Recorded(*existing))),
+        Targets::Recorded(existing) => return Ok(Planned::Recorded(*existing)),
         Targets::Candidates(c) => c,
     };
     let mut target = None;
@@ -89,7 +121,7 @@ async fn once(
         }
     }
     let target = match (target, &request.to_revision) {
-        (Some(t), _) => t,
+        (Some(t), _) => t.clone(),
         (None, Some(_)) => {
             let entry = &candidates[0];
             anyhow::bail!(
@@ -100,10 +132,38 @@ async fn once(
         }
         (None, None) => anyhow::bail!("{name} has no completed revision to roll back to"),
     };
-    let (record, ops) = rollback_ops(&p, target, request, actor, now)
+    let (record, ops) = rollback_ops(&p, &target, request, actor, now)
         .ok_or_else(|| anyhow::anyhow!("{name} has not started; there is nothing to roll back"))?;
     let from_id = crate::api::revision_id(&record.from.revision);
-    Ok(guarded_patch(api, &p, ops)
+    Ok(Planned::Write(Box::new(RollbackPlan {
+        promotion: p,
+        record,
+        from_id,
+        to: target,
+        ops,
+    })))
+}
+
+async fn once(
+    api: &Api<ClusterPromotion>,
+    revisions: &Api<PromotionRevision>,
+    name: &str,
+    request: &RollbackRequest,
+    actor: &Actor,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Result<Outcome, Changed>> {
+    let plan = match planned(api, revisions, name, request, actor, now).await? {
+        Planned::Recorded(r) => return Ok(Ok(Outcome::Recorded(r))),
+        Planned::Write(plan) => plan,
+    };
+    let RollbackPlan {
+        promotion,
+        record,
+        from_id,
+        ops,
+        ..
+    } = *plan;
+    Ok(guarded_patch(api, &promotion, ops)
         .await?
         .map(|updated| Outcome::Written(Box::new(updated), record, from_id)))
 }

@@ -14,5 +14,5 @@ pub use addon::{AddonController, sveltos_cluster};
 pub use fleet::{Fleet, FleetCluster};
 pub use run::{
     AssumeHealthy, ScriptedApproval, ScriptedFailure, ScriptedFreeze, ScriptedUpdate, SimHealth,
-    SimOptions, SimReport, SimWorld, simulate,
+    SimOptions, SimReport, SimWorld, Simulation, Step, simulate,
 };

@@ -263,115 +263,202 @@ fn load(
     Ok(())
 }
 
-pub async fn simulate(
-    world: SimWorld,
-    health: SimHealth<'_>,
-    opts: &SimOptions,
-) -> anyhow::Result<SimReport> {
-    let SimWorld {
-        promotions,
-        fleet,
-        objects,
-    } = world;
-    if opts.tick <= Duration::zero() {
-        anyhow::bail!("--tick must be positive");
-    }
-    let server = FakeApiServer::start_with_sveltos().await?;
-    let clock = Arc::new(Mutex::new(opts.start));
-    let server_clock = clock.clone();
-    server.set_clock(Arc::new(move || {
-        *server_clock.lock().unwrap_or_else(|p| p.into_inner())
-    }));
-    let mut addon = AddonController {
-        clock_skew: opts.sveltos_clock_skew,
-        ..AddonController::default()
-    };
-    if let Some(d) = &fleet.default_deploy_time {
-        addon.default_deploy_time = d.to_chrono();
-    }
-    for c in &fleet.clusters {
-        server
-            .store()
-            .seed(&sveltos_cluster_type(), c.to_sveltos_cluster())
-            .map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
-        if let Some(d) = &c.deploy_time {
-            addon.deploy_time.insert(c.key(), d.to_chrono());
+/// A simulation in progress: the fake API server, its virtual clock, the simulated Sveltos and
+/// what is scripted, advanced one pass at a time by [`Simulation::step`]. [`simulate`] runs it to
+/// the end; `simulate --dashboard` steps it as its virtual clock plays.
+pub struct Simulation<'h> {
+    server: FakeApiServer,
+    clock: Arc<Mutex<DateTime<Utc>>>,
+    addon: AddonController,
+    client: kube::Client,
+    health: SimHealth<'h>,
+    /// Kept alive for the whole simulation: the health checks reach them over loopback.
+    _managed: Vec<FakeApiServer>,
+    promotions: Vec<ClusterPromotion>,
+    timelines: Vec<PromotionTimeline>,
+    pending_approvals: Vec<ScriptedApproval>,
+    pending_updates: Vec<ScriptedUpdate>,
+    opts: SimOptions,
+    clusters: usize,
+    fleet_derived: bool,
+    passes: usize,
+    /// The `next_check` of each promotion in the last pass.
+    next_checks: Vec<DateTime<Utc>>,
+}
+
+/// What one pass of a simulation did.
+#[derive(Clone, Debug)]
+pub struct Step {
+    /// The pass or the simulated Sveltos changed something.
+    pub changed: bool,
+    /// When something time-driven happens next (a soak ends, a window opens, a deployment
+    /// finishes, something scripted), after the step's time; none: nothing will change without
+    /// outside help.
+    pub next_change: Option<DateTime<Utc>>,
+    /// What each promotion's pass decided, in the order of the promotions.
+    pub decided: Vec<(Option<String>, Phase, String)>,
+}
+
+impl<'h> Simulation<'h> {
+    /// Loads the world into a fresh fake API server at `opts.start`.
+    pub async fn start(
+        world: SimWorld,
+        health: SimHealth<'h>,
+        opts: &SimOptions,
+    ) -> anyhow::Result<Simulation<'h>> {
+        let SimWorld {
+            promotions,
+            fleet,
+            objects,
+        } = world;
+        if opts.tick <= Duration::zero() {
+            anyhow::bail!("--tick must be positive");
         }
-    }
-    for f in &opts.failures {
-        let key = fleet
-            .find(&f.cluster)
-            .map(|c| c.key())
-            .ok_or_else(|| anyhow::anyhow!("--fail: no cluster {:?} in the fleet", f.cluster))?;
-        addon.failing.insert(key.clone(), opts.start + f.at);
-        if let Some(text) = &f.only {
-            addon.failing_only.insert(key, text.clone());
-        }
-    }
-    for (i, f) in opts.freezes.iter().enumerate() {
-        let mut obj = f.object(i, opts.start);
-        if f.to.is_none()
-            && let Some(spec) = obj
-                .get_mut("spec")
-                .and_then(serde_json::Value::as_object_mut)
-        {
-            spec.remove("end");
-        }
-        server
-            .store()
-            .seed(&promotion_freeze_type(), obj)
-            .map_err(|e| anyhow::anyhow!("--freeze: {}", e.message))?;
-    }
-    check_approvals(&opts.approvals, &promotions)?;
-    let mut timelines = Vec::new();
-    for p in &promotions {
-        load(&server, &cluster_promotion_type(), serde_json::to_value(p)?)?;
-        let clusters_of = |stage: &str| -> Vec<String> {
-            let selector = p
-                .spec
-                .stages
-                .iter()
-                .find(|s| s.name == stage)
-                .and_then(|s| s.cluster_selector.clone())
-                .unwrap_or_default();
-            fleet
-                .clusters
-                .iter()
-                .filter(|c| selector.selects(&c.labels).unwrap_or(false))
-                .map(|c| c.key())
-                .collect()
+        let server = FakeApiServer::start_with_sveltos().await?;
+        let clock = Arc::new(Mutex::new(opts.start));
+        let server_clock = clock.clone();
+        server.set_clock(Arc::new(move || {
+            *server_clock.lock().unwrap_or_else(|p| p.into_inner())
+        }));
+        let mut addon = AddonController {
+            clock_skew: opts.sveltos_clock_skew,
+            ..AddonController::default()
         };
-        timelines.push(PromotionTimeline::new(p, clusters_of));
+        if let Some(d) = &fleet.default_deploy_time {
+            addon.default_deploy_time = d.to_chrono();
+        }
+        for c in &fleet.clusters {
+            server
+                .store()
+                .seed(&sveltos_cluster_type(), c.to_sveltos_cluster())
+                .map_err(|e| anyhow::anyhow!("cluster {}: {}", c.key(), e.message))?;
+            if let Some(d) = &c.deploy_time {
+                addon.deploy_time.insert(c.key(), d.to_chrono());
+            }
+        }
+        for f in &opts.failures {
+            let key = fleet.find(&f.cluster).map(|c| c.key()).ok_or_else(|| {
+                anyhow::anyhow!("--fail: no cluster {:?} in the fleet", f.cluster)
+            })?;
+            addon.failing.insert(key.clone(), opts.start + f.at);
+            if let Some(text) = &f.only {
+                addon.failing_only.insert(key, text.clone());
+            }
+        }
+        for (i, f) in opts.freezes.iter().enumerate() {
+            let mut obj = f.object(i, opts.start);
+            if f.to.is_none()
+                && let Some(spec) = obj
+                    .get_mut("spec")
+                    .and_then(serde_json::Value::as_object_mut)
+            {
+                spec.remove("end");
+            }
+            server
+                .store()
+                .seed(&promotion_freeze_type(), obj)
+                .map_err(|e| anyhow::anyhow!("--freeze: {}", e.message))?;
+        }
+        check_approvals(&opts.approvals, &promotions)?;
+        let mut timelines = Vec::new();
+        for p in &promotions {
+            load(&server, &cluster_promotion_type(), serde_json::to_value(p)?)?;
+            let clusters_of = |stage: &str| -> Vec<String> {
+                let selector = p
+                    .spec
+                    .stages
+                    .iter()
+                    .find(|s| s.name == stage)
+                    .and_then(|s| s.cluster_selector.clone())
+                    .unwrap_or_default();
+                fleet
+                    .clusters
+                    .iter()
+                    .filter(|c| selector.selects(&c.labels).unwrap_or(false))
+                    .map(|c| c.key())
+                    .collect()
+            };
+            timelines.push(PromotionTimeline::new(p, clusters_of));
+        }
+        for (rt, obj) in objects {
+            load(&server, &rt, obj)?;
+        }
+        let client = server.client().await?;
+        let has_checks = promotions.iter().flat_map(|p| &p.spec.stages).any(|s| {
+            s.trigger
+                .as_ref()
+                .and_then(|t| t.gates())
+                .is_some_and(|g| !g.post_delay_health_checks.is_empty())
+        });
+        let managed = match (&health, has_checks) {
+            (SimHealth::FleetObjects, true) => super::managed::start(&fleet, &server).await?,
+            _ => Vec::new(),
+        };
+        Ok(Simulation {
+            server,
+            clock,
+            addon,
+            client,
+            health,
+            _managed: managed,
+            promotions,
+            timelines,
+            pending_approvals: opts.approvals.clone(),
+            pending_updates: opts.updates.clone(),
+            opts: opts.clone(),
+            clusters: fleet.clusters.len(),
+            fleet_derived: fleet.derived,
+            passes: 0,
+            next_checks: Vec::new(),
+        })
     }
-    for (rt, obj) in objects {
-        load(&server, &rt, obj)?;
+
+    /// The fake API server the simulation runs against (its clock is [`Simulation::now`]).
+    pub fn server(&self) -> &FakeApiServer {
+        &self.server
     }
-    let mut pending_updates = opts.updates.clone();
-    let client = server.client().await?;
-    let has_checks = promotions.iter().flat_map(|p| &p.spec.stages).any(|s| {
-        s.trigger
-            .as_ref()
-            .and_then(|t| t.gates())
-            .is_some_and(|g| !g.post_delay_health_checks.is_empty())
-    });
-    // Kept alive for the whole simulation: the health checks reach them over loopback.
-    let _managed = match (&health, has_checks) {
-        (SimHealth::FleetObjects, true) => super::managed::start(&fleet, &server).await?,
-        _ => Vec::new(),
-    };
-    let mut pending_approvals = opts.approvals.clone();
-    let deadline = opts.start + opts.until;
-    let mut now = opts.start;
-    let mut passes = 0;
-    let show_progress = opts.progress && std::io::stderr().is_terminal();
-    loop {
-        *clock.lock().unwrap_or_else(|p| p.into_inner()) = now;
-        // Scripted approvals that are due, as a user's `kubectl patch` would set them.
-        for a in pending_approvals
+
+    /// A client of the simulated cluster, as a person's kubectl would be (the admin).
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    pub fn options(&self) -> &SimOptions {
+        &self.opts
+    }
+
+    /// The virtual time: what the fake API server stamps, and what the passes take as now.
+    pub fn now(&self) -> DateTime<Utc> {
+        *self.clock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the virtual clock (between passes; a pass runs at the time it is stepped at).
+    pub fn set_now(&self, t: DateTime<Utc>) {
+        *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+
+    /// Whether every promotion has completed and nothing more is scripted.
+    pub fn finished(&self) -> bool {
+        self.timelines.iter().all(|t| t.complete) && self.pending_updates.is_empty()
+    }
+
+    /// The first tick at or after `t`.
+    pub fn tick_at_or_after(&self, t: DateTime<Utc>) -> DateTime<Utc> {
+        align(self.opts.start, self.opts.tick, t)
+    }
+
+    /// One pass at `now`: what is scripted and due (approvals as a user's `kubectl patch`, new
+    /// revisions as `kubectl apply`), the real pass through kube's client, then the simulated
+    /// Sveltos.
+    pub async fn step(&mut self, now: DateTime<Utc>) -> anyhow::Result<Step> {
+        let opts = &self.opts;
+        self.set_now(now);
+        for a in self
+            .pending_approvals
             .iter()
             .filter(|a| opts.start + a.at <= now)
         {
-            for (p, timeline) in promotions.iter().zip(timelines.iter_mut()) {
+            for (p, timeline) in self.promotions.iter().zip(self.timelines.iter_mut()) {
                 let name = p.metadata.name.clone().unwrap_or_default();
                 if a.promotion.as_ref().is_some_and(|x| *x != name) {
                     continue;
@@ -387,7 +474,7 @@ pub async fn simulate(
                 {
                     continue;
                 }
-                let mut store = server.store();
+                let mut store = self.server.store();
                 if let Ok(current) = store.get(&cluster_promotion_type(), "", &name) {
                     let patch = json!([{"op": "add", "path": format!("/spec/stages/{idx}/trigger/manual/approved"), "value": true}]);
                     if let Ok(patched) = crate::fake::patch::json_patch(&current, &patch)
@@ -400,11 +487,15 @@ pub async fn simulate(
                 }
             }
         }
-        pending_approvals.retain(|a| opts.start + a.at > now);
-        for update in pending_updates.iter().filter(|u| opts.start + u.at <= now) {
+        self.pending_approvals.retain(|a| opts.start + a.at > now);
+        for update in self
+            .pending_updates
+            .iter()
+            .filter(|u| opts.start + u.at <= now)
+        {
             for p in &update.promotions {
                 let name = p.metadata.name.clone().unwrap_or_default();
-                let mut store = server.store();
+                let mut store = self.server.store();
                 let Ok(mut current) = store.get(&cluster_promotion_type(), "", &name) else {
                     continue;
                 };
@@ -412,15 +503,15 @@ pub async fn simulate(
                 if store
                     .update(&cluster_promotion_type(), "", &name, current, false)
                     .is_ok()
-                    && let Some(t) = timelines.iter_mut().find(|t| t.name == name)
+                    && let Some(t) = self.timelines.iter_mut().find(|t| t.name == name)
                 {
                     t.new_revision(opts.start, now);
                 }
             }
         }
-        pending_updates.retain(|u| opts.start + u.at > now);
+        self.pending_updates.retain(|u| opts.start + u.at > now);
 
-        let revision = server.store().revision();
+        let revision = self.server.store().revision();
         let pass_opts = PassOptions {
             dry_run: false,
             selector: None,
@@ -428,21 +519,22 @@ pub async fn simulate(
             now,
             notifications: None,
         };
-        let report = match &health {
+        let report = match &self.health {
             SimHealth::FleetObjects => {
                 run_pass(
-                    &client,
-                    &crate::health::HealthEngine::new(client.clone(), now),
+                    &self.client,
+                    &crate::health::HealthEngine::new(self.client.clone(), now),
                     &pass_opts,
                 )
                 .await?
             }
-            SimHealth::Evaluator(e) => run_pass(&client, *e, &pass_opts).await?,
+            SimHealth::Evaluator(e) => run_pass(&self.client, *e, &pass_opts).await?,
         };
-        passes += 1;
-        for (timeline, p) in timelines.iter_mut().zip(&promotions) {
+        self.passes += 1;
+        for (timeline, p) in self.timelines.iter_mut().zip(&self.promotions) {
             let name = p.metadata.name.clone().unwrap_or_default();
-            let stored = server
+            let stored = self
+                .server
                 .store()
                 .get(&cluster_promotion_type(), "", &name)
                 .ok();
@@ -452,59 +544,104 @@ pub async fn simulate(
                 timeline.observe(opts.start, now, &current);
             }
         }
-        addon.reconcile(&server, now);
-        let changed = server.store().revision() != revision;
-        if timelines.iter().all(|t| t.complete) && pending_updates.is_empty() {
+        self.addon.reconcile(&self.server, now);
+        let changed = self.server.store().revision() != revision;
+        self.next_checks = report
+            .promotions
+            .iter()
+            .filter_map(|p| p.next_check)
+            .collect();
+        let next_change = self
+            .next_checks
+            .iter()
+            .copied()
+            .chain(self.addon.next_change(&self.server.store(), now))
+            .chain(self.pending_approvals.iter().map(|a| opts.start + a.at))
+            .chain(self.pending_updates.iter().map(|u| opts.start + u.at))
+            .filter(|t| *t > now)
+            .min();
+        Ok(Step {
+            changed,
+            next_change,
+            decided: report
+                .promotions
+                .iter()
+                .map(|r| (r.stage.clone(), r.phase, r.summary.clone()))
+                .collect(),
+        })
+    }
+
+    /// Marks every promotion that has not completed as stopped, at `now`, for `why`.
+    fn stop(
+        &mut self,
+        decided: &[(Option<String>, Phase, String)],
+        now: DateTime<Utc>,
+        until: bool,
+    ) {
+        for (timeline, (stage, phase, summary)) in self.timelines.iter_mut().zip(decided) {
+            if timeline.complete {
+                continue;
+            }
+            let reason = match (until, phase) {
+                (false, _) => summary.clone(),
+                (true, Phase::Complete) => "complete".to_string(),
+                (true, _) => format!(
+                    "simulation ended after {} while: {summary}",
+                    offset(self.opts.until)
+                ),
+            };
+            timeline.stopped = Some(Stop {
+                stage: stage.clone(),
+                at: now,
+                reason,
+            });
+        }
+    }
+
+    /// The timeline so far, ending at `end`.
+    pub fn report(&self, end: DateTime<Utc>) -> SimReport {
+        SimReport {
+            start: self.opts.start,
+            end,
+            tick_seconds: self.opts.tick.num_seconds(),
+            clusters: self.clusters,
+            fleet_derived: self.fleet_derived,
+            passes: self.passes,
+            promotions: self.timelines.clone(),
+        }
+    }
+}
+
+pub async fn simulate(
+    world: SimWorld,
+    health: SimHealth<'_>,
+    opts: &SimOptions,
+) -> anyhow::Result<SimReport> {
+    let mut sim = Simulation::start(world, health, opts).await?;
+    let deadline = opts.start + opts.until;
+    let mut now = opts.start;
+    let show_progress = opts.progress && std::io::stderr().is_terminal();
+    loop {
+        let step = sim.step(now).await?;
+        if sim.finished() {
             break;
         }
         if show_progress {
             eprint!("\rsimulating: {} ", offset(now - opts.start));
         }
         let mut next = now + opts.tick;
-        if !changed {
-            let candidates = report
-                .promotions
-                .iter()
-                .filter_map(|p| p.next_check)
-                .chain(addon.next_change(&server.store(), now))
-                .chain(pending_approvals.iter().map(|a| opts.start + a.at))
-                .chain(pending_updates.iter().map(|u| opts.start + u.at))
-                .filter(|t| *t > now);
-            match candidates.min() {
-                Some(t) => next = next.max(align(opts.start, opts.tick, t)),
+        if !step.changed {
+            match step.next_change {
+                Some(t) => next = next.max(sim.tick_at_or_after(t)),
                 None => {
                     // At rest for good: nothing will change without outside help.
-                    for (timeline, r) in timelines.iter_mut().zip(&report.promotions) {
-                        if !timeline.complete {
-                            timeline.stopped = Some(Stop {
-                                stage: r.stage.clone(),
-                                at: now,
-                                reason: r.summary.clone(),
-                            });
-                        }
-                    }
+                    sim.stop(&step.decided, now, false);
                     break;
                 }
             }
         }
         if next > deadline {
-            for (timeline, r) in timelines.iter_mut().zip(&report.promotions) {
-                if !timeline.complete {
-                    let reason = match r.phase {
-                        Phase::Complete => "complete".to_string(),
-                        _ => format!(
-                            "simulation ended after {} while: {}",
-                            offset(opts.until),
-                            r.summary
-                        ),
-                    };
-                    timeline.stopped = Some(Stop {
-                        stage: r.stage.clone(),
-                        at: now,
-                        reason,
-                    });
-                }
-            }
+            sim.stop(&step.decided, now, true);
             break;
         }
         now = next;
@@ -512,15 +649,7 @@ pub async fn simulate(
     if show_progress {
         eprintln!();
     }
-    Ok(SimReport {
-        start: opts.start,
-        end: now,
-        tick_seconds: opts.tick.num_seconds(),
-        clusters: fleet.clusters.len(),
-        fleet_derived: fleet.derived,
-        passes,
-        promotions: timelines,
-    })
+    Ok(sim.report(now))
 }
 
 impl SimReport {
