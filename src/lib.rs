@@ -8,6 +8,7 @@ pub mod bounded_text;
 pub mod cli_error;
 pub mod client;
 pub mod crd;
+pub mod dashboard;
 pub mod fake;
 pub mod freeze;
 pub mod guard;

@@ -6,6 +6,7 @@
 //! the API connection).
 
 mod control;
+mod dashboard;
 mod doctor;
 mod freeze;
 mod inspect;
@@ -66,6 +67,7 @@ enum Command {
     Abort(control::AbortArgs),
     Rollback(control::RollbackArgs),
     Freeze(freeze::FreezeArgs),
+    Dashboard(dashboard::DashboardArgs),
     Lint(lint::LintArgs),
     Doctor(doctor::DoctorArgs),
     /// Print shell completions (bash, zsh, fish, …).
@@ -194,6 +196,7 @@ async fn dispatch(
         Command::Abort(args) => control::abort(args, client).await,
         Command::Rollback(args) => control::rollback(args, client).await,
         Command::Freeze(args) => freeze::run(args, client).await,
+        Command::Dashboard(args) => dashboard::run(args, client).await,
         Command::Lint(args) => lint::run(args),
         Command::Doctor(args) => doctor::run(args, client).await,
         Command::Completions { shell } => {

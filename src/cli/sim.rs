@@ -91,6 +91,15 @@ pub struct SimulateArgs {
     /// Apply a new revision of the promotions at an offset: `FILE@OFFSET`.
     #[arg(long, value_name = "FILE@OFFSET")]
     update: Vec<String>,
+    /// Serve the simulation in the dashboard instead of printing it: a web page plays the
+    /// virtual clock (play, pause, speed, next pass) and takes actions (approve, …).
+    #[arg(long)]
+    dashboard: bool,
+    /// With --dashboard: virtual seconds per real second (0: start paused).
+    #[arg(long, default_value_t = 60.0, requires = "dashboard")]
+    speed: f64,
+    #[command(flatten)]
+    serve: super::dashboard::ServeArgs,
     #[command(flatten)]
     sim: SimArgs,
 }
@@ -172,6 +181,9 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         start,
         fail,
         update,
+        dashboard,
+        speed,
+        serve,
         sim,
     } = args;
     let (docs, errors) = promoter::manifest::load_files(&manifests);
@@ -223,17 +235,44 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
         });
     }
     let opts = sim_options(&sim, start, failures, updates)?;
-    let report = promoter::sim::simulate(
-        SimWorld {
-            promotions,
-            fleet,
-            objects: Vec::new(),
-        },
-        promoter::sim::SimHealth::FleetObjects,
-        &opts,
-    )
-    .await?;
+    let world = SimWorld {
+        promotions,
+        fleet,
+        objects: Vec::new(),
+    };
+    if dashboard {
+        return serve_simulation(world, &opts, speed, &serve).await;
+    }
+    let report =
+        promoter::sim::simulate(world, promoter::sim::SimHealth::FleetObjects, &opts).await?;
     print_sim(&report, &sim.output)
+}
+
+/// `simulate --dashboard`: the same simulation, played on a clock the page controls.
+async fn serve_simulation(
+    world: SimWorld,
+    opts: &SimOptions,
+    speed: f64,
+    serve: &super::dashboard::ServeArgs,
+) -> anyhow::Result<ExitCode> {
+    use promoter::dashboard::sim::SimClock;
+    if !speed.is_finite() || speed < 0.0 {
+        anyhow::bail!(
+            "--speed {speed}: expected a number of virtual seconds per real second (0: paused)"
+        );
+    }
+    let simulation =
+        promoter::sim::Simulation::start(world, promoter::sim::SimHealth::FleetObjects, opts)
+            .await?;
+    let clock = std::sync::Arc::new(SimClock::new(opts.start, speed.max(1.0), speed > 0.0));
+    let client = simulation.client().clone();
+    let mut options = serve.options("simulated fleet");
+    options.tz = opts.default_tz;
+    let dashboard =
+        promoter::dashboard::start(client, clock.clone(), Some((simulation, clock)), options)
+            .await?;
+    super::dashboard::announce_and_serve(dashboard, "simulation dashboard").await;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn plan(args: PlanArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,494 @@
+//! The one loop per server that reads the cluster and keeps what every open page shows: the
+//! overview's rows, the freezes, and the pages of the promotions someone has open. Each refresh
+//! reads as `status` reads (one `observe`), computes the models, and publishes a new snapshot only
+//! when a model changed, with the pieces that changed marked by version: a pass that changes
+//! nothing costs the open pages nothing, however many there are.
+
+use super::model::{self, Banner, Detail, EventLine, FreezesView, Row};
+use super::views::{self, Page};
+use crate::api::ClusterPromotion;
+use crate::pass::observe::Observation;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use k8s_openapi::api::core::v1::Event;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, watch};
+
+/// What the page's clock runs on: the wall clock, or a simulation's virtual clock.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> DateTime<Utc>;
+    /// Virtual seconds per real second while it runs (1 for the wall clock), and whether it runs.
+    fn rate(&self) -> (f64, bool);
+}
+
+/// The wall clock.
+pub struct WallClock;
+
+impl Clock for WallClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+    fn rate(&self) -> (f64, bool) {
+        (1.0, true)
+    }
+}
+
+/// A piece of the snapshot with the snapshot sequence number it last changed in.
+#[derive(Debug)]
+pub struct Versioned<T> {
+    pub version: u64,
+    pub value: Arc<T>,
+    /// The piece rendered once for every page (`views`).
+    pub html: Arc<str>,
+    /// The model as JSON: what "changed" is decided on (no time of reading in it).
+    key: Arc<str>,
+}
+
+impl<T> Clone for Versioned<T> {
+    fn clone(&self) -> Self {
+        Versioned {
+            version: self.version,
+            value: self.value.clone(),
+            html: self.html.clone(),
+            key: self.key.clone(),
+        }
+    }
+}
+
+/// Everything the open pages show, as of one refresh.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub seq: u64,
+    /// When it was read (the dashboard's clock).
+    pub at: Option<DateTime<Utc>>,
+    /// By name.
+    pub rows: BTreeMap<String, Versioned<Row>>,
+    /// The snapshot in which a promotion appeared or disappeared last.
+    pub membership: u64,
+    pub freezes: Option<Versioned<FreezesView>>,
+    pub details: BTreeMap<String, Versioned<Detail>>,
+    /// The banner: why the last read failed (the rows are the last ones read), and when a pass
+    /// last ran.
+    pub banner: Option<Versioned<Banner>>,
+    /// The snapshot in which the clock's rate or its reference time changed last.
+    pub clock: u64,
+}
+
+impl Snapshot {
+    /// The overview's rows, as rendered.
+    pub fn rows_html(&self) -> String {
+        self.rows.values().map(|r| &*r.html).collect()
+    }
+}
+
+/// How the hub reads and renders.
+#[derive(Clone, Debug)]
+pub struct HubOptions {
+    pub tz: Tz,
+    /// The CronJob that runs the passes (`status --cronjob`); none: not read.
+    pub cronjob: Option<(String, String)>,
+    /// Time between two reads of the cluster; none: only when woken (a simulation wakes it after
+    /// each pass, and every action does).
+    pub refresh: Option<Duration>,
+    /// How long a promotion's page is kept up to date after its last viewer left (a reload
+    /// reconnects).
+    pub linger: Duration,
+    pub page: Page,
+}
+
+pub struct Hub {
+    client: kube::Client,
+    clock: Arc<dyn Clock>,
+    options: HubOptions,
+    tx: watch::Sender<Arc<Snapshot>>,
+    /// Promotion pages open: viewers, and when the last one left.
+    viewers: Mutex<BTreeMap<String, (usize, Instant)>>,
+    wake: Notify,
+    /// Serialises refreshes (the loop and requests that need a fresh piece now).
+    refreshing: tokio::sync::Mutex<()>,
+    /// What the last read saw, for the refresh after an action.
+    last: tokio::sync::Mutex<Read>,
+}
+
+/// The last read: the world, and when a pass last ran.
+#[derive(Default)]
+struct Read(Option<Observation>, Option<crate::ops::inspect::LastPass>);
+
+/// Keeps a promotion's page up to date while held.
+pub struct Viewing {
+    hub: Arc<Hub>,
+    name: String,
+}
+
+impl Drop for Viewing {
+    fn drop(&mut self) {
+        let mut viewers = self.hub.viewers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = viewers.get_mut(&self.name) {
+            v.0 = v.0.saturating_sub(1);
+            v.1 = Instant::now();
+        }
+    }
+}
+
+fn key_of<T: serde::Serialize>(value: &T) -> Arc<str> {
+    serde_json::to_string(value).unwrap_or_default().into()
+}
+
+/// `value` as a piece of snapshot `seq`, keeping the previous version (and its rendering) when the
+/// model is the same.
+fn versioned<T: serde::Serialize>(
+    previous: Option<&Versioned<T>>,
+    value: T,
+    seq: u64,
+    render: impl FnOnce(&T) -> String,
+) -> (Versioned<T>, bool) {
+    let key = key_of(&value);
+    if let Some(p) = previous.filter(|p| p.key == key) {
+        return (p.clone(), false);
+    }
+    let html = render(&value).into();
+    (
+        Versioned {
+            version: seq,
+            value: Arc::new(value),
+            html,
+            key,
+        },
+        true,
+    )
+}
+
+impl Hub {
+    pub fn new(client: kube::Client, clock: Arc<dyn Clock>, options: HubOptions) -> Arc<Hub> {
+        let (tx, _) = watch::channel(Arc::new(Snapshot::default()));
+        Arc::new(Hub {
+            client,
+            clock,
+            options,
+            tx,
+            viewers: Mutex::new(BTreeMap::new()),
+            wake: Notify::new(),
+            refreshing: tokio::sync::Mutex::new(()),
+            last: tokio::sync::Mutex::new(Read::default()),
+        })
+    }
+
+    pub fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    pub fn page(&self) -> &Page {
+        &self.options.page
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.tx.subscribe()
+    }
+
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.tx.borrow().clone()
+    }
+
+    /// Asks the loop to read the cluster now (an action was taken, a pass ran).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The clock changed (play, pause, speed, a jump): the pages re-anchor their countdowns.
+    pub fn clock_changed(&self) {
+        self.tx.send_modify(|s| {
+            let mut next = (**s).clone();
+            next.seq += 1;
+            next.clock = next.seq;
+            *s = Arc::new(next);
+        });
+    }
+
+    /// Keeps `name`'s page up to date until the returned guard is dropped.
+    pub fn view(self: &Arc<Self>, name: &str) -> Viewing {
+        let fresh = {
+            let mut viewers = self.viewers.lock().unwrap_or_else(|p| p.into_inner());
+            let v = viewers
+                .entry(name.to_string())
+                .or_insert((0, Instant::now()));
+            v.0 += 1;
+            !self.snapshot().details.contains_key(name)
+        };
+        if fresh {
+            self.wake();
+        }
+        Viewing {
+            hub: self.clone(),
+            name: name.to_string(),
+        }
+    }
+
+    /// The current snapshot, refreshed first when it lacks what a page needs (the first read, a
+    /// promotion's page nobody had open).
+    pub async fn ready(self: &Arc<Self>, detail: Option<&str>) -> Arc<Snapshot> {
+        let s = self.snapshot();
+        let missing = s.at.is_none() || detail.is_some_and(|d| !s.details.contains_key(d));
+        if !missing {
+            return s;
+        }
+        self.refresh().await;
+        self.snapshot()
+    }
+
+    /// Reads and publishes until the process ends. A read of a large fleet takes time (it is
+    /// the pass's read): the next one starts no sooner than that time again after it, so the
+    /// dashboard never reads more than half of the time.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            let started = Instant::now();
+            self.refresh().await;
+            let took = started.elapsed();
+            match self.options.refresh {
+                Some(every) => {
+                    let _ = tokio::time::timeout(every.max(took), self.wake.notified()).await;
+                }
+                None => self.wake.notified().await,
+            }
+        }
+    }
+
+    fn wanted(&self) -> Vec<String> {
+        let mut viewers = self.viewers.lock().unwrap_or_else(|p| p.into_inner());
+        let linger = self.options.linger;
+        viewers.retain(|_, (n, left)| *n > 0 || left.elapsed() < linger);
+        viewers.keys().cloned().collect()
+    }
+
+    /// One read of the cluster (as `status` reads it); publishes a snapshot when something shown
+    /// changed.
+    pub async fn refresh(&self) {
+        let _one = self.refreshing.lock().await;
+        let last_pass = match &self.options.cronjob {
+            Some((ns, name)) => crate::ops::inspect::last_pass(&self.client, ns, name).await,
+            None => None,
+        };
+        let mut last = self.last.lock().await;
+        last.1 = last_pass;
+        match crate::ops::load::status_world(&self.client, None).await {
+            Err(e) => {
+                // The rows stay as last read; the banner says why they are not fresh.
+                let error = crate::cli_error::render(&e);
+                let Read(observation, last_pass) = &mut *last;
+                self.publish(observation.as_mut(), last_pass.clone(), Some(error))
+                    .await;
+            }
+            Ok(mut observation) => {
+                if observation.promotions.is_empty() {
+                    // Nothing to decide, so `observe` read no freeze: the freezes page still
+                    // shows them.
+                    match crate::pass::observe::freezes(&self.client).await {
+                        Ok(Some(f)) => observation.world.freezes = f,
+                        Ok(None) => observation.world.own_crds_missing = true,
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "listing PromotionFreezes")
+                        }
+                    }
+                }
+                last.0 = Some(observation);
+                let Read(observation, last_pass) = &mut *last;
+                self.publish(observation.as_mut(), last_pass.clone(), None)
+                    .await;
+            }
+        }
+    }
+
+    /// After an action: re-reads only what it changed (the promotion; the freezes) and publishes,
+    /// with the rest of the world as last read, so the person sees the result at once even when a
+    /// whole read of the fleet takes seconds.
+    pub async fn refresh_after(&self, promotion: Option<&str>, freezes: bool) {
+        let _one = self.refreshing.lock().await;
+        let mut last = self.last.lock().await;
+        let Read(Some(observation), last_pass) = &mut *last else {
+            drop(last);
+            drop(_one);
+            return self.refresh().await;
+        };
+        if let Some(name) = promotion {
+            let api: kube::Api<ClusterPromotion> = kube::Api::all(self.client.clone());
+            match api.get_opt(name).await {
+                Ok(Some(p)) => {
+                    let promotions = &mut observation.promotions;
+                    match promotions
+                        .iter()
+                        .position(|q| q.metadata.name == p.metadata.name)
+                    {
+                        Some(i) => promotions[i] = p,
+                        None => promotions.push(p),
+                    }
+                }
+                Ok(None) => observation
+                    .promotions
+                    .retain(|q| q.metadata.name.as_deref() != Some(name)),
+                Err(e) => {
+                    tracing::warn!(promotion = %name, error = %e, "re-reading after an action");
+                }
+            }
+        }
+        if freezes {
+            match crate::pass::observe::freezes(&self.client).await {
+                Ok(Some(f)) => observation.world.freezes = f,
+                Ok(None) => observation.world.own_crds_missing = true,
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "listing PromotionFreezes"),
+            }
+        }
+        let last_pass = last_pass.clone();
+        self.publish(Some(observation), last_pass, None).await;
+    }
+
+    /// Computes every model from `observation` (none: the last read failed and nothing was read
+    /// before), renders what changed, and publishes a snapshot if anything did.
+    async fn publish(
+        &self,
+        observation: Option<&mut Observation>,
+        last_pass: Option<crate::ops::inspect::LastPass>,
+        error: Option<String>,
+    ) {
+        let previous = self.snapshot();
+        let seq = previous.seq + 1;
+        let now = self.clock.now();
+        let page = &self.options.page;
+        let mut next = (*previous).clone();
+        next.seq = seq;
+        next.at = Some(now);
+        let mut changed = previous.at.is_none();
+        let wanted = self.wanted();
+        if let Some(observation) = observation {
+            let mut rows = BTreeMap::new();
+            for p in &observation.promotions {
+                let Some(name) = p.metadata.name.clone() else {
+                    continue;
+                };
+                let mut status =
+                    crate::ops::inspect::status_row(p, &observation.world, now, self.options.tz);
+                status.last_pass = last_pass.clone();
+                let row = Row::Promotion(Box::new(model::overview_row(p, status, now)));
+                let (v, c) = versioned(previous.rows.get(&name), row, seq, |r| {
+                    views::row(page, r, now)
+                });
+                changed |= c;
+                rows.insert(name, v);
+            }
+            for bad in &observation.undecodable {
+                let row = Row::Unreadable {
+                    name: bad.name.clone(),
+                    error: bad.error.clone(),
+                };
+                let (v, c) = versioned(previous.rows.get(&bad.name), row, seq, |r| {
+                    views::row(page, r, now)
+                });
+                changed |= c;
+                rows.insert(bad.name.clone(), v);
+            }
+            if rows.keys().ne(previous.rows.keys()) {
+                next.membership = seq;
+                changed = true;
+            }
+            next.rows = rows;
+            let freezes = model::freezes_view(&observation.promotions, &observation.world, now);
+            let (v, c) = versioned(previous.freezes.as_ref(), freezes, seq, |f| {
+                views::freezes(page, f, now)
+            });
+            changed |= c;
+            next.freezes = Some(v);
+            let mut details = BTreeMap::new();
+            for name in &wanted {
+                let Some(p) = observation
+                    .promotions
+                    .iter()
+                    .find(|p| p.metadata.name.as_deref() == Some(name.as_str()))
+                else {
+                    continue;
+                };
+                // explain's world replaces the summaries with this promotion's: put them back.
+                let saved = std::mem::take(&mut observation.world.summaries);
+                let loaded =
+                    crate::ops::load::explain_world(&self.client, p, &mut observation.world).await;
+                let detail = match loaded {
+                    Ok(()) => {
+                        let explanation = crate::ops::explain::explain(
+                            p,
+                            &observation.world,
+                            now,
+                            self.options.tz,
+                            last_pass.as_ref(),
+                        );
+                        let events = events_of(&self.client, name).await;
+                        Some(model::detail(p, explanation, events, now))
+                    }
+                    Err(e) => {
+                        tracing::warn!(promotion = %name, error = %format!("{e:#}"), "reading a promotion's page");
+                        None
+                    }
+                };
+                observation.world.summaries = saved;
+                if let Some(detail) = detail {
+                    let (v, c) = versioned(previous.details.get(name), detail, seq, |d| {
+                        views::detail(page, d, now)
+                    });
+                    changed |= c;
+                    details.insert(name.clone(), v);
+                }
+            }
+            changed |= details.keys().ne(previous.details.keys());
+            next.details = details;
+        }
+        let banner = Banner { error, last_pass };
+        let (v, c) = versioned(previous.banner.as_ref(), banner, seq, |b| {
+            views::banner(page, b, now)
+        });
+        changed |= c;
+        next.banner = Some(v);
+        if changed {
+            let _ = self.tx.send_replace(Arc::new(next));
+        }
+    }
+}
+
+/// The promotion's Events (core/v1 in `default`, where a cluster-scoped object's go), oldest first.
+async fn events_of(client: &kube::Client, name: &str) -> Result<Vec<EventLine>, String> {
+    let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), "default");
+    let params = kube::api::ListParams::default().fields(&format!("involvedObject.name={name}"));
+    let listed = api
+        .list(&params)
+        .await
+        .map_err(|e| crate::cli_error::render(&anyhow::Error::new(e)))?;
+    let mut lines: Vec<EventLine> = listed
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.kind.as_deref() == Some("ClusterPromotion"))
+        .map(|e| {
+            let at = e
+                .event_time
+                .as_ref()
+                .map(|t| t.0.as_second())
+                .or_else(|| e.last_timestamp.as_ref().map(|t| t.0.as_second()))
+                .or_else(|| e.first_timestamp.as_ref().map(|t| t.0.as_second()))
+                .and_then(|s| DateTime::<Utc>::from_timestamp(s, 0));
+            EventLine {
+                at,
+                kind: e.type_.unwrap_or_else(|| "Normal".into()),
+                reason: e.reason.unwrap_or_default(),
+                note: e.message.unwrap_or_default(),
+                count: e
+                    .series
+                    .as_ref()
+                    .and_then(|s| s.count)
+                    .or(e.count)
+                    .unwrap_or(1),
+            }
+        })
+        .collect();
+    lines.sort_by_key(|l| l.at);
+    Ok(lines)
+}

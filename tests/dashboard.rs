@@ -1,0 +1,1054 @@
+//! `promoter dashboard` over HTTP, as a browser speaks to it, against the fake API server through
+//! kube's real client: every endpoint, its refusals (wrong Host, foreign Origin, no session, no
+//! token, read-only, RBAC), that the pages show what `status` and `explain` compute, that each
+//! action writes what its command writes, live updates, and that no credential reaches a page.
+
+mod common;
+
+use chrono::{DateTime, Utc};
+use common::{Env, SEED_FLEET, completed_before_a_break, events_of};
+use promoter::dashboard::hub::Clock;
+use promoter::dashboard::{Dashboard, Options};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+/// The test's virtual clock, as the dashboard's.
+struct EnvClock(Arc<Mutex<DateTime<Utc>>>);
+
+impl Clock for EnvClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+    fn rate(&self) -> (f64, bool) {
+        (1.0, false)
+    }
+}
+
+async fn serve_as(env: &Env, client: kube::Client, read_only: bool) -> Dashboard {
+    let mut options = Options::new("cluster");
+    options.read_only = read_only;
+    // Refreshed by the test (wake) and after actions: nothing depends on a timer.
+    options.refresh = Some(Duration::from_secs(3600));
+    promoter::dashboard::start(client, Arc::new(EnvClock(env.now.clone())), None, options)
+        .await
+        .unwrap()
+}
+
+async fn serve(env: &Env) -> Dashboard {
+    serve_as(env, env.client.clone(), false).await
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 request, with exactly the headers given (Host too, unless `host` is None: then
+/// the served address).
+async fn raw(
+    d: &Dashboard,
+    method: &str,
+    path: &str,
+    host: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
+    let mut s = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+    let served = d.addr.to_string();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+        host.unwrap_or(&served)
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    req.push_str("\r\n");
+    if let Some(b) = body {
+        req.push_str(b);
+    }
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut out))
+        .await
+        .expect("an answer")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A GET as the browser sends it once the session is open.
+async fn get(d: &Dashboard, path: &str) -> Reply {
+    raw(d, "GET", path, None, &[("Cookie", &d.cookie)], None).await
+}
+
+/// A POST as the page's script sends it.
+async fn post(d: &Dashboard, path: &str, body: &Value) -> Reply {
+    let origin = format!("http://{}", d.addr);
+    raw(
+        d,
+        "POST",
+        path,
+        None,
+        &[
+            ("Cookie", &d.cookie),
+            ("Origin", &origin),
+            ("X-Promoter-Token", &d.csrf),
+        ],
+        Some(&body.to_string()),
+    )
+    .await
+}
+
+/// Preview, then carry out what the preview said (as a person confirming the dialog).
+async fn confirm(d: &Dashboard, request: Value) -> (Value, Reply) {
+    let preview = post(d, "/api/preview", &request).await;
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    let preview = preview.json();
+    let mut act = request.clone();
+    act["fingerprint"] = preview["fingerprint"].clone();
+    let done = post(d, "/api/act", &act).await;
+    (preview, done)
+}
+
+/// A waiting manual stage: the blog's manual rollout, passes until staging awaits approval.
+async fn awaiting_approval() -> (Env, String) {
+    let env = Env::new(SEED_FLEET).await;
+    let name = env.apply_example("blog-kyverno-manual.yaml")[0].clone();
+    for _ in 0..30 {
+        env.tick().await;
+        if env
+            .description(&name, "staging")
+            .is_some_and(|d| d.contains("Awaiting Manual Approval"))
+        {
+            return (env, name);
+        }
+    }
+    panic!("staging of {name} never awaited approval");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_wrong_host_foreign_origin_no_session_no_token() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    let origin = format!("http://{}", d.addr);
+    let approve =
+        json!({"action": "approve", "promotion": name, "stage": "staging", "fingerprint": "x"})
+            .to_string();
+    // DNS rebinding: a page of another site whose name resolves to 127.0.0.1.
+    for (method, body) in [("GET", None), ("POST", Some(approve.as_str()))] {
+        let r = raw(
+            &d,
+            method,
+            "/",
+            Some(&format!("evil.example:{}", d.addr.port())),
+            &[
+                ("Cookie", &d.cookie),
+                ("Origin", &origin),
+                ("X-Promoter-Token", &d.csrf),
+            ],
+            body,
+        )
+        .await;
+        assert_eq!(r.status, 403, "{method}: {}", r.body);
+        assert!(r.body.contains("Host"), "{}", r.body);
+    }
+    // A cross-site request, and a change that does not say where it comes from.
+    let r = raw(
+        &d,
+        "POST",
+        "/api/act",
+        None,
+        &[
+            ("Cookie", &d.cookie),
+            ("Origin", "http://evil.example"),
+            ("X-Promoter-Token", &d.csrf),
+        ],
+        Some(&approve),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = raw(
+        &d,
+        "POST",
+        "/api/act",
+        None,
+        &[("Cookie", &d.cookie), ("X-Promoter-Token", &d.csrf)],
+        Some(&approve),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    // No session: nothing but the login and the assets.
+    for path in [
+        "/",
+        "/freezes",
+        &format!("/promotions/{name}"),
+        "/api/overview",
+        "/events?view=overview",
+    ] {
+        let r = raw(&d, "GET", path, None, &[], None).await;
+        assert_eq!(r.status, 401, "{path}: {}", r.body);
+        assert!(r.body.contains("open the URL"), "{}", r.body);
+    }
+    let wrong = raw(
+        &d,
+        "GET",
+        "/",
+        None,
+        &[("Cookie", &format!("{}x", d.cookie))],
+        None,
+    )
+    .await;
+    assert_eq!(wrong.status, 401);
+    // A change without the page's token (the session cookie alone is not enough).
+    let r = raw(
+        &d,
+        "POST",
+        "/api/act",
+        None,
+        &[("Cookie", &d.cookie), ("Origin", &origin)],
+        Some(&approve),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("token"), "{}", r.body);
+    let r = raw(
+        &d,
+        "POST",
+        "/api/act",
+        None,
+        &[
+            ("Cookie", &d.cookie),
+            ("Origin", &origin),
+            ("X-Promoter-Token", "0000"),
+        ],
+        Some(&approve),
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    // Nothing of it was written.
+    let p = env.promotion(&name).unwrap();
+    assert!(promoter::annotations::approval(&p, "staging").is_none());
+    // The login: a wrong token opens nothing; the printed URL opens the session.
+    let r = raw(&d, "GET", "/login?token=nope", None, &[], None).await;
+    assert_eq!(r.status, 401);
+    assert!(r.header("set-cookie").is_none());
+    let login = d
+        .login_url
+        .trim_start_matches(&format!("http://{}", d.addr));
+    let r = raw(&d, "GET", login, None, &[], None).await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.header("location"), Some("/"));
+    let cookie = r.header("set-cookie").unwrap();
+    assert!(cookie.starts_with(&format!("{};", d.cookie)), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    // Also through `localhost`, the other name of loopback.
+    let r = raw(
+        &d,
+        "GET",
+        "/",
+        Some(&format!("localhost:{}", d.addr.port())),
+        &[("Cookie", &d.cookie)],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    // The assets need no session; every answer, refusals and 404s included, carries the policy.
+    for (path, status) in [
+        ("/assets/app.js", 200),
+        ("/assets/app.css", 200),
+        ("/assets/nope.js", 404),
+        ("/", 401),
+    ] {
+        let r = raw(&d, "GET", path, None, &[], None).await;
+        assert_eq!(r.status, status, "{path}");
+        assert_eq!(
+            r.header("content-security-policy"),
+            Some(promoter::dashboard::security::CSP),
+            "{path}"
+        );
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(r.header("x-frame-options"), Some("DENY"));
+    }
+    let r = get(&d, "/no/such/page").await;
+    assert_eq!(r.status, 404);
+    assert!(r.header("content-security-policy").is_some());
+    assert_eq!(get(&d, "/").await.header("cache-control"), Some("no-store"));
+    // No inline script or style anywhere: the policy would block it.
+    let page = get(&d, "/").await.body;
+    assert!(
+        !page.contains("<script>") && !page.contains(" style="),
+        "{page}"
+    );
+    assert!(!page.contains(" on"), "no inline event handlers");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_show_what_status_and_explain_compute() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    // The overview's model is `status`' row, for the same read.
+    let overview = get(&d, "/api/overview").await;
+    assert_eq!(overview.status, 200, "{}", overview.body);
+    let row = &overview.json()["rows"][0]["promotion"];
+    let observation = promoter::ops::load::status_world(&env.client, None)
+        .await
+        .unwrap();
+    let p = env.promotion(&name).unwrap();
+    let status =
+        promoter::ops::inspect::status_row(&p, &observation.world, env.now(), chrono_tz::UTC);
+    assert_eq!(row["status"], serde_json::to_value(&status).unwrap());
+    assert_eq!(row["status"]["phase"], "AwaitingApproval");
+    assert_eq!(
+        row["stages"],
+        json!([
+            {"name": "dev", "progress": "passed", "description": "Successfully provisioned"},
+            {"name": "staging", "progress": {"current": "AwaitingApproval"}, "description": "Paused: Awaiting Manual Approval"},
+            {"name": "production", "progress": "notReached"}
+        ])
+    );
+    assert_eq!(row["offers"]["approve"], json!([["staging", false]]));
+    // The HTML: each stage with its symbol and words, the Approve button on the waiting stage.
+    let html = get(&d, "/").await.body;
+    assert!(html.contains(&format!("id=\"row-{name}\"")), "{html}");
+    assert!(html.contains("data-phase=\"AwaitingApproval\""));
+    assert!(html.contains("awaiting approval"));
+    assert!(html.contains("class=\"st st-passed\""));
+    assert!(html.contains(&format!(
+        "data-action=\"approve\" data-promotion=\"{name}\" data-stage=\"staging\""
+    )));
+    // The promotion's page: `explain`'s model, and the clusters with the revision they run.
+    let detail = get(&d, &format!("/api/promotions/{name}")).await;
+    assert_eq!(detail.status, 200, "{}", detail.body);
+    let detail = detail.json();
+    let mut world = promoter::ops::load::status_world(&env.client, None)
+        .await
+        .unwrap()
+        .world;
+    promoter::ops::load::explain_world(&env.client, &p, &mut world)
+        .await
+        .unwrap();
+    let explanation = promoter::ops::explain::explain(&p, &world, env.now(), chrono_tz::UTC, None);
+    assert_eq!(
+        detail["explanation"],
+        serde_json::to_value(&explanation).unwrap()
+    );
+    let revision = promoter::api::revision_id(explanation.revision.as_deref().unwrap());
+    assert_eq!(
+        detail["clusterRevisions"][0],
+        json!([{"runs": revision}, {"runs": revision}])
+    );
+    // Production is not reached: its cluster runs nothing of this promotion yet.
+    assert_eq!(detail["clusterRevisions"][2], json!(["nothing"]));
+    let events = detail["events"].as_array().unwrap();
+    assert!(
+        events.iter().any(|e| e["reason"] == "AwaitingApproval"),
+        "{events:?}"
+    );
+    let page = get(&d, &format!("/promotions/{name}")).await;
+    assert_eq!(page.status, 200);
+    for text in [
+        "dev/dev01",
+        &format!("✓ {revision}"),
+        "Stage staging awaits manual approval",
+        "No completed, stored revision to roll back to.",
+        "Next pass (a prediction)",
+    ] {
+        assert!(page.body.contains(text), "{text} not in {}", page.body);
+    }
+    let missing = get(&d, "/promotions/no-such-promotion").await;
+    assert_eq!(missing.status, 404);
+    assert!(
+        missing
+            .body
+            .contains("No ClusterPromotion no-such-promotion.")
+    );
+    assert_eq!(get(&d, "/api/promotions/nope").await.status, 404);
+    // The freezes page, empty, with its forms.
+    let freezes = get(&d, "/freezes").await.body;
+    assert!(freezes.contains("No PromotionFreeze."), "{freezes}");
+    assert!(freezes.contains("id=\"freeze-create\""));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approve_is_the_commands_guarded_patch_identity_record_and_event() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    let request = json!({"action": "approve", "promotion": name, "stage": "staging", "reason": "CAB-42", "by": "change board"});
+    let (preview, done) = confirm(&d, request.clone()).await;
+    let revision = promoter::api::revision_id(
+        env.promotion(&name)
+            .unwrap()
+            .status
+            .unwrap()
+            .profile_spec_hash
+            .as_deref()
+            .unwrap(),
+    );
+    assert_eq!(preview["title"], "Approve staging?");
+    assert_eq!(preview["identity"], "admin (change board)");
+    let changes: Vec<String> = serde_json::from_value(preview["changes"].clone()).unwrap();
+    assert!(
+        changes[1].contains("only if the promotion is unchanged since it was read"),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&"  only if spec.stages[1].name is still staging".to_string()),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&"  set spec.stages[1].trigger.manual.approved to true".to_string()),
+        "{changes:?}"
+    );
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.contains("annotation promoter.dev/approval.staging")),
+        "{changes:?}"
+    );
+    assert_eq!(
+        changes.last().unwrap(),
+        &format!("an Event Approved about {name} (namespace default)")
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(
+        done.json()["message"],
+        format!(
+            "approved stage staging of {name} for revision {}",
+            env.promotion(&name)
+                .unwrap()
+                .status
+                .unwrap()
+                .profile_spec_hash
+                .unwrap()
+        )
+    );
+    // What `promoter approve` writes: approved, the record (authenticated identity, note,
+    // reason, revision), and the Event.
+    let p = env.promotion(&name).unwrap();
+    assert!(
+        p.spec.stages[1]
+            .trigger
+            .as_ref()
+            .unwrap()
+            .manual
+            .as_ref()
+            .unwrap()
+            .is_approved()
+    );
+    let record = promoter::annotations::approval(&p, "staging").unwrap();
+    assert_eq!(record.by, "admin (change board)");
+    assert_eq!(record.reason.as_deref(), Some("CAB-42"));
+    assert_eq!(
+        record.at,
+        env.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    let events = events_of(&env, &name).await;
+    let approved = events
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Approved"))
+        .unwrap();
+    assert_eq!(
+        approved.note.as_deref(),
+        Some(
+            format!(
+                "Stage staging approved by admin (change board) for revision {}: CAB-42",
+                p.status
+                    .as_ref()
+                    .unwrap()
+                    .profile_spec_hash
+                    .as_deref()
+                    .unwrap()
+            )
+            .as_str()
+        )
+    );
+    assert!(revision.len() == 10);
+    // The page sees it at once (an action wakes the read), and the next pass lets staging through.
+    let row = get(&d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+    assert!(
+        row["status"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("approved by admin (change board)"),
+        "{row}"
+    );
+    for _ in 0..3 {
+        env.tick().await;
+    }
+    assert_ne!(env.current_stage(&name).as_deref(), Some("staging"));
+    // A second approval of the same stage is no longer offered, and one confirmed against a
+    // stale preview is refused with the new preview.
+    let stale = post(
+        &d,
+        "/api/act",
+        &json!({"action": "pause", "promotion": name, "fingerprint": "not what it would do"}),
+    )
+    .await;
+    assert_eq!(stale.status, 409, "{}", stale.body);
+    assert_eq!(stale.json()["preview"]["title"], format!("Pause {name}?"));
+    assert!(promoter::annotations::paused(&env.promotion(&name).unwrap()).is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_resume_abort_freeze_bypass_write_what_their_commands_write() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    let (_, done) = confirm(
+        &d,
+        json!({"action": "pause", "promotion": name, "reason": "INC-7"}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let paused = promoter::annotations::paused(&env.promotion(&name).unwrap()).unwrap();
+    assert_eq!(paused.by, "admin");
+    assert_eq!(paused.reason.as_deref(), Some("INC-7"));
+    // Paused again: the command would write nothing, and the preview says so.
+    let again = post(
+        &d,
+        "/api/preview",
+        &json!({"action": "pause", "promotion": name}),
+    )
+    .await
+    .json();
+    assert_eq!(again["nothing"], true);
+    assert!(
+        again["summary"][0]
+            .as_str()
+            .unwrap()
+            .contains("is already paused by admin")
+    );
+    let (preview, done) = confirm(&d, json!({"action": "resume", "promotion": name})).await;
+    assert!(
+        preview["summary"][1]
+            .as_str()
+            .unwrap()
+            .starts_with("• paused by admin since"),
+        "{preview}"
+    );
+    assert_eq!(done.json()["message"], format!("resumed {name}"));
+    assert!(promoter::annotations::paused(&env.promotion(&name).unwrap()).is_none());
+    let (_, done) = confirm(
+        &d,
+        json!({"action": "abort", "promotion": name, "reason": "bad"}),
+    )
+    .await;
+    assert!(
+        done.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("aborted {name} at stage staging"))
+    );
+    assert!(promoter::annotations::aborted(&env.promotion(&name).unwrap()).is_some());
+    // Freezes: create (the author recorded), bypass (recorded on the promotion), delete.
+    let (preview, done) = confirm(
+        &d,
+        json!({"action": "freeze-create", "name": "holidays", "freezeReason": "CAB-123", "selector": "", "end": "2d"}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(preview["summary"][1], format!("Selects now: {name}"));
+    let freezes: kube::Api<promoter::api::PromotionFreeze> = kube::Api::all(env.client.clone());
+    let f = freezes.get("holidays").await.unwrap();
+    assert_eq!(f.spec.reason, "CAB-123");
+    assert!(
+        f.metadata.annotations.unwrap()["promoter.dev/created-by"].contains("\"by\":\"admin\"")
+    );
+    // A bypass needs a reason, as `freeze bypass --reason` does.
+    let no_reason = post(
+        &d,
+        "/api/preview",
+        &json!({"action": "bypass", "promotion": name, "until": "4h"}),
+    )
+    .await;
+    assert_eq!(no_reason.status, 200);
+    assert_eq!(no_reason.json()["reasonRequired"], true);
+    let (_, refused) = confirm(
+        &d,
+        json!({"action": "bypass", "promotion": name, "until": "4h", "freeze": "holidays"}),
+    )
+    .await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(
+        refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("--reason is required")
+    );
+    let (_, done) = confirm(
+        &d,
+        json!({"action": "bypass", "promotion": name, "until": "4h", "freeze": "holidays", "reason": "hotfix"}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    let bypass = promoter::annotations::freeze_bypass(&env.promotion(&name).unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            bypass.by.as_str(),
+            bypass.reason.as_str(),
+            bypass.freeze.as_deref()
+        ),
+        ("admin", "hotfix", Some("holidays"))
+    );
+    let page = get(&d, "/freezes").await.body;
+    assert!(page.contains("id=\"freeze-holidays\""), "{page}");
+    assert!(page.contains("for freeze holidays: hotfix"), "{page}");
+    let (preview, done) = confirm(&d, json!({"action": "freeze-delete", "name": "holidays"})).await;
+    assert_eq!(
+        preview["changes"][0],
+        "delete PromotionFreeze holidays (CAB-123)"
+    );
+    assert!(
+        done.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("deleted freeze holidays")
+    );
+    assert!(freezes.get_opt("holidays").await.unwrap().is_none());
+    // A freeze that does not exist: kubectl's NotFound line.
+    let gone = post(
+        &d,
+        "/api/preview",
+        &json!({"action": "freeze-delete", "name": "holidays"}),
+    )
+    .await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    assert!(
+        gone.json()["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error from server (NotFound)")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rollback_names_the_revision_it_restores_and_records_it() {
+    let mut env = Env::new(common::DEV_STAGING_PROD).await;
+    let name = completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
+    let good =
+        promoter::annotations::Run::of(env.promotion(&name).unwrap().status.as_ref().unwrap())
+            .unwrap();
+    let mut p = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    for _ in 0..3 {
+        env.tick().await;
+    }
+    let d = serve(&env).await;
+    let detail = get(&d, &format!("/api/promotions/{name}")).await.json();
+    let good_id = promoter::api::revision_id(&good.revision);
+    assert_eq!(detail["restore"]["id"], good_id, "{detail}");
+    assert_eq!(detail["offers"]["rollback"], true);
+    let page = get(&d, &format!("/promotions/{name}")).await.body;
+    assert!(
+        page.contains(&format!(
+            "A rollback would restore revision <code>{good_id}</code>"
+        )),
+        "{page}"
+    );
+    let (preview, done) = confirm(
+        &d,
+        json!({"action": "rollback", "promotion": name, "reason": "INC-9", "order": "all-at-once"}),
+    )
+    .await;
+    assert_eq!(
+        preview["title"],
+        format!("Roll back {name} to revision {good_id}?")
+    );
+    assert_eq!(preview["revisions"][0][0], good_id);
+    assert_eq!(done.status, 200, "{}", done.body);
+    let recorded = promoter::annotations::rollback(&env.promotion(&name).unwrap()).unwrap();
+    assert_eq!(recorded.to, good.revision);
+    assert_eq!(recorded.order.as_str(), "all-at-once");
+    assert_eq!(
+        (recorded.by.as_str(), recorded.reason.as_deref()),
+        ("admin", Some("INC-9"))
+    );
+    let events = events_of(&env, &name).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("RollbackRequested"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_only_offers_and_accepts_no_action() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve_as(&env, env.client.clone(), true).await;
+    for path in [
+        "/".to_string(),
+        format!("/promotions/{name}"),
+        "/freezes".into(),
+    ] {
+        let page = get(&d, &path).await.body;
+        assert!(!page.contains("data-action"), "{path}: {page}");
+        assert!(page.contains("read-only"));
+    }
+    for path in ["/api/preview", "/api/act"] {
+        let r = post(
+            &d,
+            path,
+            &json!({"action": "approve", "promotion": name, "stage": "staging"}),
+        )
+        .await;
+        assert_eq!(r.status, 403, "{}", r.body);
+        assert!(r.body.contains("read-only"));
+    }
+    assert!(promoter::annotations::approval(&env.promotion(&name).unwrap(), "staging").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_action_rbac_refuses_shows_the_api_servers_reason() {
+    let (env, name) = awaiting_approval().await;
+    // A viewer: may read everything, may not patch.
+    let role: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "viewer"},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]
+    }))
+    .unwrap();
+    env.server
+        .set_authorizer(Arc::new(promoter::fake::rbac::Rbac::bind(
+            "viewer",
+            &role,
+            &["admin"],
+        )));
+    let viewer = env.server.client_as("viewer").await.unwrap();
+    let d = serve_as(&env, viewer, false).await;
+    let (preview, done) = confirm(
+        &d,
+        json!({"action": "approve", "promotion": name, "stage": "staging"}),
+    )
+    .await;
+    assert_eq!(preview["identity"], "viewer");
+    assert_eq!(done.status, 403, "{}", done.body);
+    let error = done.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        error.starts_with(&format!("Error from server (Forbidden): clusterpromotions.config.projectsveltos.io \"{name}\" is forbidden: User \"viewer\" cannot patch resource \"clusterpromotions\"")),
+        "{error}"
+    );
+    assert!(promoter::annotations::approval(&env.promotion(&name).unwrap(), "staging").is_none());
+}
+
+/// Reads server-sent events until one named `event` whose data contains `needle`.
+async fn until_event(
+    lines: &mut tokio::io::Lines<BufReader<tokio::net::TcpStream>>,
+    event: &str,
+    needle: &str,
+) -> String {
+    let mut current = String::new();
+    let wait = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(e) = line.strip_prefix("event: ") {
+                current = e.to_string();
+            } else if let Some(data) = line.strip_prefix("data: ")
+                && current == event
+                && data.contains(needle)
+            {
+                return data.to_string();
+            }
+        }
+        panic!("the stream ended before a {event} event with {needle}");
+    };
+    tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {event} event with {needle}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_updates_reach_open_pages_and_a_quiet_pass_costs_nothing() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    let first = get(&d, "/api/overview").await.json()["seq"]
+        .as_u64()
+        .unwrap();
+    // A pass that changes nothing: the next read publishes nothing.
+    let writes = env.server.writes();
+    env.pass().await;
+    assert_eq!(env.server.writes(), writes, "the pass was not a quiet one");
+    d.hub.refresh().await;
+    d.hub.refresh().await;
+    assert_eq!(
+        d.hub.snapshot().seq,
+        first,
+        "a quiet pass published a snapshot"
+    );
+    // An open overview gets the changed row, and only it.
+    let mut s = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+    s.write_all(
+        format!(
+            "GET /events?view=overview&since={first} HTTP/1.1\r\nHost: {}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
+            d.addr, d.cookie
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut lines = BufReader::new(s).lines();
+    until_event(&mut lines, "clock", "rate").await;
+    // Someone approves with kubectl; the page shows it without a reload.
+    env.json_patch(
+        &name,
+        json!([{"op": "add", "path": "/spec/stages/1/trigger/manual/approved", "value": true}]),
+    )
+    .await;
+    d.hub.wake();
+    let data = until_event(&mut lines, "row", &format!("row-{name}")).await;
+    let row: Value = serde_json::from_str(&data).unwrap();
+    assert!(
+        row["html"]
+            .as_str()
+            .unwrap()
+            .contains("approved; not yet acted on by a pass"),
+        "{row}"
+    );
+    // A promotion's open page is kept up to date too, by the same one read.
+    let detail = get(&d, &format!("/api/promotions/{name}")).await.json();
+    assert_eq!(
+        detail["explanation"]["stages"][1]["approval"]["approved"],
+        true
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_credential_reaches_a_page() {
+    let (env, name) = awaiting_approval().await;
+    // Secrets a cluster holds: a managed cluster's kubeconfig, the notification receivers' URLs.
+    let marker = "s3cr3t-token-MARKER";
+    let b64 = |s: &str| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(s)
+    };
+    for (secret_name, key) in [
+        ("dev01-sveltos-kubeconfig", "kubeconfig"),
+        ("promoter-notifications", "slack-url"),
+    ] {
+        env.server
+            .store()
+            .seed(
+                &promoter::fake::secret_type(),
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret_name, "namespace": "dev"},
+                       "data": {key: b64(&format!("users: [{{token: {marker}}}] https://hooks.slack.com/services/{marker}"))}}),
+            )
+            .unwrap();
+    }
+    let d = serve(&env).await;
+    let mut bodies = Vec::new();
+    for path in [
+        "/".to_string(),
+        "/api/overview".into(),
+        format!("/promotions/{name}"),
+        format!("/api/promotions/{name}"),
+        "/freezes".into(),
+        "/assets/app.js".into(),
+    ] {
+        let r = get(&d, &path).await;
+        assert_eq!(r.status, 200, "{path}");
+        bodies.push((path, r.body));
+    }
+    let preview = post(
+        &d,
+        "/api/preview",
+        &json!({"action": "approve", "promotion": name, "stage": "staging"}),
+    )
+    .await;
+    bodies.push(("/api/preview".into(), preview.body));
+    let session = d.cookie.split_once('=').unwrap().1.to_string();
+    for (path, body) in &bodies {
+        assert!(!body.contains(marker), "{path} shows a Secret's content");
+        assert!(!body.contains(&session), "{path} shows the session's token");
+        assert!(
+            !body.contains(&b64(marker)[..12]),
+            "{path} shows a Secret's data"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_simulation_is_played_from_the_page() {
+    use promoter::dashboard::sim::SimClock;
+    let path = |p: &str| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(p);
+    let promotions: Vec<_> =
+        promoter::manifest::load_file(&path("examples/blog-kyverno-manual.yaml"))
+            .unwrap()
+            .iter()
+            .filter_map(|d| d.promotion().cloned())
+            .collect();
+    let fleet = promoter::sim::Fleet::parse(
+        &std::fs::read_to_string(path("examples/fleets/blog-lab.yaml")).unwrap(),
+        "blog-lab.yaml",
+    )
+    .unwrap();
+    let start = common::start_time();
+    let opts = promoter::sim::SimOptions {
+        start,
+        tick: chrono::Duration::minutes(1),
+        until: chrono::Duration::days(1),
+        approvals: Vec::new(),
+        failures: Vec::new(),
+        updates: Vec::new(),
+        freezes: Vec::new(),
+        default_tz: chrono_tz::UTC,
+        sveltos_clock_skew: chrono::Duration::zero(),
+        progress: false,
+    };
+    let sim = promoter::sim::Simulation::start(
+        promoter::sim::SimWorld {
+            promotions,
+            fleet,
+            objects: Vec::new(),
+        },
+        promoter::sim::SimHealth::FleetObjects,
+        &opts,
+    )
+    .await
+    .unwrap();
+    let client = sim.client().clone();
+    // Paused: only the page moves it.
+    let clock = Arc::new(SimClock::new(start, 60.0, false));
+    let d = promoter::dashboard::start(
+        client,
+        clock.clone(),
+        Some((sim, clock.clone())),
+        Options::new("simulated fleet"),
+    )
+    .await
+    .unwrap();
+    let page = get(&d, "/").await.body;
+    assert!(page.contains("data-sim=\"play\""), "{page}");
+    let step = post(&d, "/api/sim", &json!({"op": "step"})).await;
+    assert_eq!(step.status, 200, "{}", step.body);
+    assert_eq!(
+        step.json()["message"],
+        "ran the pass at 2026-02-16T06:00:00Z"
+    );
+    assert_eq!(clock.now(), start, "paused: the clock stays at the pass");
+    let row = get(&d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+    assert_eq!(row["status"]["stage"], "dev");
+    // Skipping goes from change to change until staging waits for a person; then there is
+    // nothing to skip to.
+    let mut said = String::new();
+    for _ in 0..40 {
+        let r = post(&d, "/api/sim", &json!({"op": "skip"})).await.json();
+        said = r["message"].as_str().unwrap().to_string();
+        if said.starts_with("nothing will change") {
+            break;
+        }
+    }
+    assert!(
+        said.starts_with("nothing will change without outside help"),
+        "{said}"
+    );
+    let row = get(&d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+    assert_eq!(row["status"]["phase"], "AwaitingApproval", "{row}");
+    // Approve in the page, as a person; the next passes let it continue to the end.
+    let name = row["status"]["name"].as_str().unwrap().to_string();
+    let (_, done) = confirm(
+        &d,
+        json!({"action": "approve", "promotion": name, "stage": "staging"}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    for _ in 0..40 {
+        let r = post(&d, "/api/sim", &json!({"op": "skip"})).await.json();
+        if r["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("nothing will change")
+        {
+            break;
+        }
+    }
+    let row = get(&d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+    assert_eq!(row["status"]["phase"], "Complete", "{row}");
+    // Play, speed, pause; a bad request says what is accepted.
+    assert_eq!(
+        post(&d, "/api/sim", &json!({"op": "speed", "rate": 600}))
+            .await
+            .json()["message"],
+        "600× real time"
+    );
+    assert_eq!(
+        post(&d, "/api/sim", &json!({"op": "play"})).await.json()["message"],
+        "playing"
+    );
+    assert!(clock.rate().1);
+    assert_eq!(
+        post(&d, "/api/sim", &json!({"op": "pause"})).await.json()["message"],
+        "paused"
+    );
+    assert_eq!(
+        post(&d, "/api/sim", &json!({"op": "rewind"})).await.status,
+        400
+    );
+    // Not a simulation: no clock to play.
+    let (env, _) = awaiting_approval().await;
+    let live = serve(&env).await;
+    assert_eq!(
+        post(&live, "/api/sim", &json!({"op": "play"})).await.status,
+        404
+    );
+    assert!(!get(&live, "/").await.body.contains("data-sim"));
+}
