@@ -372,6 +372,9 @@ fn the_readme_simulations_run_as_written() {
     let commands: Vec<Vec<String>> = readme
         .lines()
         .filter_map(|l| l.trim().strip_prefix("cargo run -- simulate "))
+        // `--dashboard` serves the page until interrupted: tests/dashboard.rs and
+        // tests/dashboard_browser.rs play that simulation through its page.
+        .filter(|rest| !rest.split_whitespace().any(|a| a == "--dashboard"))
         .map(|rest| {
             let rest = rest.split(" # ").next().unwrap_or_default();
             rest.split_whitespace().map(String::from).collect()
