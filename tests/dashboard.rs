@@ -430,6 +430,52 @@ async fn pages_show_what_status_and_explain_compute() {
     assert!(freezes.contains("id=\"freeze-create\""));
 }
 
+/// Issue 30's freezes as the pass reads them: a freeze promoter cannot decode is shown, Active and
+/// failing closed, holding the promotion; a hand-written bypass without the authenticated user is
+/// shown as ignored, with why.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unreadable_freeze_and_an_ignored_bypass_are_shown_as_the_pass_reads_them() {
+    let (env, name) = awaiting_approval().await;
+    env.server
+        .store()
+        .seed_unvalidated(
+            &promoter::fake::promotion_freeze_type(),
+            json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+                   "metadata": {"name": "broken"},
+                   "spec": {"reason": "INC-9", "end": "next tuesday"}}),
+        )
+        .unwrap();
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(env.client.clone());
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+            "promoter.dev/freeze-bypass": r#"{"by":"mallory","reason":"x","until":"2099-01-01T00:00:00Z"}"#}}})),
+    )
+    .await
+    .unwrap();
+    let d = serve(&env).await;
+    let page = get(&d, "/freezes").await.body;
+    assert!(page.contains("id=\"freeze-broken\""), "{page}");
+    assert!(page.contains("unreadable: holds (fails closed)"), "{page}");
+    assert!(page.contains("it cannot be read (spec.end: "), "{page}");
+    assert!(
+        page.contains(&format!("<a href=\"/promotions/{name}\">{name}</a>")),
+        "it holds the promotion: {page}"
+    );
+    assert!(
+        page.contains("promoter.dev/freeze-bypass is ignored: it does not name the identity the API server authenticated"),
+        "{page}"
+    );
+    // Deleting it is offered, and the preview reads it as the pass does.
+    let (preview, done) = confirm(&d, json!({"action": "freeze-delete", "name": "broken"})).await;
+    assert!(
+        preview["summary"][0].as_str().unwrap().ends_with(&name),
+        "{preview}"
+    );
+    assert_eq!(done.status, 200, "{}", done.body);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn approve_is_the_commands_guarded_patch_identity_record_and_event() {
     let (env, name) = awaiting_approval().await;
@@ -647,10 +693,11 @@ async fn pause_resume_abort_freeze_bypass_write_what_their_commands_write() {
     assert_eq!(
         (
             bypass.by.as_str(),
+            bypass.user.as_deref(),
             bypass.reason.as_str(),
             bypass.freeze.as_deref()
         ),
-        ("admin", "hotfix", Some("holidays"))
+        ("admin", Some("admin"), "hotfix", Some("holidays"))
     );
     let page = get(&d, "/freezes").await.body;
     assert!(page.contains("id=\"freeze-holidays\""), "{page}");

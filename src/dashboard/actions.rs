@@ -478,13 +478,25 @@ pub async fn preview(
             preview
         }
         Action::FreezeDelete { name } => {
-            let freezes: kube::Api<crate::api::PromotionFreeze> = kube::Api::all(client.clone());
-            let f = freezes.get(name).await?;
-            let evaluated = crate::freeze::evaluate(&f, now);
+            // As the pass reads them: one that cannot be decoded is shown and deleted too.
+            let all = crate::ops::freeze::all_freezes(client).await?;
+            crate::ops::freeze::check_freeze_exists(client, &all, name).await?;
+            let Some(f) = all
+                .iter()
+                .find(|f| f.metadata.name.as_deref() == Some(name))
+            else {
+                anyhow::bail!("freeze {name} is gone");
+            };
+            let evaluated = crate::freeze::evaluate(f, now);
             let promotions = api.list(&Default::default()).await?.items;
             let holds: Vec<String> = promotions
                 .iter()
-                .filter(|p| evaluated.holds(&p.metadata.labels.clone().unwrap_or_default()))
+                .filter(|p| {
+                    evaluated.holds(
+                        p.metadata.name.as_deref().unwrap_or_default(),
+                        &p.metadata.labels.clone().unwrap_or_default(),
+                    )
+                })
                 .filter_map(|p| p.metadata.name.clone())
                 .collect();
             let mut preview = base(
@@ -514,7 +526,8 @@ pub async fn preview(
             let until_at = time_or_duration("until", until, now)?;
             let p = api.get(promotion).await?;
             if let Some(f) = freeze {
-                crate::ops::freeze::check_freeze_exists(client, f).await?;
+                let all = crate::ops::freeze::all_freezes(client).await?;
+                crate::ops::freeze::check_freeze_exists(client, &all, f).await?;
             }
             let mut preview = base(
                 format!("Bypass freezes for {promotion}?"),

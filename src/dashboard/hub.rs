@@ -291,7 +291,7 @@ impl Hub {
                         Ok(Some(f)) => observation.world.freezes = f,
                         Ok(None) => observation.world.own_crds_missing = true,
                         Err(e) => {
-                            tracing::warn!(error = %format!("{e:#}"), "listing PromotionFreezes")
+                            tracing::warn!(error = %crate::cli_error::line(e.as_ref()), "listing PromotionFreezes")
                         }
                     }
                 }
@@ -331,7 +331,7 @@ impl Hub {
                     .promotions
                     .retain(|q| q.metadata.name.as_deref() != Some(name)),
                 Err(e) => {
-                    tracing::warn!(promotion = %name, error = %e, "re-reading after an action");
+                    tracing::warn!(promotion = %name, error = %crate::cli_error::line(&e), "re-reading after an action");
                 }
             }
         }
@@ -339,7 +339,9 @@ impl Hub {
             match crate::pass::observe::freezes(&self.client).await {
                 Ok(Some(f)) => observation.world.freezes = f,
                 Ok(None) => observation.world.own_crds_missing = true,
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "listing PromotionFreezes"),
+                Err(e) => {
+                    tracing::warn!(error = %crate::cli_error::line(e.as_ref()), "listing PromotionFreezes")
+                }
             }
         }
         let last_pass = last_pass.clone();
@@ -427,7 +429,7 @@ impl Hub {
                         Some(model::detail(p, explanation, events, now))
                     }
                     Err(e) => {
-                        tracing::warn!(promotion = %name, error = %format!("{e:#}"), "reading a promotion's page");
+                        tracing::warn!(promotion = %name, error = %crate::cli_error::line(e.as_ref()), "reading a promotion's page");
                         None
                     }
                 };

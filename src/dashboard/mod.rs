@@ -455,13 +455,16 @@ fn failed(e: &anyhow::Error) -> Response {
             Some(kube::Error::Api(s)) => StatusCode::from_u16(s.code).ok(),
             _ => None,
         })
-        .filter(|c| c.is_client_error() || c.is_server_error())
-        .unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
-    (
-        code,
-        axum::Json(serde_json::json!({"error": crate::cli_error::render(e)})),
-    )
-        .into_response()
+        .filter(|c| c.is_client_error() || c.is_server_error());
+    let text = crate::cli_error::render(e);
+    // The commands also say kubectl's NotFound line themselves (a freeze looked up among those
+    // listed, with a "did you mean"): the same status as the API server's own.
+    let code = code.unwrap_or(if text.starts_with("Error from server (NotFound)") {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
+    });
+    (code, axum::Json(serde_json::json!({"error": text}))).into_response()
 }
 
 fn read_only_refusal() -> Response {

@@ -243,6 +243,8 @@ pub struct FreezesView {
     pub bypasses: Vec<(String, Result<crate::annotations::FreezeBypass, String>)>,
     /// promoter.dev's CRDs are not served: nothing can be frozen.
     pub not_served: bool,
+    /// Freezes that cannot be decoded: they hold every promotion they may select (fail closed).
+    pub unreadable: Vec<String>,
 }
 
 pub fn freezes_view(
@@ -271,6 +273,12 @@ pub fn freezes_view(
             })
             .collect(),
         not_served: world.own_crds_missing,
+        unreadable: world
+            .freezes
+            .iter()
+            .filter(|f| f.spec.unreadable.is_some())
+            .filter_map(|f| f.metadata.name.clone())
+            .collect(),
     }
 }
 

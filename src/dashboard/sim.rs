@@ -224,7 +224,7 @@ async fn pass(
     let step = match sim.step(at).await {
         Ok(step) => Some(step),
         Err(e) => {
-            tracing::error!(error = %format!("{e:#}"), "a simulated pass failed");
+            tracing::error!(error = %crate::cli_error::line(e.as_ref()), "a simulated pass failed");
             None
         }
     };

@@ -43,6 +43,7 @@ pub fn phase_look(phase: ObservedPhase) -> (&'static str, &'static str, &'static
         RollingBack => ("rollingback", "↺", "rolling back"),
         RolledBack => ("rolledback", "↺", "rolled back"),
         Aborted => ("aborted", "■", "aborted"),
+        RollbackFailed => ("rollbackfailed", "⛔", "rollback failed"),
     }
 }
 
@@ -57,7 +58,7 @@ fn progress_look(progress: StageProgress) -> (&'static str, &'static str, &'stat
 }
 
 /// Every phase, for the filter (in the order `status` documents them).
-const PHASES: [ObservedPhase; 16] = [
+const PHASES: [ObservedPhase; 17] = [
     ObservedPhase::Pending,
     ObservedPhase::Progressing,
     ObservedPhase::Soaking,
@@ -70,6 +71,7 @@ const PHASES: [ObservedPhase; 16] = [
     ObservedPhase::Complete,
     ObservedPhase::Failed,
     ObservedPhase::RolledBack,
+    ObservedPhase::RollbackFailed,
     ObservedPhase::Aborted,
     ObservedPhase::Blocked,
     ObservedPhase::Paused,
@@ -553,7 +555,8 @@ pub fn freezes(page: &Page, f: &FreezesView, now: DateTime<Utc>) -> String {
                 tbody { @for r in &f.freezes {
                     tr id={"freeze-" (r.name)} {
                         td { (r.name) }
-                        td { span class={"badge fz-" (r.phase.to_ascii_lowercase())} { (r.phase) } }
+                        td { span class={"badge fz-" (r.phase.to_ascii_lowercase())} { (r.phase) }
+                            @if f.unreadable.contains(&r.name) { " " span.badge.fz-unreadable { span.ic aria-hidden="true" { "⚠" } " unreadable: holds (fails closed)" } } }
                         td { @match (&r.holds, r.phase.as_str()) {
                             (Some(h), "Active") if h.is_empty() => { "none" },
                             (Some(h), "Active") => { @for (i, n) in h.iter().enumerate() { @if i > 0 { ", " } a href={"/promotions/" (n)} { (n) } } },
@@ -623,4 +626,35 @@ pub fn not_found(page: &Page, what: &str) -> String {
         "",
         html! { h1 { "Not found" } p { (what) } p { a href="/" { "Back to the overview" } } },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every phase a promotion can be in is offered by the filter, and looks its own way: its own
+    /// class with a colour in the stylesheet, and its own words (colour is never the only signal).
+    #[test]
+    fn every_phase_has_its_own_colour_and_words() {
+        let css = include_str!("assets/app.css");
+        let mut classes = std::collections::BTreeSet::new();
+        let mut words = std::collections::BTreeSet::new();
+        for phase in PHASES {
+            let (class, icon, text) = phase_look(phase);
+            assert!(
+                css.contains(&format!(".badge.st-{class} {{ background:"))
+                    || css.contains(&format!(".badge.st-{class}, "))
+                    || css.contains(&format!(", .badge.st-{class} {{ background:")),
+                "no colour for {phase:?} (st-{class})"
+            );
+            assert!(!icon.is_empty() && !text.is_empty());
+            assert!(classes.insert(class), "{phase:?} shares class {class}");
+            assert!(words.insert(text), "{phase:?} shares words {text}");
+        }
+        assert!(PHASES.contains(&ObservedPhase::RollbackFailed));
+        assert_eq!(
+            phase_look(ObservedPhase::RollbackFailed),
+            ("rollbackfailed", "⛔", "rollback failed")
+        );
+    }
 }

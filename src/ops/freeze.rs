@@ -301,7 +301,13 @@ fn is_not_found(e: &kube::Error) -> bool {
 
 pub async fn delete(client: &kube::Client, name: &str) -> anyhow::Result<String> {
     let api: Api<PromotionFreeze> = Api::all(client.clone());
-    match api.delete(name, &DeleteParams::default()).await {
+    // Untyped: the API server answers with the object deleted, and a freeze that cannot be decoded
+    // (the one most in need of deleting) would make a typed delete fail after it succeeded.
+    let untyped: Api<kube::api::DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<PromotionFreeze>(&()),
+    );
+    match untyped.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(format!(
             "deleted freeze {name}: the promotions it held start new stages again from the next pass"
         )),

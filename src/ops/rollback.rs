@@ -82,7 +82,7 @@ pub struct RollbackPlan {
 /// A rollback to write, or the one already recorded.
 #[derive(Clone, Debug)]
 pub enum Planned {
-    Recorded(Rollback),
+    Recorded(Box<Rollback>),
     Write(Box<RollbackPlan>),
 }
 
@@ -110,7 +110,7 @@ async fn planned(
 ) -> anyhow::Result<Planned> {
     let p = api.get(name).await?;
     let candidates = match targets(&p, request).map_err(|e| anyhow::anyhow!(e))? {
-        Targets::Recorded(existing) => return Ok(Planned::Recorded(*existing)),
+        Targets::Recorded(existing) => return Ok(Planned::Recorded(existing)),
         Targets::Candidates(c) => c,
     };
     let mut target = None;
@@ -153,7 +153,7 @@ async fn once(
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<Outcome, Changed>> {
     let plan = match planned(api, revisions, name, request, actor, now).await? {
-        Planned::Recorded(r) => return Ok(Ok(Outcome::Recorded(r))),
+        Planned::Recorded(r) => return Ok(Ok(Outcome::Recorded(*r))),
         Planned::Write(plan) => plan,
     };
     let RollbackPlan {
