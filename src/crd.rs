@@ -33,9 +33,11 @@ fn cluster_promotion_description() -> String {
     )
 }
 
-/// `PromotionFreeze`: stops the promotions it selects from starting a new stage.
+/// `PromotionFreeze`: stops the promotions it selects from starting a new stage. What the API
+/// server can refuse at admission it refuses (see [`freeze_admission`]); the printer columns read
+/// well before any pass ran and for times in the future (`kubectl get pfreeze`).
 pub fn promotion_freeze_crd() -> CustomResourceDefinition {
-    finish(
+    let mut crd = finish(
         PromotionFreeze::crd(),
         "PromotionFreeze stops every ClusterPromotion its promotionSelector picks from starting a new stage, between start and end (promoter).",
         vec![
@@ -53,23 +55,127 @@ pub fn promotion_freeze_crd() -> CustomResourceDefinition {
                 "Why nothing may start.",
                 0,
             ),
+            // Times as written: kubectl prints a `date` column as the age since then, which is
+            // `<invalid>` for a time still ahead, as every scheduled freeze's start and end are.
             column(
                 "Start",
-                "date",
+                "string",
                 ".spec.start",
-                "When it starts (absent: at creation).",
+                "When it starts, RFC 3339 (absent: at creation).",
                 0,
             ),
             column(
                 "End",
-                "date",
+                "string",
                 ".spec.end",
-                "When it ends (absent: when deleted).",
+                "When it ends, RFC 3339 (absent: when deleted).",
                 0,
+            ),
+            column(
+                "Selector",
+                "string",
+                ".spec.promotionSelector",
+                "The ClusterPromotions it holds (absent: every promotion).",
+                1,
+            ),
+            column(
+                "Message",
+                "string",
+                ".status.message",
+                "What it holds, or why it is Invalid (from the last pass).",
+                1,
             ),
             column("Age", "date", ".metadata.creationTimestamp", "", 0),
         ],
-    )
+    );
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            && let Ok(mut value) = serde_json::to_value(&*schema)
+        {
+            freeze_admission(&mut value);
+            if let Ok(with_rules) = serde_json::from_value::<JSONSchemaProps>(value) {
+                *schema = with_rules;
+            }
+        }
+    }
+    crd
+}
+
+/// The label key and value syntax (apimachinery's IsQualifiedName and IsValidLabelValue) as
+/// patterns: a name part of at most 63 characters, with an optional DNS-subdomain prefix.
+const LABEL_KEY_PATTERN: &str = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
+const LABEL_VALUE_PATTERN: &str = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+/// A label key's longest: a 253-character DNS-subdomain prefix, '/', a 63-character name.
+const LABEL_KEY_MAX: u64 = 253 + 1 + 63;
+/// The most requirements a freeze's selector may have: far more than any freeze needs, and a
+/// bound on how often the per-requirement rules run (kube-apiserver multiplies a rule's estimated
+/// cost by it; an unbounded list counts as the request size limit over the item's least size).
+pub const MATCH_EXPRESSIONS_MAX: u64 = 64;
+const OPERATOR_MAX: u64 = 16;
+
+/// What the API server refuses in a PromotionFreeze (kube-apiserver enforces `enum`, `pattern`,
+/// `maxLength` and `x-kubernetes-validations` CEL rules on every write, with the CEL types of
+/// `SchemaDeclType`: a `date-time` string is a timestamp): an operator other than In, NotIn,
+/// Exists and DoesNotExist; values missing for In/NotIn or given for Exists/DoesNotExist; label
+/// keys and values of the wrong syntax; an end not after the start. Added to the freeze's own
+/// CRD only: the selector type is shared with ClusterPromotion, whose CRD stays upstream's.
+/// Every rule has a bounded cost, as kube-apiserver requires to accept the CRD: it estimates each
+/// rule's cost from the sizes the schema allows, multiplies it by how many times the rule may run
+/// (the product of `maxItems`/`maxProperties` of the lists and maps around it; unbounded: the
+/// request size limit over the least size of an item), and refuses a rule over its budget
+/// (k8s.io/apiextensions-apiserver pkg/apis/apiextensions/validation/cel_validation.go,
+/// MaxCardinality; "estimated rule cost exceeds budget"). So the requirements' list has a
+/// `maxItems` and the operator the rules compare a `maxLength`; the times are timestamps (one
+/// comparison). A matchLabels key is not checked here: a rule over a map's keys (`self.all(k,
+/// k.matches(...))`) needs a bound on the keys' length, which a structural schema cannot give.
+/// What remains (a stored freeze from before these rules, a bad matchLabels key, a key prefix
+/// over 253 characters) is an Invalid freeze that holds nothing, said by the pass, `step`,
+/// `freeze list` and `doctor`.
+fn freeze_admission(schema: &mut Value) {
+    use serde_json::json;
+    let Some(spec) = schema.pointer_mut("/properties/spec") else {
+        return;
+    };
+    spec["x-kubernetes-validations"] = json!([{
+        "rule": "!has(self.start) || !has(self.end) || self.end > self.start",
+        "message": "end must be after start",
+        "fieldPath": ".end",
+    }]);
+    let Some(selector) = spec.pointer_mut("/properties/promotionSelector/properties") else {
+        return;
+    };
+    if let Some(labels) = selector.pointer_mut("/matchLabels") {
+        labels["additionalProperties"]["pattern"] = json!(LABEL_VALUE_PATTERN);
+        labels["additionalProperties"]["maxLength"] = json!(63);
+    }
+    if let Some(list) = selector.pointer_mut("/matchExpressions") {
+        // The item rules below run once per item: the list's bound is their cardinality.
+        list["maxItems"] = json!(MATCH_EXPRESSIONS_MAX);
+    }
+    if let Some(item) = selector.pointer_mut("/matchExpressions/items") {
+        item["properties"]["operator"]["enum"] = json!(["In", "NotIn", "Exists", "DoesNotExist"]);
+        // The rules compare it: its bound is the comparisons' cost ("DoesNotExist", 12).
+        item["properties"]["operator"]["maxLength"] = json!(OPERATOR_MAX);
+        item["properties"]["key"]["pattern"] = json!(LABEL_KEY_PATTERN);
+        item["properties"]["key"]["maxLength"] = json!(LABEL_KEY_MAX);
+        item["properties"]["values"]["items"]["pattern"] = json!(LABEL_VALUE_PATTERN);
+        item["properties"]["values"]["items"]["maxLength"] = json!(63);
+        item["x-kubernetes-validations"] = json!([
+            {
+                "rule": "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
+                "message": "must be specified when `operator` is 'In' or 'NotIn'",
+                "fieldPath": ".values",
+            },
+            {
+                "rule": "!(self.operator in ['Exists', 'DoesNotExist']) || !has(self.values) || size(self.values) == 0",
+                "message": "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                "fieldPath": ".values",
+            },
+        ]);
+    }
 }
 
 /// `PromotionRevision`: one completed revision of one promotion, what a rollback restores.

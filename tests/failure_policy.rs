@@ -306,9 +306,10 @@ async fn a_freeze_holds_many_promotions_in_one_pass_a_bypass_is_recorded_removal
 async fn an_invalid_freeze_is_an_error_on_itself_alone() {
     let env = Env::new(DEV_STAGING_PROD).await;
     let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    // Stored before the CRD refused an unknown operator (unvalidated, as such an object is read).
     env.server
         .store()
-        .seed(
+        .seed_unvalidated(
             &promoter::fake::promotion_freeze_type(),
             json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
                    "metadata": {"name": "typo"},

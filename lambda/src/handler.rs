@@ -279,6 +279,7 @@ mod tests {
             time: Utc::now(),
             dry_run: false,
             promotions,
+            invalid_freezes: Vec::new(),
         };
         let fine = promotion("fine", None, false);
         let unread = promotion("unread", Some("not decided in this pass: 503"), true);

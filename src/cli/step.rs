@@ -208,6 +208,12 @@ impl Render for Report<'_> {
                 ));
             }
         }
+        for f in &report.invalid_freezes {
+            out.push_str(&format!(
+                "PromotionFreeze {}: Invalid, holds nothing: {}\n",
+                f.name, f.message
+            ));
+        }
         Human::Text(out)
     }
 }
@@ -242,6 +248,16 @@ fn json_lines(report: &PassReport, took: std::time::Duration) -> String {
         };
         let level = if p.in_error() { "ERROR" } else { "INFO" };
         out.push_str(&line(level, "promotion", fields));
+    }
+    for f in &report.invalid_freezes {
+        let mut fields = Map::new();
+        fields.insert("freeze".into(), json!(f.name));
+        fields.insert("error".into(), json!(f.message));
+        out.push_str(&line(
+            "WARN",
+            "PromotionFreeze Invalid, holds nothing",
+            fields,
+        ));
     }
     let count = |f: &dyn Fn(&promoter::pass::PromotionReport) -> bool| {
         report.promotions.iter().filter(|p| f(p)).count()

@@ -709,6 +709,60 @@ impl Schema {
         let _ = v;
     }
 
+    /// A value as CEL sees it under this schema (`SchemaDeclType` in
+    /// k8s.io/apiserver/pkg/cel/common/schemas.go): a string of format `date-time` or `date` is a
+    /// `timestamp` (so `self.end > self.start` compares times, not text) and of format
+    /// `duration` a `duration`; everything else as its JSON.
+    fn cel_value(&self, v: &Value) -> cel_interpreter::Value {
+        use cel_interpreter::Value as Cel;
+        match v {
+            Value::String(text) if self.ty == Ty::String => {
+                let as_time = match self.format.as_deref() {
+                    Some("date-time") => chrono::DateTime::parse_from_rfc3339(text).ok(),
+                    Some("date") => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                        .ok()
+                        .and_then(|d| d.and_hms_opt(0, 0, 0))
+                        .map(|t| t.and_utc().fixed_offset()),
+                    _ => None,
+                };
+                if let Some(t) = as_time {
+                    return Cel::Timestamp(t);
+                }
+                if self.format.as_deref() == Some("duration")
+                    && let Ok(d) = crate::api::GoDuration::parse(text)
+                {
+                    return Cel::Duration(d.to_chrono());
+                }
+                crate::health::cel::to_cel(v)
+            }
+            Value::Array(items) => match &self.items {
+                Some(schema) => Cel::List(std::sync::Arc::new(
+                    items.iter().map(|i| schema.cel_value(i)).collect(),
+                )),
+                None => crate::health::cel::to_cel(v),
+            },
+            Value::Object(m) => {
+                let map: std::collections::HashMap<cel_interpreter::objects::Key, Cel> = m
+                    .iter()
+                    .map(|(k, child)| {
+                        let value = match self.properties.get(k).or(self.additional.as_deref()) {
+                            Some(schema) => schema.cel_value(child),
+                            None => crate::health::cel::to_cel(child),
+                        };
+                        (
+                            cel_interpreter::objects::Key::String(k.clone().into()),
+                            value,
+                        )
+                    })
+                    .collect();
+                Cel::Map(cel_interpreter::objects::Map {
+                    map: std::sync::Arc::new(map),
+                })
+            }
+            _ => crate::health::cel::to_cel(v),
+        }
+    }
+
     fn run_rules(
         &self,
         v: &Value,
@@ -749,9 +803,9 @@ impl Schema {
             };
             let ctx = ctx.get_or_insert_with(|| {
                 let mut c = Context::default();
-                c.add_variable_from_value("self", crate::health::cel::to_cel(v));
+                c.add_variable_from_value("self", self.cel_value(v));
                 if let Some(o) = old {
-                    c.add_variable_from_value("oldSelf", crate::health::cel::to_cel(o));
+                    c.add_variable_from_value("oldSelf", self.cel_value(o));
                 }
                 c
             });

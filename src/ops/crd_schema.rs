@@ -113,22 +113,27 @@ pub fn cluster_promotion() -> Result<&'static CrdSchema, String> {
 /// once; None for another kind.
 pub fn own_kind(kind: &str) -> Option<Result<&'static CrdSchema, String>> {
     static SCHEMAS: OnceLock<Vec<(String, Result<CrdSchema, String>)>> = OnceLock::new();
-    let schemas = SCHEMAS.get_or_init(|| {
-        crate::crd::own_crds()
-            .into_iter()
-            .map(|crd| {
-                let kind = crd.spec.names.kind.clone();
-                let compiled = serde_json::to_value(crd)
-                    .map_err(|e| format!("CRD: {e}"))
-                    .and_then(|v| compile_crd(&v));
-                (kind, compiled)
-            })
-            .collect()
-    });
+    let schemas = SCHEMAS.get_or_init(|| own_compiled(compile_crd));
     schemas
         .iter()
         .find(|(k, _)| k == kind)
         .map(|(_, s)| s.as_ref().map_err(Clone::clone))
+}
+
+/// Each of promoter's own CRDs, by kind, compiled by `compile`.
+fn own_compiled<T>(
+    compile: impl Fn(&Value) -> Result<T, String>,
+) -> Vec<(String, Result<T, String>)> {
+    crate::crd::own_crds()
+        .into_iter()
+        .map(|crd| {
+            let kind = crd.spec.names.kind.clone();
+            let compiled = serde_json::to_value(crd)
+                .map_err(|e| format!("CRD: {e}"))
+                .and_then(|v| compile(&v));
+            (kind, compiled)
+        })
+        .collect()
 }
 
 /// The ClusterPromotion CRD's CEL rules (`x-kubernetes-validations`, e.g. "ChartName must be
@@ -140,15 +145,31 @@ pub fn rule_errors(raw: &Value) -> Result<Vec<SchemaError>, String> {
         .get_or_init(|| crate::fake::schema::crd_from_value(&crd_json()?))
         .as_ref()
         .map_err(Clone::clone)?;
-    Ok(crd
-        .schema
+    Ok(errors_of_rules(crd, raw))
+}
+
+/// What `crd`'s CEL rules say of `raw`, as lint's errors.
+fn errors_of_rules(crd: &crate::fake::schema::Crd, raw: &Value) -> Vec<SchemaError> {
+    crd.schema
         .rule_errors(raw)
         .into_iter()
         .map(|e| SchemaError {
             message: e.body(),
             path: e.field,
         })
-        .collect())
+        .collect()
+}
+
+/// The CEL rules of one of promoter's own kinds (a PromotionFreeze's operator and time range),
+/// evaluated as the API server does; empty for a kind without rules.
+pub fn own_rule_errors(kind: &str, raw: &Value) -> Result<Vec<SchemaError>, String> {
+    static RULES: OnceLock<Vec<(String, Result<crate::fake::schema::Crd, String>)>> =
+        OnceLock::new();
+    let crds = RULES.get_or_init(|| own_compiled(crate::fake::schema::crd_from_value));
+    let Some((_, crd)) = crds.iter().find(|(k, _)| k == kind) else {
+        return Ok(Vec::new());
+    };
+    Ok(errors_of_rules(crd.as_ref().map_err(Clone::clone)?, raw))
 }
 
 /// Kubernetes extensions → JSON Schema, node by node.

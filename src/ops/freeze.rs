@@ -198,6 +198,35 @@ pub async fn create(
             anyhow::Error::new(e).context(format!("creating PromotionFreeze {}", new.name))
         })?;
     let e = evaluate(&created, now);
+    let promotions = promotion_labels(client).await;
+    let selected: Option<Vec<String>> = promotions.as_ref().map(|all| {
+        all.iter()
+            .filter(|(_, labels)| e.selects(labels))
+            .map(|(n, _)| n.clone())
+            .collect()
+    });
+    // Its phase at once (Scheduled, Active), as the pass would write it: `kubectl get pfreeze`
+    // reads well before the next pass (a printer column is JSONPath over the object, it cannot
+    // compute the phase). An active one records what it holds as the pass would (`held`, from
+    // every promotion listed; none when they could not be listed: the next pass records them).
+    // Best effort: without the permission, the next pass writes it all.
+    let status = serde_json::json!({
+        "metadata": {"resourceVersion": created.metadata.resource_version},
+        "status": e.status(selected.clone()),
+    });
+    if let Err(err) = api
+        .patch_status(
+            &new.name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(status),
+        )
+        .await
+    {
+        tracing::debug!(
+            "writing the new freeze's status: {}; the next pass writes it",
+            crate::cli_error::line(&err)
+        );
+    }
     let mut out = format!(
         "created freeze {}: {} ({}), {}",
         new.name,
@@ -205,13 +234,8 @@ pub async fn create(
         e.reason(),
         e.message
     );
-    if let Some(promotions) = promotion_labels(client).await {
-        let selected: Vec<String> = promotions
-            .iter()
-            .filter(|(_, labels)| e.selects(labels))
-            .map(|(n, _)| n.clone())
-            .collect();
-        out.push_str(&format!("; selects now: {}", names(&selected)));
+    if let Some(selected) = &selected {
+        out.push_str(&format!("; selects now: {}", names(selected)));
     }
     Ok(out)
 }

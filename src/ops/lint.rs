@@ -479,13 +479,20 @@ fn lint_own_kind(
     kind: &str,
     schema: Result<&crd_schema::CrdSchema, String>,
 ) {
-    let errors = match schema {
+    let mut errors = match schema {
         Ok(schema) => schema.validate(raw),
         Err(e) => vec![SchemaError {
             path: String::new(),
             message: format!("cannot check against the CRD: {e}"),
         }],
     };
+    match crd_schema::own_rule_errors(kind, raw) {
+        Ok(rules) => errors.extend(rules),
+        Err(e) => errors.push(SchemaError {
+            path: String::new(),
+            message: format!("cannot check the CRD's validation rules: {e}"),
+        }),
+    }
     let reported: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
     for e in errors {
         sink.push(Severity::Error, e.path, e.message);

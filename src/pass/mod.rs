@@ -150,6 +150,18 @@ pub struct PassReport {
     pub time: DateTime<Utc>,
     pub dry_run: bool,
     pub promotions: Vec<PromotionReport>,
+    /// PromotionFreezes that hold nothing because they are invalid (stored before the CRD's
+    /// admission rules, or wrong in a way no rule can say): said in every pass's report while
+    /// they stay so, not only once in their status.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid_freezes: Vec<InvalidFreeze>,
+}
+
+/// An Invalid PromotionFreeze, and why it holds nothing.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct InvalidFreeze {
+    pub name: String,
+    pub message: String,
 }
 
 impl PassReport {
@@ -464,6 +476,13 @@ async fn pass_body(
         time: opts.now,
         dry_run: opts.dry_run,
         promotions: Vec::new(),
+        invalid_freezes: crate::freeze::Freezes::new(&observation.world.freezes, opts.now)
+            .invalid()
+            .map(|f| InvalidFreeze {
+                name: f.name.to_string(),
+                message: f.message.clone(),
+            })
+            .collect(),
     };
     for bad in &observation.undecodable {
         if past(limits.deadline) {
