@@ -166,6 +166,30 @@ fn printer_columns_read_well_for_a_scheduled_freeze() {
     }
 }
 
+/// An empty selection reads as kubectl's: nothing on stdout (no lone header) and `No resources
+/// found` on stderr, exit 0; json still prints the empty list.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_selection_says_no_resources_found() {
+    let env = Env::new(&[]).await;
+    for args in [
+        &["status"][..],
+        &["status", "-o", "wide"],
+        &["freeze", "list"],
+    ] {
+        let (code, stdout, stderr) = common::promoter(&env, args);
+        assert_eq!(code, 0, "{args:?}: {stdout}{stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert!(
+            stderr.lines().any(|l| l == "No resources found"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let (code, stdout, stderr) = common::promoter(&env, &["freeze", "list", "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(serde_json::from_str::<Value>(&stdout).unwrap(), json!([]));
+    assert!(!stderr.contains("No resources found"), "{stderr}");
+}
+
 /// kube-apiserver accepts a CRD only if each rule's estimated cost, times how often it may run,
 /// fits its budget (k8s.io/apiextensions-apiserver cel_validation.go: the product of the
 /// `maxItems`/`maxProperties` around the rule; unbounded: about a million for a small item). The

@@ -211,7 +211,16 @@ impl Printer {
         }
     }
 
+    /// Prints `value`. A table without rows is kubectl's empty selection: nothing on stdout, and
+    /// `No resources found` on stderr (json and yaml print the empty list, as kubectl does).
     pub fn print(&self, value: &impl Render) -> anyhow::Result<()> {
+        if matches!(self.format, Format::Table | Format::Wide)
+            && let Human::Table(t) = value.human(self.format == Format::Wide)
+            && t.rows.is_empty()
+        {
+            eprintln!("No resources found");
+            return Ok(());
+        }
         print!("{}", self.render(value)?);
         Ok(())
     }
