@@ -81,15 +81,8 @@ pub async fn run(args: DashboardArgs, client: &ClientArgs) -> anyhow::Result<Exi
         .to_std()
         .unwrap_or_default()
         .max(std::time::Duration::from_millis(500));
-    let cronjob = match args.deployment.cronjob.as_str() {
-        "" | "none" => None,
-        c => {
-            let (ns, name) = c
-                .split_once('/')
-                .ok_or_else(|| anyhow::anyhow!("--cronjob {c:?}: expected NAMESPACE/NAME"))?;
-            Some((ns.to_string(), name.to_string()))
-        }
-    };
+    // The one parser of `--cronjob` (status, explain, doctor).
+    let cronjob = args.deployment.cronjob.cronjob.0.clone();
     let kube = promoter::client::client(client).await?;
     let mut options = args.serve.options("cluster");
     options.refresh = Some(refresh);

@@ -5,8 +5,9 @@
 
 use super::model::{Banner, ClusterRevision, Detail, EventLine, FreezesView, OverviewRow, Row};
 use crate::ops::explain::StageExplanation;
-use crate::ops::inspect::{ObservedPhase, age, relative};
+use crate::ops::inspect::{age, relative};
 use crate::ops::stages::{StageProgress, StageState};
+use crate::pass::phase::Phase;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
@@ -24,8 +25,8 @@ pub struct Page {
 }
 
 /// Class, symbol and words of a phase: colour is never the only signal.
-pub fn phase_look(phase: ObservedPhase) -> (&'static str, &'static str, &'static str) {
-    use ObservedPhase::*;
+pub fn phase_look(phase: Phase) -> (&'static str, &'static str, &'static str) {
+    use Phase::*;
     match phase {
         Pending => ("pending", "○", "pending"),
         Progressing => ("deploying", "↻", "deploying"),
@@ -35,6 +36,7 @@ pub fn phase_look(phase: ObservedPhase) -> (&'static str, &'static str, &'static
         ChecksFailing => ("failing", "⚠", "checks failing"),
         AwaitingApproval => ("approval", "⚑", "awaiting approval"),
         Complete => ("complete", "✓", "complete"),
+        Failing => ("retrying", "⟳", "failing, retrying"),
         Failed => ("failed", "✗", "failed"),
         Blocked => ("blocked", "⊘", "blocked"),
         Paused => ("paused", "‖", "paused"),
@@ -51,32 +53,14 @@ fn progress_look(progress: StageProgress) -> (&'static str, &'static str, &'stat
     match progress {
         StageProgress::Passed => ("passed", "✓", "complete"),
         StageProgress::Current(p) => phase_look(p),
-        StageProgress::RollingBack => phase_look(ObservedPhase::RollingBack),
-        StageProgress::RolledBack => phase_look(ObservedPhase::RolledBack),
+        StageProgress::RollingBack => phase_look(Phase::RollingBack),
+        StageProgress::RolledBack => phase_look(Phase::RolledBack),
         StageProgress::NotReached => ("notreached", "·", "not reached"),
     }
 }
 
-/// Every phase, for the filter (in the order `status` documents them).
-const PHASES: [ObservedPhase; 17] = [
-    ObservedPhase::Pending,
-    ObservedPhase::Progressing,
-    ObservedPhase::Soaking,
-    ObservedPhase::WindowClosed,
-    ObservedPhase::RunningChecks,
-    ObservedPhase::ChecksFailing,
-    ObservedPhase::AwaitingApproval,
-    ObservedPhase::Frozen,
-    ObservedPhase::RollingBack,
-    ObservedPhase::Complete,
-    ObservedPhase::Failed,
-    ObservedPhase::RolledBack,
-    ObservedPhase::RollbackFailed,
-    ObservedPhase::Aborted,
-    ObservedPhase::Blocked,
-    ObservedPhase::Paused,
-    ObservedPhase::Deleting,
-];
+/// Every phase, for the filter (the one vocabulary of `status`).
+const PHASES: [Phase; 18] = Phase::ALL;
 
 fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
@@ -106,7 +90,7 @@ fn at(t: DateTime<Utc>) -> Markup {
     html! { time datetime=(ts(t)) { (ts(t)) } }
 }
 
-fn badge(phase: ObservedPhase) -> Markup {
+fn badge(phase: Phase) -> Markup {
     let (class, icon, words) = phase_look(phase);
     html! { span class={"badge st-" (class)} { span.ic aria-hidden="true" { (icon) } " " (words) } }
 }
@@ -237,10 +221,8 @@ fn stage_cell(page: &Page, r: &OverviewRow, s: &StageState, now: DateTime<Utc>) 
         Some(d) => format!("{}: {d}", s.name),
         None => s.name.clone(),
     };
-    let approvable = matches!(
-        s.progress,
-        StageProgress::Current(ObservedPhase::AwaitingApproval)
-    ) && r.offers.approve.iter().any(|(stage, _)| *stage == s.name);
+    let approvable = matches!(s.progress, StageProgress::Current(Phase::AwaitingApproval))
+        && r.offers.approve.iter().any(|(stage, _)| *stage == s.name);
     html! {
         li class={"st st-" (class)} title=(title) {
             span.ic aria-hidden="true" { (icon) }
@@ -263,7 +245,7 @@ pub fn row(page: &Page, row: &Row, now: DateTime<Utc>) -> String {
         Row::Unreadable { name, error } => html! {
             tr id={"row-" (name)} data-name=(name) data-phase="Blocked" data-labels="" {
                 td { a href={"/promotions/" (name)} { (name) } }
-                td { (badge(ObservedPhase::Blocked)) }
+                td { (badge(Phase::Blocked)) }
                 td { "-" }
                 td { "-" }
                 td.msg { "cannot be read: " (error) }
@@ -651,9 +633,9 @@ mod tests {
             assert!(classes.insert(class), "{phase:?} shares class {class}");
             assert!(words.insert(text), "{phase:?} shares words {text}");
         }
-        assert!(PHASES.contains(&ObservedPhase::RollbackFailed));
+        assert!(PHASES.contains(&Phase::RollbackFailed) && PHASES.contains(&Phase::Failing));
         assert_eq!(
-            phase_look(ObservedPhase::RollbackFailed),
+            phase_look(Phase::RollbackFailed),
             ("rollbackfailed", "⛔", "rollback failed")
         );
     }

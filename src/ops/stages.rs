@@ -4,8 +4,9 @@
 //! the ones after it not reached. Nothing here decides anything: it arranges what `status` and the
 //! recorded stage statuses already say.
 
-use super::inspect::{ObservedPhase, StatusRow};
+use super::inspect::StatusRow;
 use crate::api::ClusterPromotion;
+use crate::pass::phase::Phase;
 use crate::pass::rollback::{ROLLED_BACK, ROLLING_BACK, WAITING};
 use crate::pass::stage_status::description_text;
 use chrono::{DateTime, Utc};
@@ -18,7 +19,7 @@ pub enum StageProgress {
     /// The current run has passed it.
     Passed,
     /// The stage the rollout is at, in its observed phase.
-    Current(ObservedPhase),
+    Current(Phase),
     /// A rollback is restoring it (or it waits for its turn).
     RollingBack,
     /// A rollback restored it.
@@ -111,7 +112,7 @@ mod tests {
         p
     }
 
-    fn row(p: &ClusterPromotion, number: usize, phase: ObservedPhase) -> StatusRow {
+    fn row(p: &ClusterPromotion, number: usize, phase: Phase) -> StatusRow {
         let mut r = crate::ops::inspect::status_row(
             p,
             &Default::default(),
@@ -131,12 +132,12 @@ mod tests {
     #[test]
     fn before_the_current_stage_passed_after_it_not_reached() {
         let p = promotion(Some("staging"), &[("dev", "Successfully provisioned")]);
-        let states = stage_states(&p, &row(&p, 2, ObservedPhase::Soaking));
+        let states = stage_states(&p, &row(&p, 2, Phase::Soaking));
         assert_eq!(
             progress(&states),
             [
                 StageProgress::Passed,
-                StageProgress::Current(ObservedPhase::Soaking),
+                StageProgress::Current(Phase::Soaking),
                 StageProgress::NotReached
             ]
         );
@@ -152,7 +153,7 @@ mod tests {
     #[test]
     fn before_any_pass_nothing_is_reached() {
         let p = promotion(None, &[]);
-        let states = stage_states(&p, &row(&p, 0, ObservedPhase::Pending));
+        let states = stage_states(&p, &row(&p, 0, Phase::Pending));
         assert_eq!(progress(&states), [StageProgress::NotReached; 3]);
     }
 
@@ -166,20 +167,20 @@ mod tests {
                 ("prod", "Rolled back to revision 1a2b3c4d5e"),
             ],
         );
-        let states = stage_states(&p, &row(&p, 3, ObservedPhase::RollingBack));
+        let states = stage_states(&p, &row(&p, 3, Phase::RollingBack));
         assert_eq!(
             progress(&states),
             [
                 StageProgress::RollingBack,
                 StageProgress::RolledBack,
-                StageProgress::Current(ObservedPhase::RollingBack)
+                StageProgress::Current(Phase::RollingBack)
             ]
         );
         let p = promotion(
             Some("staging"),
             &[("dev", "Rolling back to revision 1a2b3c4d5e")],
         );
-        let states = stage_states(&p, &row(&p, 2, ObservedPhase::RollingBack));
+        let states = stage_states(&p, &row(&p, 2, Phase::RollingBack));
         assert_eq!(states[0].progress, StageProgress::RollingBack);
     }
 }
