@@ -5,10 +5,10 @@
 //!   out an old value again. So a pass's copy of an object (what it listed, the promotion its last
 //!   write returned) keeps only whether they are the stored object's current ones or not, and the
 //!   stored objects' own values are left out, with `generation` (never read by promoter; it counts
-//!   spec changes, so it would grow without bound), `creationTimestamp` (constant here) and
-//!   `managedFields` (stage completion reads their times only when no `promoter.dev/redeploy`
-//!   record with previous hashes decides; in the model every profile write records them, since a
-//!   pass reads the summaries of a profile it rewrites).
+//!   spec changes, so it would grow without bound), `creationTimestamp` (read by no decision) and
+//!   `managedFields`: of these, stage completion reads a summary's spec and status write times
+//!   (when no `promoter.dev/redeploy` record with previous hashes decides, or the write was
+//!   unsettled), so a summary keeps what it reads of them as `written` ([`written`]).
 //! * **Timestamps** (status fields, descriptions, records, the grant's run) matter to a decision
 //!   only by how far they are from "now" within the delay ([`horizon`]; every other comparison is
 //!   with a later epoch, a whole step later), and by the equality of runs (a run's `since`, in the
@@ -29,12 +29,14 @@ use super::setup::{at, horizon, step};
 use super::state::{Acting, Pass, State, Work};
 use chrono::DateTime;
 use promoter::annotations::Run;
+use promoter::api::ClusterSummary;
 use promoter::fake::{
     Store, cluster_profile_type, cluster_promotion_type, cluster_summary_type,
     promotion_freeze_type, promotion_revision_type,
 };
 use promoter::pass::Decision;
 use promoter::pass::decision::RecordOp;
+use promoter::pass::summaries::{spec_written, status_written};
 use promoter::pass::write_plan::{self, PlannedWrite, WriteKind};
 use regex::Regex;
 use serde_json::{Value, json};
@@ -156,9 +158,28 @@ fn stripped(obj: &Value) -> Value {
         // Summaries' owner references name the profile's uid.
         if obj.get("kind") == Some(&json!("ClusterSummary")) {
             m.remove("ownerReferences");
+            m.insert("written".into(), written(obj));
         }
     }
     v
+}
+
+/// What stage completion reads of a summary's `managedFields` (left out with them): when its spec
+/// was written (a timestamp, named as every other), and whether its last status write came
+/// before, in the same second as, or after it.
+fn written(obj: &Value) -> Value {
+    let Ok(cs) = serde_json::from_value::<ClusterSummary>(obj.clone()) else {
+        return Value::Null;
+    };
+    let spec = spec_written(&cs);
+    let order = match (spec, status_written(&cs)) {
+        (Some(a), Some(b)) => format!("{:?}", b.cmp(&a)),
+        (a, b) => format!("{}{}", a.is_some(), b.is_some()),
+    };
+    let spec = spec
+        .and_then(|t| DateTime::from_timestamp(t, 0))
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    json!({"spec": spec, "status": order})
 }
 
 thread_local! {

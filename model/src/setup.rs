@@ -13,6 +13,7 @@ use chrono::{DateTime, Duration, TimeZone, Utc};
 use promoter::fake::{Store, cluster_promotion_type, register_sveltos, sveltos_cluster_type};
 use promoter::sim::sveltos_cluster;
 use serde_json::{Value, json};
+use std::cell::Cell;
 use std::sync::Arc;
 
 /// The names of the stages, in their initial order.
@@ -58,9 +59,9 @@ pub fn at(epoch: u32) -> DateTime<Utc> {
     base() + step() * epoch as i32
 }
 
-/// What the store stamps on creations and deletions, and what the person and Sveltos write as
-/// their times: constant, long before the clock starts, so that only promoter's own timestamps
-/// move with the clock.
+/// What the person and Sveltos write as their times (approvals, `lastAppliedTime`): constant, long
+/// before the clock starts, so that only promoter's own timestamps and the API server's move with
+/// the clock.
 pub fn fixed_time() -> DateTime<Utc> {
     base() - Duration::days(1)
 }
@@ -270,9 +271,27 @@ pub fn promotion_object(index: usize) -> Value {
     })
 }
 
+thread_local! {
+    /// The epoch of the step being applied ([`crate::state::State::apply`] sets it).
+    static API_EPOCH: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The API server's clock while a step is applied: the model's clock, so that every write of one
+/// epoch carries the same second, as writes within one second do on a real server (stage
+/// completion compares the `managedFields` times of a summary's spec and status writes).
+pub fn api_time() -> DateTime<Utc> {
+    at(API_EPOCH.with(Cell::get))
+}
+
+/// Sets the API server's clock to `epoch` for the steps applied next on this thread.
+pub fn set_api_epoch(epoch: u32) {
+    API_EPOCH.with(|e| e.set(epoch));
+}
+
 /// The store at the start: the clusters and the promotions, nothing else.
 pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
-    let mut store = Store::new(Arc::new(fixed_time));
+    set_api_epoch(0);
+    let mut store = Store::new(Arc::new(api_time));
     register_sveltos(&mut store)?;
     for (name, env) in CLUSTERS {
         store

@@ -349,13 +349,17 @@ impl State {
                 }
             }
         }
-        out.push(Step::Tick);
+        // Sveltos reconciles a copied spec within the grace (see `sveltos::lagging`).
+        if !sveltos::lagging(&self.store) {
+            out.push(Step::Tick);
+        }
         out
     }
 
     /// The state after `step`, or `None` when the step changes nothing (or cannot be taken). The
     /// ghost is not updated here (see `ghost::update`).
     pub fn apply(&self, step: Step, bounds: &Bounds) -> Res<Option<State>> {
+        setup::set_api_epoch(self.epoch);
         let mut next = self.clone();
         let changed = match step {
             Step::Observe(n) => next.observe(n as usize, bounds)?,

@@ -90,6 +90,31 @@ pub enum Outcome {
     SpecOnly,
 }
 
+/// Whether a summary shows the spec of its profile with the status of another spec (a
+/// [`Outcome::SpecOnly`] not reconciled yet). README's stage completion assumes Sveltos reconciles
+/// a copied spec within the grace, so the model's clock does not move past one (the tick is longer
+/// than the grace).
+pub fn lagging(store: &Store) -> bool {
+    let cs_rt = cluster_summary_type();
+    store.stored(&cluster_profile_type()).any(|profile| {
+        if profile.pointer("/metadata/deletionTimestamp").is_some() {
+            return false;
+        }
+        let d = desired(store, profile);
+        let name = text(profile, "/metadata/name");
+        d.clusters.iter().any(|(ns, cluster_name)| {
+            store
+                .peek(&cs_rt, ns, &format!("{name}-sveltos-{cluster_name}"))
+                .is_some_and(|cs| {
+                    cs.pointer("/spec/clusterProfileSpec") == Some(&d.normal)
+                        && cs
+                            .get("status")
+                            .is_some_and(|s| *s != d.provisioned && *s != d.failed)
+                })
+        })
+    })
+}
+
 /// One reconcile of the profile `name`: deployed everywhere it selects, failing there, or its
 /// spec copied ahead of the deployment.
 pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome) {

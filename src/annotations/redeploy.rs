@@ -46,6 +46,10 @@ pub struct Redeploy {
     /// Per expected feature, the hash prefixes its summaries carried before the write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     before: Option<BTreeMap<String, Vec<String>>>,
+    /// Sveltos had not finished the previous spec on every summary when promoter wrote this one
+    /// (see [`crate::pass::summaries::Freshness`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsettled: bool,
 }
 
 /// The hashes features carried before a write, per feature bit.
@@ -104,7 +108,14 @@ impl Redeploy {
             spec: spec.to_string(),
             expect,
             before,
+            unsettled: false,
         }
+    }
+
+    /// The record of a write made while Sveltos was still busy with the previous spec.
+    pub fn unsettled(mut self, unsettled: bool) -> Redeploy {
+        self.unsettled = unsettled;
+        self
     }
 
     /// What the write makes Sveltos redeploy; a value promoter does not know is [`Expect::Unknown`].
@@ -205,5 +216,10 @@ mod tests {
         let odd: Redeploy =
             serde_json::from_value(json!({"spec": "h", "expect": "later"})).unwrap();
         assert_eq!(odd.expect(), Expect::Unknown);
+        assert!(!odd.unsettled);
+        let busy = Redeploy::new("h", &Expect::Nothing, None).unsettled(true);
+        let text = serde_json::to_value(&busy).unwrap();
+        assert_eq!(text["unsettled"], json!(true));
+        assert!(serde_json::from_value::<Redeploy>(text).unwrap().unsettled);
     }
 }

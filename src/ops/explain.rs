@@ -222,13 +222,23 @@ fn redeploy_text(record: Option<&WriteRecord>) -> String {
         Some(WriteRecord {
             expect: Expect::Features(bits),
             before,
+            unsettled,
         }) => format!(
             "{} for the spec promoter wrote; {}",
             ids(*bits).collect::<Vec<_>>().join(", "),
-            if before.is_some() {
-                "a feature counts once its hash is not the one it had before the write"
-            } else {
-                "a feature counts once Sveltos wrote a status after the spec (API server times)"
+            match (before.is_some(), unsettled) {
+                // A status of the previous spec may have landed just before the write.
+                (_, true) => format!(
+                    "Sveltos was still busy with the previous spec when promoter wrote this one, \
+                     so a feature counts once Sveltos wrote a status strictly after the spec (API \
+                     server times), or {} minutes after the spec write",
+                    STALE_PROVISIONED_GRACE.num_minutes()
+                ),
+                (true, false) =>
+                    "a feature counts once its hash is not the one it had before the write".into(),
+                (false, false) =>
+                    "a feature counts once Sveltos wrote a status after the spec (API server times)"
+                        .into(),
             }
         ),
         _ => format!(

@@ -1741,6 +1741,7 @@ fn a_rewritten_stage_waits_for_the_redeployed_hash_not_a_late_provisioned() {
         &crate::annotations::redeploy::prefix(old).unwrap()
     ));
     assert!(d.needs_summaries.is_empty());
+    assert!(!record.unsettled, "dev had finished the previous spec");
     // Sveltos writes the new spec; the reconcile of the old one lands after it (a late write).
     provision(
         &mut w,
@@ -1775,6 +1776,65 @@ fn a_rewritten_stage_waits_for_the_redeployed_hash_not_a_late_provisioned() {
         "2026-02-16T06:02:09Z",
     );
     run(&mut p, &mut w, 15);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_some()
+    );
+}
+
+/// A new revision written while Sveltos has not finished the previous one on dev (no summary yet):
+/// the previous revision's deployment may land between the pass's list and its write, with a
+/// hash the record cannot hold, and Sveltos may copy the new spec in that same second. The
+/// record says the write was unsettled: a hash of that second is not trusted (until the grace),
+/// a status strictly after the spec is.
+#[test]
+fn a_revision_written_while_sveltos_deploys_the_previous_one_trusts_no_status_of_that_second() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    run(&mut p, &mut w, 1);
+    with_chart_version(&mut p, "3.6.0");
+    // Listed: none yet.
+    w.summaries.insert("kyverno-dev".into(), Default::default());
+    let d = run(&mut p, &mut w, 2);
+    let recorded = redeploy_ops(&d);
+    assert_eq!(recorded.len(), 1, "{:?}", d.actions);
+    assert!(d.needs_summaries.is_empty());
+    assert!(recorded[0].1.unsettled);
+    let prev = "PREVxxxxxxxxxxxxxxxx=";
+    provision(
+        &mut w,
+        "kyverno-dev",
+        prev,
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:02:10Z",
+    );
+    for min in 3..12 {
+        let d = run(&mut p, &mut w, min);
+        assert!(
+            d.after_status.is_empty(),
+            "promoted past dev at minute {min}"
+        );
+        assert!(
+            stage_status(&p, "dev")
+                .failure_message
+                .as_deref()
+                .is_some_and(|m| m.contains("still busy with the previous spec")
+                    && m.contains("2026-02-16T06:12:10Z")),
+            "{:?}",
+            stage_status(&p, "dev")
+        );
+    }
+    // Sveltos redeploys: a status a second after the spec counts at once.
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "NEWxxxxxxxxxxxxxxxxx=",
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:02:11Z",
+    );
+    run(&mut p, &mut w, 12);
     assert!(
         stage_status(&p, "dev")
             .last_successful_applied_time

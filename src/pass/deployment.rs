@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 pub struct WriteRecord {
     pub expect: Expect,
     pub before: Option<Before>,
+    pub unsettled: bool,
 }
 
 impl WriteRecord {
@@ -33,6 +34,7 @@ impl WriteRecord {
         Some(WriteRecord {
             expect: r.expect(),
             before: r.before(),
+            unsettled: r.unsettled,
         })
     }
 
@@ -45,11 +47,16 @@ impl WriteRecord {
             Some(WriteRecord {
                 expect: Expect::Features(features),
                 before,
+                unsettled,
             }) => Freshness::Redeploy {
                 features: *features,
                 before: before.as_ref(),
+                unsettled: *unsettled,
             },
-            _ => Freshness::Unknown,
+            Some(r) => Freshness::Unknown {
+                unsettled: r.unsettled,
+            },
+            None => Freshness::UNKNOWN,
         }
     }
 }
@@ -62,6 +69,11 @@ pub fn stale_text(stale: Stale) -> String {
         Stale::NoStatusSince { grace_ends } => format!(
             "no status from Sveltos since its spec changed; counted as current at {} unless \
              Sveltos redeploys it",
+            grace_time(grace_ends)
+        ),
+        Stale::Unsettled { grace_ends } => format!(
+            "Sveltos was still busy with the previous spec when promoter wrote this one, and has \
+             written no status since; counted as current at {} unless Sveltos redeploys it",
             grace_time(grace_ends)
         ),
     }
@@ -171,7 +183,8 @@ pub fn check(
                     ),
                     failure,
                 );
-                if let Stale::NoStatusSince { grace_ends } = stale {
+                if let Stale::NoStatusSince { grace_ends } | Stale::Unsettled { grace_ends } = stale
+                {
                     out.until = DateTime::<Utc>::from_timestamp(grace_ends, 0);
                 }
                 return out;

@@ -3,10 +3,13 @@
 //! once the status write recorded what they follow from (invariant 1 of `decide`).
 
 use super::decision::{Action, Decision, RecordOp};
+use super::deployment::matching_clusters;
 use super::profiles::{DesiredProfile, SPEC_HASH_ANNOTATION};
+use super::summaries::{Freshness, ProfileSummaries, Provisioned};
 use super::world::World;
 use crate::annotations::redeploy::{Before, Redeploy};
 use crate::api::ClusterProfile;
+use crate::labels::LabelSelector;
 use crate::sveltos::normal_form::normalize;
 use crate::sveltos::redeploy::{Expect, bit, expected};
 
@@ -64,6 +67,13 @@ fn record_redeploy(
     let mut expect = expected(&old, &new);
     let listed = world.summaries_known(&desired.name);
     let mut before = Before::default();
+    let none = ProfileSummaries::default();
+    let unsettled = listed
+        && !settled(
+            world,
+            observed,
+            world.summaries.get(&desired.name).unwrap_or(&none),
+        );
     if let Some(summaries) = world.summaries.get(&desired.name) {
         // Per distinct spec (nearly always one), not per summary.
         let mut by_spec: Vec<(*const serde_json::Map<String, serde_json::Value>, Expect)> =
@@ -100,8 +110,35 @@ fn record_redeploy(
         .unwrap_or_default();
     d.record(RecordOp::Redeploy {
         profile: desired.name.clone(),
-        record: Redeploy::new(&spec, &expect, listed.then_some(&before)),
+        record: Redeploy::new(&spec, &expect, listed.then_some(&before)).unsettled(unsettled),
     });
+}
+
+/// Whether Sveltos had finished the spec `observed` carries wherever it deploys it, as far as the
+/// listed summaries show without promoter's record: a summary for every unpaused cluster the
+/// profile selects, each in sync with it, every feature `Provisioned` by a status written at or
+/// after its spec (the API server's times). When not, Sveltos may still write a status of that
+/// spec, with hashes this pass never saw, between the pass's list and its profile write (its first
+/// status of a spec already carries the spec's hash as `Provisioning`, so a deployment it had
+/// started is in the list: `proceedDeployingFeature`, projectsveltos/addon-controller
+/// `controllers/clustersummary_deployer.go`, commit 60c6358035778386ccb9599f4944d2f5a0ec8926).
+fn settled(world: &World, observed: &ClusterProfile, summaries: &ProfileSummaries) -> bool {
+    let comparison = summaries.comparison(&observed.spec.fields);
+    let deployed = summaries.iter().all(|s| {
+        comparison.differs(s).is_none()
+            && s.provisioned(comparison.content(s), Freshness::UNKNOWN, None) == Provisioned::Yes
+    });
+    let selector: Option<LabelSelector> = match observed.spec.fields.get("clusterSelector") {
+        Some(v) => serde_json::from_value(v.clone()).ok(),
+        None => Some(LabelSelector::default()),
+    };
+    deployed
+        && selector.is_some_and(|selector| {
+            matching_clusters(&selector, world)
+                .iter()
+                .filter(|c| !c.paused)
+                .all(|c| summaries.find(c.kind, &c.namespace, &c.name).is_some())
+        })
 }
 
 pub fn delete_if_present(world: &World, d: &mut Decision, name: String) {

@@ -82,10 +82,16 @@ const UNREADABLE: u32 = u32::MAX;
 
 /// What promoter knows of the spec change a summary went through last: from the
 /// `promoter.dev/redeploy` record of the profile write (see [`crate::annotations::redeploy`]).
+///
+/// `unsettled`: when promoter wrote the spec, Sveltos had not finished the previous one on every
+/// summary (one out of sync, missing, deploying or failing), so it may have written that spec's
+/// status, with a hash promoter never saw, between the pass's list and its write. Such a hash is
+/// not evidence of the new spec: only a status written strictly after the spec is (the API
+/// server's two times), else the grace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness<'a> {
     /// Nothing recorded for the profile's current spec, or a change promoter cannot predict.
-    Unknown,
+    Unknown { unsettled: bool },
     /// The change touched no feature's hash: Sveltos redeploys nothing, and the `Provisioned` it
     /// shows stays true.
     Nothing,
@@ -94,7 +100,13 @@ pub enum Freshness<'a> {
     Redeploy {
         features: u8,
         before: Option<&'a Before>,
+        unsettled: bool,
     },
+}
+
+impl Freshness<'_> {
+    /// No record: nothing known.
+    pub const UNKNOWN: Self = Freshness::Unknown { unsettled: false };
 }
 
 /// Whether a summary's features say its current spec is deployed.
@@ -116,6 +128,10 @@ pub enum Stale {
     /// promoter cannot know whether it will: counted as current from `grace_ends` (seconds since
     /// the epoch) unless it does.
     NoStatusSince { grace_ends: i64 },
+    /// The spec was written while Sveltos was still busy with the previous one (`unsettled`) and
+    /// no status was written strictly after it: the `Provisioned` may be the previous spec's.
+    /// Counted as current from `grace_ends` unless Sveltos writes a status.
+    Unsettled { grace_ends: i64 },
 }
 
 impl Summary {
@@ -123,11 +139,13 @@ impl Summary {
     /// summary carries), and whether that `Provisioned` is about the summary's current spec:
     ///
     /// * a change that redeploys nothing ([`Freshness::Nothing`]): it is;
-    /// * a change that redeploys features whose hashes before the write are known: it is when
-    ///   none of them still carries one of those hashes (content, no clock);
+    /// * a change that redeploys features whose hashes before the write are known: it is not while
+    ///   one of them still carries one of those hashes; it is when none does and the write was
+    ///   settled (content, no clock);
     /// * otherwise: when a status write changed the features at or after the spec write, both times
-    ///   stamped by the API server (`managedFields`; second precision, so equal counts); else
-    ///   [`Stale::NoStatusSince`], taken as current once [`STALE_PROVISIONED_GRACE`] has passed.
+    ///   stamped by the API server (`managedFields`; second precision, so equal counts), strictly
+    ///   after it when the write was unsettled; else [`Stale::NoStatusSince`] or
+    ///   [`Stale::Unsettled`], taken as current once [`STALE_PROVISIONED_GRACE`] has passed.
     ///
     /// Sveltos' own `lastAppliedTime` (its node's clock) is never compared with the API server's.
     pub fn provisioned(
@@ -146,11 +164,12 @@ impl Summary {
         if !all {
             return Provisioned::No;
         }
-        let by_content = match freshness {
+        let (by_content, unsettled) = match freshness {
             Freshness::Nothing => return Provisioned::Yes,
             Freshness::Redeploy {
                 features,
                 before: Some(before),
+                unsettled,
             } => {
                 let expected = self.features.iter().filter(|f| features & bit(&f.id) != 0);
                 let mut known = true;
@@ -163,9 +182,11 @@ impl Summary {
                         None => known = false,
                     }
                 }
-                known
+                (known && !unsettled, unsettled)
             }
-            _ => false,
+            Freshness::Redeploy { unsettled, .. } | Freshness::Unknown { unsettled } => {
+                (false, unsettled)
+            }
         };
         if by_content {
             return Provisioned::Yes;
@@ -173,12 +194,17 @@ impl Summary {
         let Some(written) = self.spec_written else {
             return Provisioned::Yes;
         };
-        if self.status_written.is_some_and(|t| t >= written) {
+        // Second precision: a status of the same second may precede the spec write, which
+        // matters only when a status of the previous spec may have landed just before it.
+        let after = |t: i64| if unsettled { t > written } else { t >= written };
+        if self.status_written.is_some_and(after) {
             return Provisioned::Yes;
         }
         let grace_ends = written + STALE_PROVISIONED_GRACE.num_seconds();
         if now.is_some_and(|n| n.timestamp() >= grace_ends) {
             Provisioned::Yes
+        } else if unsettled {
+            Provisioned::Stale(Stale::Unsettled { grace_ends })
         } else {
             Provisioned::Stale(Stale::NoStatusSince { grace_ends })
         }
@@ -244,7 +270,7 @@ fn owns(m: &ManagedFieldsEntry, path: &[&str]) -> bool {
 }
 
 /// The newest time at which a writer of the main resource wrote `spec`.
-fn spec_written(cs: &ClusterSummary) -> Option<i64> {
+pub fn spec_written(cs: &ClusterSummary) -> Option<i64> {
     written(cs, |m| {
         m.subresource.as_deref().unwrap_or_default().is_empty() && owns(m, &["f:spec"])
     })
@@ -252,7 +278,7 @@ fn spec_written(cs: &ClusterSummary) -> Option<i64> {
 
 /// The newest time at which a write of the `status` subresource changed what its writer owns of
 /// the features.
-fn status_written(cs: &ClusterSummary) -> Option<i64> {
+pub fn status_written(cs: &ClusterSummary) -> Option<i64> {
     written(cs, |m| {
         m.subresource.as_deref() == Some("status") && owns(m, &["f:status", "f:featureSummaries"])
     })
@@ -647,7 +673,7 @@ mod tests {
         let s = only_helm.iter().next().unwrap();
         assert_eq!(only_helm.content(s), [true, true, false]);
         assert_eq!(
-            s.provisioned(only_helm.content(s), Freshness::Unknown, None),
+            s.provisioned(only_helm.content(s), Freshness::UNKNOWN, None),
             Provisioned::No
         );
         let both: ProfileSummaries = [summary(
@@ -659,7 +685,7 @@ mod tests {
         .collect();
         let s = both.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(both.content(s), Freshness::Unknown, None),
+            s.provisioned(both.content(s), Freshness::UNKNOWN, None),
             Provisioned::Yes
         );
         let failing: ProfileSummaries = [summary(
@@ -671,7 +697,7 @@ mod tests {
         .collect();
         let s = failing.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(failing.content(s), Freshness::Unknown, None),
+            s.provisioned(failing.content(s), Freshness::UNKNOWN, None),
             Provisioned::No
         );
         assert_eq!(
@@ -693,15 +719,27 @@ mod tests {
         let redeploy = Freshness::Redeploy {
             features: helm,
             before: Some(&before),
+            unsettled: false,
         };
         let by_time = Freshness::Redeploy {
             features: helm,
             before: None,
+            unsettled: false,
         };
+        // Written while Sveltos was busy with the previous spec: a new hash is no evidence.
+        let busy = Freshness::Redeploy {
+            features: helm,
+            before: Some(&before),
+            unsettled: true,
+        };
+        let busy_unknown = Freshness::Unknown { unsettled: true };
         let spec_at = "2026-11-23T10:00:05Z";
         let soon = Some(t("2026-11-23T10:01:00Z"));
         let later = Some(t("2026-11-23T10:10:05Z"));
         let stale_until = Provisioned::Stale(Stale::NoStatusSince {
+            grace_ends: t("2026-11-23T10:10:05Z").timestamp(),
+        });
+        let busy_until = Provisioned::Stale(Stale::Unsettled {
             grace_ends: t("2026-11-23T10:10:05Z").timestamp(),
         });
         // (status written at, Helm's hash, freshness, now, expected)
@@ -750,7 +788,7 @@ mod tests {
             (
                 "2026-11-23T10:00:06Z",
                 old,
-                Freshness::Unknown,
+                Freshness::UNKNOWN,
                 soon,
                 Provisioned::Yes,
             ),
@@ -759,15 +797,45 @@ mod tests {
             (
                 "2026-11-23T10:00:04Z",
                 new,
-                Freshness::Unknown,
+                Freshness::UNKNOWN,
                 soon,
                 stale_until,
             ),
             (
                 "2026-11-23T10:00:04Z",
                 new,
-                Freshness::Unknown,
+                Freshness::UNKNOWN,
                 later,
+                Provisioned::Yes,
+            ),
+            // Unsettled: an old hash still holds; a new one counts only with a status strictly
+            // after the spec (the previous spec's status may have landed in the same second) …
+            (
+                "2026-11-23T10:00:09Z",
+                old,
+                busy,
+                soon,
+                Provisioned::Stale(Stale::OldHash),
+            ),
+            ("2026-11-23T10:00:05Z", new, busy, soon, busy_until),
+            ("2026-11-23T10:00:01Z", new, busy, soon, busy_until),
+            ("2026-11-23T10:00:06Z", new, busy, soon, Provisioned::Yes),
+            ("2026-11-23T10:00:05Z", new, busy_unknown, soon, busy_until),
+            (
+                "2026-11-23T10:00:06Z",
+                new,
+                busy_unknown,
+                soon,
+                Provisioned::Yes,
+            ),
+            // … else the grace, as for any change promoter cannot judge.
+            ("2026-11-23T10:00:05Z", new, busy, later, Provisioned::Yes),
+            // A change that redeploys nothing is not judged by hashes at all.
+            (
+                "2026-11-23T10:00:01Z",
+                new,
+                Freshness::Nothing,
+                soon,
                 Provisioned::Yes,
             ),
         ];
@@ -802,7 +870,7 @@ mod tests {
             .collect();
         let s = bare.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(content, Freshness::Unknown, soon),
+            s.provisioned(content, Freshness::UNKNOWN, soon),
             Provisioned::Yes
         );
         // Not all Provisioned: no, whatever is known.
