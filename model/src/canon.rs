@@ -166,8 +166,16 @@ fn stripped(obj: &Value) -> Value {
 
 /// What stage completion reads of a summary's `managedFields` (left out with them): when its spec
 /// was written (a timestamp, named as every other), and whether its last status write came
-/// before, in the same second as, or after it.
+/// before, in the same second as, or after it. Read only of a summary whose features are all
+/// `Provisioned` (`Summary::provisioned` looks no further otherwise).
 fn written(obj: &Value) -> Value {
+    let provisioned = obj
+        .pointer("/status/featureSummaries")
+        .and_then(Value::as_array)
+        .is_some_and(|fs| fs.iter().all(|f| f["status"] == "Provisioned"));
+    if !provisioned {
+        return Value::Null;
+    }
     let Ok(cs) = serde_json::from_value::<ClusterSummary>(obj.clone()) else {
         return Value::Null;
     };

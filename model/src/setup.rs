@@ -59,9 +59,9 @@ pub fn at(epoch: u32) -> DateTime<Utc> {
     base() + step() * epoch as i32
 }
 
-/// What the person and Sveltos write as their times (approvals, `lastAppliedTime`): constant, long
-/// before the clock starts, so that only promoter's own timestamps and the API server's move with
-/// the clock.
+/// What the store stamps (unless [`Bounds::api_clock`]), and what the person and Sveltos write as
+/// their times (approvals, `lastAppliedTime`): constant, long before the clock starts, so that
+/// only promoter's own timestamps move with the clock.
 pub fn fixed_time() -> DateTime<Utc> {
     base() - Duration::days(1)
 }
@@ -111,6 +111,12 @@ pub struct Bounds {
     /// Reconciles in which Sveltos copies a new spec onto the summaries before it deploys it
     /// (they show the previous spec's `Provisioned`; stage completion must not count it).
     pub lags: u8,
+    /// Whether the API server stamps `managedFields` with the model's clock (every write of one
+    /// epoch in the same second). Without it every store time is one fixed time, long ago, so a
+    /// summary's status never looks older than its spec: the fallback of stage completion on the
+    /// API server's times is then not explored (it multiplies the states), only its unit tests
+    /// and `tests/freshness.rs` cover it.
+    pub api_clock: bool,
     /// Whether the person also approves with `promoter approve` (with its record), besides
     /// `kubectl patch … approved: true`.
     pub approve_command: bool,
@@ -135,6 +141,7 @@ impl Bounds {
             aborts: 0,
             failures: 0,
             lags: 0,
+            api_clock: false,
             approve_command: false,
             max_states: 20_000_000,
         }
@@ -152,7 +159,8 @@ impl Bounds {
 
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
-    /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `approve_command=true|false`, `max_states`).
+    /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
+    /// `approve_command=true|false`, `max_states`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -195,6 +203,7 @@ impl Bounds {
                 "aborts" => b.aborts = number()?,
                 "failures" => b.failures = number()?,
                 "lags" => b.lags = number()?,
+                "api_clock" => b.api_clock = value == "true",
                 "approve_command" => b.approve_command = value == "true",
                 "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
                 _ => return Err(format!("{key:?}: unknown bound")),
@@ -206,7 +215,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, approve command {}",
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}",
             self.promotions,
             self.passes,
             match self.observe {
@@ -222,6 +231,7 @@ impl Bounds {
             self.aborts,
             self.failures,
             self.lags,
+            self.api_clock,
             self.approve_command
         )
     }
@@ -272,25 +282,27 @@ pub fn promotion_object(index: usize) -> Value {
 }
 
 thread_local! {
-    /// The epoch of the step being applied ([`crate::state::State::apply`] sets it).
-    static API_EPOCH: Cell<u32> = const { Cell::new(0) };
+    /// The epoch of the step being applied, when the API server's clock follows the model's
+    /// ([`Bounds::api_clock`]; [`crate::state::State::apply`] sets it).
+    static API_EPOCH: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
-/// The API server's clock while a step is applied: the model's clock, so that every write of one
-/// epoch carries the same second, as writes within one second do on a real server (stage
-/// completion compares the `managedFields` times of a summary's spec and status writes).
+/// The API server's clock while a step is applied: the model's clock with [`Bounds::api_clock`],
+/// so that every write of one epoch carries the same second, as writes within one second do on a
+/// real server (stage completion compares the `managedFields` times of a summary's spec and
+/// status writes); else [`fixed_time`].
 pub fn api_time() -> DateTime<Utc> {
-    at(API_EPOCH.with(Cell::get))
+    API_EPOCH.with(Cell::get).map(at).unwrap_or_else(fixed_time)
 }
 
-/// Sets the API server's clock to `epoch` for the steps applied next on this thread.
-pub fn set_api_epoch(epoch: u32) {
-    API_EPOCH.with(|e| e.set(epoch));
+/// Sets the API server's clock for the steps applied next on this thread.
+pub fn set_api_epoch(bounds: &Bounds, epoch: u32) {
+    API_EPOCH.with(|e| e.set(bounds.api_clock.then_some(epoch)));
 }
 
 /// The store at the start: the clusters and the promotions, nothing else.
 pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
-    set_api_epoch(0);
+    set_api_epoch(bounds, 0);
     let mut store = Store::new(Arc::new(api_time));
     register_sveltos(&mut store)?;
     for (name, env) in CLUSTERS {

@@ -350,7 +350,7 @@ impl State {
             }
         }
         // Sveltos reconciles a copied spec within the grace (see `sveltos::lagging`).
-        if !sveltos::lagging(&self.store) {
+        if bounds.lags == 0 || !sveltos::lagging(&self.store) {
             out.push(Step::Tick);
         }
         out
@@ -359,7 +359,7 @@ impl State {
     /// The state after `step`, or `None` when the step changes nothing (or cannot be taken). The
     /// ghost is not updated here (see `ghost::update`).
     pub fn apply(&self, step: Step, bounds: &Bounds) -> Res<Option<State>> {
-        setup::set_api_epoch(self.epoch);
+        setup::set_api_epoch(bounds, self.epoch);
         let mut next = self.clone();
         let changed = match step {
             Step::Observe(n) => next.observe(n as usize, bounds)?,

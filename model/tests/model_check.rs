@@ -129,6 +129,7 @@ fn lagging() -> Bounds {
     Bounds {
         crashes: 0,
         lags: 1,
+        api_clock: true,
         ..Bounds::ci()
     }
 }
