@@ -5,7 +5,8 @@
 //!   out an old value again. So a pass's copy of an object (what it listed, the promotion its last
 //!   write returned) keeps only whether they are the stored object's current ones or not, and the
 //!   stored objects' own values are left out, with `generation` (never read by promoter; it counts
-//!   spec changes, so it would grow without bound), `creationTimestamp` (read by no decision) and
+//!   spec changes, so it would grow without bound), `creationTimestamp` (read only by the claims
+//!   of overlapping promotions, which are all created at the start here) and
 //!   `managedFields`: of these, stage completion reads a summary's spec and status write times
 //!   (when no `promoter.dev/redeploy` record with previous hashes decides, or the write was
 //!   unsettled), so a summary keeps what it reads of them as `written` ([`written`]).
@@ -477,4 +478,17 @@ pub fn fingerprint(s: &State) -> u128 {
         }
     }
     ((h.0 as u128) << 64) | h.1 as u128
+}
+
+#[cfg(test)]
+mod tests {
+    /// A summary's spec time is named like every other timestamp: exactly within the horizon,
+    /// else "old". That tells the grace apart only while the horizon is the grace.
+    #[test]
+    fn the_horizon_is_the_grace() {
+        assert_eq!(
+            super::horizon(),
+            promoter::pass::summaries::STALE_PROVISIONED_GRACE
+        );
+    }
 }

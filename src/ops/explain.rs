@@ -215,10 +215,20 @@ fn redeploy_text(record: Option<&WriteRecord>) -> String {
     match record {
         Some(WriteRecord {
             expect: Expect::Nothing,
+            unsettled: false,
             ..
         }) => "nothing: the last spec change touches no deployment hash, so the Provisioned \
                Sveltos shows stays current"
             .into(),
+        Some(WriteRecord {
+            expect: Expect::Nothing,
+            ..
+        }) => format!(
+            "nothing for the last spec change, but Sveltos was still busy with the previous spec \
+             when promoter wrote it, so a summary counts once Sveltos wrote a status strictly \
+             after the spec (API server times), or {} minutes after the spec write",
+            STALE_PROVISIONED_GRACE.num_minutes()
+        ),
         Some(WriteRecord {
             expect: Expect::Features(bits),
             before,

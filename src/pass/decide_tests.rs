@@ -1884,6 +1884,57 @@ fn a_change_sveltos_does_not_redeploy_completes_without_a_status_write() {
     );
 }
 
+/// The same change written while Sveltos had not deployed the previous spec on dev: the
+/// `Provisioned` dev then shows may be of a spec before that one, so "nothing to redeploy" does
+/// not make it current; a status after the spec does.
+#[test]
+fn a_change_sveltos_does_not_redeploy_written_while_it_deploys_waits_for_a_status() {
+    use crate::sveltos::redeploy::Expect;
+    let hash = "SAMExxxxxxxxxxxxxxxxx=";
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    run(&mut p, &mut w, 1);
+    p.spec
+        .profile_spec
+        .as_mut()
+        .unwrap()
+        .0
+        .insert("maxUpdate".into(), json!("50%"));
+    w.summaries.insert("kyverno-dev".into(), Default::default());
+    let d = run(&mut p, &mut w, 2);
+    let recorded = redeploy_ops(&d);
+    assert_eq!(recorded[0].1.expect(), Expect::Nothing);
+    assert!(recorded[0].1.unsettled);
+    // The new spec, over a status written before it.
+    provision(
+        &mut w,
+        "kyverno-dev",
+        hash,
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:00:30Z",
+    );
+    run(&mut p, &mut w, 3);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_none()
+    );
+    provision(
+        &mut w,
+        "kyverno-dev",
+        hash,
+        "2026-02-16T06:02:10Z",
+        "2026-02-16T06:03:30Z",
+    );
+    run(&mut p, &mut w, 4);
+    assert!(
+        stage_status(&p, "dev")
+            .last_successful_applied_time
+            .is_some()
+    );
+}
+
 /// Without a record (a profile written by another writer or an earlier promoter), the API
 /// server's two times decide, and the grace ends the wait for a status that may never come; the
 /// decision says until when.

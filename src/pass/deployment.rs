@@ -40,8 +40,12 @@ impl WriteRecord {
 
     pub fn freshness(record: Option<&WriteRecord>) -> Freshness<'_> {
         match record {
+            // After an unsettled write, the Provisioned shown may be of a spec before the previous
+            // one (copied, not yet redeployed): "nothing to redeploy" from the previous spec says
+            // nothing about it.
             Some(WriteRecord {
                 expect: Expect::Nothing,
+                unsettled: false,
                 ..
             }) => Freshness::Nothing,
             Some(WriteRecord {

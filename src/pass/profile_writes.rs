@@ -68,8 +68,9 @@ fn record_redeploy(
     let listed = world.summaries_known(&desired.name);
     let mut before = Before::default();
     let none = ProfileSummaries::default();
-    let unsettled = listed
-        && !settled(
+    // Not listed (the list failed): nothing is known of what Sveltos was doing.
+    let unsettled = !listed
+        || !settled(
             world,
             observed,
             world.summaries.get(&desired.name).unwrap_or(&none),
