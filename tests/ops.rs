@@ -242,6 +242,54 @@ async fn approve_retries_when_the_pass_wrote_first() {
     );
 }
 
+/// A second `approve` of the same stage and revision writes nothing and emits no second Event;
+/// a stage that does not exist or has no manual trigger is refused naming the stages that do.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_approve_changes_nothing_and_errors_name_the_manual_stages() {
+    let env = Env::new(&[("dev", "dev01", "dev"), ("staging", "st01", "staging")]).await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    for _ in 0..8 {
+        env.tick().await;
+    }
+    let (code, out, err) = promoter(&env, &["approve", "kyverno-prog-rollout-man"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("approved stage staging"), "{out}");
+    env.server.clear_requests();
+    let (code, out, err) = promoter(&env, &["approve", "kyverno-prog-rollout-man"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with("stage staging of kyverno-prog-rollout-man is already approved by")
+            && out.contains("nothing changed"),
+        "{out}"
+    );
+    assert_eq!(
+        env.server
+            .count(|r| r.verb != "get" && r.verb != "list" && r.resource != "selfsubjectreviews"),
+        0,
+        "a repeated approve writes nothing (no patch, no Event); it asks who acts, as every command"
+    );
+    let (code, _, err) = promoter(
+        &env,
+        &["approve", "kyverno-prog-rollout-man", "--stage", "stagin"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("has no stage \"stagin\"")
+            && err.contains("stages with a manual trigger: staging"),
+        "{err}"
+    );
+    let (code, _, err) = promoter(
+        &env,
+        &["approve", "kyverno-prog-rollout-man", "--stage", "dev"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("has no manual trigger")
+            && err.contains("stages with a manual trigger: staging"),
+        "{err}"
+    );
+}
+
 /// Before any pass, `status` says so (it does not tell the first pass's decision as the present);
 /// the CronJob's last success tells whether passes run at all.
 #[tokio::test(flavor = "multi_thread")]

@@ -44,21 +44,56 @@ pub fn stage_to_approve(
         .ok_or_else(|| {
             let stages = p.spec.stages.iter().map(|s| s.name.as_str());
             format!(
-                "{name} has no stage {target:?}{}",
-                crate::suggest::did_you_mean(&target, stages)
+                "{name} has no stage {target:?}{}; {}",
+                crate::suggest::did_you_mean(&target, stages),
+                manual_stages_text(p)
             )
         })?;
-    if p.spec.stages[idx]
-        .trigger
-        .as_ref()
-        .and_then(|t| t.manual.as_ref())
-        .is_none()
-    {
+    if !is_manual(&p.spec.stages[idx]) {
+        let complete = stage.is_none() && status_complete(p);
         return Err(format!(
-            "stage {target:?} of {name} has no manual trigger; nothing to approve"
+            "{}stage {target:?} of {name} has no manual trigger; nothing to approve; {}",
+            if complete {
+                "the rollout is complete (approving a manual stage pre-approves it for the next \
+                 revision): "
+            } else {
+                ""
+            },
+            manual_stages_text(p)
         ));
     }
     Ok((idx, target))
+}
+
+fn is_manual(stage: &crate::api::Stage) -> bool {
+    stage
+        .trigger
+        .as_ref()
+        .and_then(|t| t.manual.as_ref())
+        .is_some()
+}
+
+fn status_complete(p: &ClusterPromotion) -> bool {
+    p.status.as_ref().is_some_and(|s| {
+        s.current_stage_name.as_deref() == p.spec.stages.last().map(|l| l.name.as_str())
+            && passed_in_current_run(p, p.spec.stages.len().saturating_sub(1))
+    })
+}
+
+/// The stages `approve --stage` accepts, for its errors.
+fn manual_stages_text(p: &ClusterPromotion) -> String {
+    let manual: Vec<&str> = p
+        .spec
+        .stages
+        .iter()
+        .filter(|s| is_manual(s))
+        .map(|s| s.name.as_str())
+        .collect();
+    if manual.is_empty() {
+        "it has no stage with a manual trigger".into()
+    } else {
+        format!("stages with a manual trigger: {}", manual.join(", "))
+    }
 }
 
 /// Who acts, and why: recorded in the promoter.dev/ annotation and in the Event.
@@ -188,6 +223,18 @@ pub async fn approve(
         approve_once(&api, name, stage, actor, now)
     })
     .await?;
+    let Some(updated) = updated else {
+        // Approved already for the same revision: nothing written, no second Event.
+        return Ok(format!(
+            "stage {stage} of {name} is already approved by {} at {} for {}; nothing changed",
+            record.by,
+            record.at,
+            match &record.revision {
+                Some(r) => format!("revision {r}"),
+                None => "the next revision".into(),
+            }
+        ));
+    };
     let what = if pre_approval {
         format!("pre-approved stage {stage} of {name} for the next revision")
     } else {
@@ -216,20 +263,40 @@ pub async fn approve(
     })
 }
 
-/// One read and one guarded patch: (stage, whether it is a pre-approval, the record written, the
-/// promotion as written).
+/// One read and one guarded patch: (stage, whether it is a pre-approval, the record written and
+/// the promotion the patch returned; or, when the stage is approved already for the same revision,
+/// the record found and no patch).
 async fn approve_once(
     api: &Api<ClusterPromotion>,
     name: &str,
     stage: Option<&str>,
     actor: &Actor,
     now: DateTime<Utc>,
-) -> anyhow::Result<Result<(String, bool, Record, ClusterPromotion), Changed>> {
+) -> anyhow::Result<Result<(String, bool, Record, Option<ClusterPromotion>), Changed>> {
     let p = api.get(name).await?;
     let (stage, pre_approval, record, ops) = approval_ops(&p, stage, actor, now)?;
+    if let Some(found) = approved_already(&p, &stage, &record) {
+        return Ok(Ok((stage, pre_approval, found, None)));
+    }
     Ok(guarded_patch(api, &p, ops)
         .await?
-        .map(|updated| (stage, pre_approval, record, updated)))
+        .map(|updated| (stage, pre_approval, record, Some(updated))))
+}
+
+/// The approval `p` already holds for `stage` when it is what `record` would write again: the
+/// trigger approved, and a record of the same revision (or both pre-approvals).
+fn approved_already(p: &ClusterPromotion, stage: &str, record: &Record) -> Option<Record> {
+    let approved = p
+        .spec
+        .stages
+        .iter()
+        .find(|s| s.name == stage)
+        .and_then(|s| s.trigger.as_ref())
+        .and_then(|t| t.manual.as_ref())
+        .and_then(|m| m.approved)
+        == Some(true);
+    let found = crate::annotations::approval(p, stage)?;
+    (approved && found.revision == record.revision).then_some(found)
 }
 
 /// What `promoter approve` writes to `p` as read (pure; [`guarded`] when sent): the stage, whether
