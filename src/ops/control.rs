@@ -50,7 +50,7 @@ pub fn stage_to_approve(
             )
         })?;
     if !is_manual(&p.spec.stages[idx]) {
-        let complete = stage.is_none() && status_complete(p);
+        let complete = stage.is_none() && crate::annotations::is_complete(p);
         return Err(format!(
             "{}stage {target:?} of {name} has no manual trigger; nothing to approve; {}",
             if complete {
@@ -71,13 +71,6 @@ fn is_manual(stage: &crate::api::Stage) -> bool {
         .as_ref()
         .and_then(|t| t.manual.as_ref())
         .is_some()
-}
-
-fn status_complete(p: &ClusterPromotion) -> bool {
-    p.status.as_ref().is_some_and(|s| {
-        s.current_stage_name.as_deref() == p.spec.stages.last().map(|l| l.name.as_str())
-            && passed_in_current_run(p, p.spec.stages.len().saturating_sub(1))
-    })
 }
 
 /// The stages `approve --stage` accepts, for its errors.
