@@ -545,3 +545,78 @@ async fn rollback_retries_when_the_pass_wrote_first() {
         OLD
     );
 }
+
+/// Issue 31: `rollback --order` while a rollback of the run is recorded was answered "already
+/// rolling back ... nothing to do" and the order was dropped. Speeding a reverse rollback up to
+/// all at once takes effect (every stage goes to the same known-good revision, only sooner);
+/// the other way round is refused, saying what runs and why (the profiles are being restored at
+/// once already: a reverse order cannot take that back).
+#[tokio::test(flavor = "multi_thread")]
+async fn rollback_order_while_a_rollback_is_recorded_takes_effect_or_is_refused() {
+    let env = at_staging().await;
+    seed_history(&env, MANUAL, &[OLDER]);
+    let (code, _, err) = promoter(&env, &["rollback", MANUAL, "--reason", "INC-42"]);
+    assert_eq!(code, 0, "{err}");
+    let recorded = annotations::rollback(&env.promotion(MANUAL).unwrap()).unwrap();
+    assert_eq!(recorded.order, promoter::settings::RollbackOrder::Reverse);
+    let patches = || env.server.count(|r| r.verb == "patch");
+    // The same order: nothing to do.
+    let before = patches();
+    let (code, out, _) = promoter(&env, &["rollback", MANUAL, "--order", "reverse"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("is already rolling back to revision"), "{out}");
+    assert_eq!(patches(), before, "nothing written");
+    // Faster: it takes effect; who asked first and when is kept, the Event says who changed it.
+    let (code, out, err) = promoter(
+        &env,
+        &[
+            "rollback",
+            MANUAL,
+            "--order",
+            "all-at-once",
+            "--by",
+            "CAB-9",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        format!(
+            "changed the order of {MANUAL}'s rollback to revision {} from reverse to all-at-once: the next pass restores every remaining stage at once",
+            revision_id(OLDER)
+        )
+    );
+    let record = annotations::rollback(&env.promotion(MANUAL).unwrap()).unwrap();
+    assert_eq!(
+        record,
+        annotations::Rollback {
+            order: promoter::settings::RollbackOrder::AllAtOnce,
+            ..recorded.clone()
+        }
+    );
+    let history = History::of(&env.promotion(MANUAL).unwrap());
+    assert_eq!(history.0.len(), 3, "the history is not touched");
+    let (reason, note) = last_event(&env, MANUAL).await;
+    assert_eq!(reason, "RollbackRequested");
+    assert!(
+        note.starts_with(&format!(
+            "Rollback to revision {} changed from reverse to all-at-once by admin (CAB-9)",
+            revision_id(OLDER)
+        )),
+        "{note}"
+    );
+    // Back to reverse: refused, one line naming the rollback, its order and the way out.
+    let before = patches();
+    let (code, _, err) = promoter(&env, &["rollback", MANUAL, "--order", "reverse"]);
+    assert_eq!(code, 1);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{MANUAL} is already rolling back to revision {} all-at-once (requested by admin at ",
+            revision_id(OLDER)
+        )),
+        "{err}"
+    );
+    assert!(err.contains("cannot become reverse"), "{err}");
+    assert_eq!(patches(), before, "nothing written");
+}

@@ -85,7 +85,8 @@ pub struct RollbackArgs {
     /// The revision to restore: its id (`1a2b3c4d5e`, as explain shows) or its hash.
     #[arg(long, value_name = "ID|HASH")]
     to_revision: Option<String>,
-    /// Default: the promotion's promoter.dev/rollback-order, else reverse.
+    /// Default: the promotion's promoter.dev/rollback-order, else reverse. While a reverse
+    /// rollback of the run is recorded, all-at-once speeds it up (the other way is refused).
     #[arg(long, value_parser = ["reverse", "all-at-once"])]
     order: Option<String>,
     #[command(flatten)]

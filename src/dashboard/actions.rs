@@ -386,6 +386,27 @@ pub async fn preview(
                     preview.revisions = revisions;
                     preview
                 }
+                Planned::Reorder(plan) => {
+                    let to = revision_id(&plan.record.to);
+                    let mut preview = base(
+                        format!("Roll back {promotion} all at once?"),
+                        format!(
+                            "rollback {promotion} reorder {} {}",
+                            plan.record.to,
+                            plan.record.order.as_str()
+                        ),
+                    );
+                    preview.summary = vec![format!(
+                        "{promotion} is rolling back to revision {to} ({}, requested by {} at {}): the next pass restores every remaining stage at once ({}).",
+                        plan.was.as_str(),
+                        plan.record.by,
+                        plan.record.at,
+                        plan.record.order.as_str()
+                    )];
+                    preview.changes = changes(&plan.promotion, plan.ops, "RollbackRequested");
+                    preview.revisions = revisions;
+                    preview
+                }
                 Planned::Write(plan) => {
                     let mut preview = base(
                         format!("Roll back {promotion} to revision {}?", plan.to.id),

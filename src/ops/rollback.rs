@@ -27,11 +27,14 @@ enum Outcome {
     /// A rollback of this run to this revision is already recorded.
     Recorded(Rollback),
     Written(Box<ClusterPromotion>, Rollback, String),
+    /// The recorded rollback's order changed (from the order before).
+    Reordered(Box<ClusterPromotion>, Rollback, RollbackOrder),
 }
 
 /// Records a rollback of `name`'s current run; an Event `RollbackRequested`. Refuses when nothing
-/// has started, when there is no completed revision to roll back to, or when another rollback
-/// of this run is recorded; one to the same revision is already done (not an error).
+/// has started or when there is no completed revision to roll back to; one to the same revision
+/// is already done (not an error), another one redirects it; `--order all-at-once` speeds a
+/// reverse one up (see [`targets`]).
 pub async fn request_rollback(
     client: &kube::Client,
     name: &str,
@@ -65,6 +68,21 @@ pub async fn request_rollback(
                 r.order.as_str()
             )
         }
+        Outcome::Reordered(updated, r, was) => {
+            let to = crate::api::revision_id(&r.to);
+            let note = actor.note(format!(
+                "Rollback to revision {to} changed from {} to {} by {}",
+                was.as_str(),
+                r.order.as_str(),
+                actor.by
+            ));
+            events::emit_action(client, &updated, Reason::RollbackRequested, note, now).await;
+            format!(
+                "changed the order of {name}'s rollback to revision {to} from {} to {}: the next pass restores every remaining stage at once",
+                was.as_str(),
+                r.order.as_str()
+            )
+        }
     })
 }
 
@@ -79,11 +97,23 @@ pub struct RollbackPlan {
     pub ops: Vec<serde_json::Value>,
 }
 
-/// A rollback to write, or the one already recorded.
+/// A rollback to write, the one already recorded, or its new order.
 #[derive(Clone, Debug)]
 pub enum Planned {
     Recorded(Box<Rollback>),
     Write(Box<RollbackPlan>),
+    Reorder(Box<ReorderPlan>),
+}
+
+/// What `promoter rollback --order` writes while a rollback of the run is recorded: the record
+/// with its new order (nothing else: who asked first and when, and the history, stay).
+#[derive(Clone, Debug)]
+pub struct ReorderPlan {
+    pub promotion: ClusterPromotion,
+    pub record: Rollback,
+    /// The order recorded before.
+    pub was: RollbackOrder,
+    pub ops: Vec<serde_json::Value>,
 }
 
 /// Reads `name` and says what a rollback would write, writing nothing (the dashboard's
@@ -111,6 +141,15 @@ async fn planned(
     let p = api.get(name).await?;
     let candidates = match targets(&p, request).map_err(|e| anyhow::anyhow!(e))? {
         Targets::Recorded(existing) => return Ok(Planned::Recorded(existing)),
+        Targets::Reorder { record, was } => {
+            let ops = set_annotations(&p, &[(ROLLBACK, encode(&*record))]);
+            return Ok(Planned::Reorder(Box::new(ReorderPlan {
+                promotion: p,
+                record: *record,
+                was,
+                ops,
+            })));
+        }
         Targets::Candidates(c) => c,
     };
     let mut target = None;
@@ -154,6 +193,17 @@ async fn once(
 ) -> anyhow::Result<Result<Outcome, Changed>> {
     let plan = match planned(api, revisions, name, request, actor, now).await? {
         Planned::Recorded(r) => return Ok(Ok(Outcome::Recorded(*r))),
+        Planned::Reorder(plan) => {
+            let ReorderPlan {
+                promotion,
+                record,
+                was,
+                ops,
+            } = *plan;
+            return Ok(guarded_patch(api, &promotion, ops)
+                .await?
+                .map(|updated| Outcome::Reordered(Box::new(updated), record, was)));
+        }
         Planned::Write(plan) => plan,
     };
     let RollbackPlan {
@@ -173,6 +223,12 @@ async fn once(
 pub enum Targets {
     /// A rollback of the current run to the revision asked for is recorded already.
     Recorded(Box<Rollback>),
+    /// It is, in reverse order, and `--order all-at-once` asks to speed it up: the record with
+    /// its new order (`was`: the order before).
+    Reorder {
+        record: Box<Rollback>,
+        was: RollbackOrder,
+    },
     /// The revisions to roll back to, best first, of which the first whose PromotionRevision is
     /// stored is the target (`--to-revision`: exactly the one named, which must be stored).
     Candidates(Vec<HistoryEntry>),
@@ -197,7 +253,10 @@ pub fn targets(p: &ClusterPromotion, request: &RollbackRequest) -> Result<Target
                 .is_some_and(|e| e.revision == existing.to),
         };
         if same {
-            return Ok(Targets::Recorded(Box::new(existing)));
+            return match request.order {
+                Some(order) if order != existing.order => reorder(name, existing, order),
+                _ => Ok(Targets::Recorded(Box::new(existing))),
+            };
         }
         // Another revision named: the rollback is redirected (its stored revision may be gone,
         // and the status tells the user to do this). The record is replaced in one guarded
@@ -230,6 +289,38 @@ pub fn targets(p: &ClusterPromotion, request: &RollbackRequest) -> Result<Target
         return Err(format!("{name} has no completed revision to roll back to"));
     }
     Ok(Targets::Candidates(candidates))
+}
+
+/// `--order` naming another order than the rollback of the run recorded. A reverse rollback under
+/// way may go all at once: every stage still goes to the same known-good revision, only sooner
+/// (an operator at 3 a.m. wants exactly that, and the redirect path already takes `--order`).
+/// The other way round is refused: all-at-once has written (or will on the next pass) every
+/// stage's profile, and a reverse order cannot take that back; nor does a finished rollback have
+/// an order left to change. The record keeps who asked first and when (its deadline's start).
+fn reorder(name: &str, existing: Rollback, order: RollbackOrder) -> Result<Targets, String> {
+    let to = crate::api::revision_id(&existing.to);
+    if let Some(done) = existing.completed_at {
+        return Err(format!(
+            "{name} rolled back to revision {to} {} (completed at {done}); --order {} changes nothing now",
+            existing.order.as_str(),
+            order.as_str()
+        ));
+    }
+    if existing.order == RollbackOrder::AllAtOnce {
+        return Err(format!(
+            "{name} is already rolling back to revision {to} {} (requested by {} at {}): every stage's profile is being restored at once, so it cannot become {}; `{} abort {name}` holds it where it is",
+            existing.order.as_str(),
+            existing.by,
+            existing.at,
+            order.as_str(),
+            crate::invocation::command()
+        ));
+    }
+    let was = existing.order;
+    Ok(Targets::Reorder {
+        record: Box::new(Rollback { order, ..existing }),
+        was,
+    })
 }
 
 /// What `promoter rollback` writes to `p` as read to roll its current run back to `target` (pure;
@@ -290,4 +381,57 @@ async fn stored(
         anyhow::Error::new(e).context(format!("reading PromotionRevision {object}"))
     })?;
     Ok(found.is_some_and(|r| r.spec.revision == entry.revision && r.spec.promotion == name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(order: RollbackOrder, completed: bool) -> Rollback {
+        let at = Timestamp::parse("2026-02-16T08:00:00Z").unwrap();
+        Rollback {
+            from: Run {
+                revision: "bmV3".into(),
+                stages: "c3RhZ2Vz".into(),
+                since: "2026-02-16T07:00:00Z".into(),
+            },
+            to: "b2xk".into(),
+            order,
+            cause: Cause::Manual,
+            by: "alice".into(),
+            at,
+            reason: None,
+            completed_at: completed.then_some(at),
+            kept: None,
+            missed: None,
+        }
+    }
+
+    /// Issue 31: `--order` while a rollback is recorded: reverse may go all at once (only that
+    /// changes); all at once cannot go back to reverse, and a finished rollback has no order
+    /// left to change (both refused, saying the rollback, its order and what to do).
+    #[test]
+    fn an_order_asked_for_a_recorded_rollback() {
+        use RollbackOrder::{AllAtOnce, Reverse};
+        match reorder("p", recorded(Reverse, false), AllAtOnce) {
+            Ok(Targets::Reorder { record, was }) => {
+                assert_eq!(was, Reverse);
+                assert_eq!(*record, recorded(AllAtOnce, false));
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = reorder("p", recorded(AllAtOnce, false), Reverse).unwrap_err();
+        assert!(
+            err.starts_with("p is already rolling back to revision ")
+                && err.contains(" all-at-once (requested by alice at 2026-02-16T08:00:00Z)")
+                && err.contains("cannot become reverse")
+                && err.ends_with(" abort p` holds it where it is"),
+            "{err}"
+        );
+        let err = reorder("p", recorded(Reverse, true), AllAtOnce).unwrap_err();
+        assert!(
+            err.contains("reverse (completed at 2026-02-16T08:00:00Z); --order all-at-once changes nothing now"),
+            "{err}"
+        );
+    }
 }
