@@ -280,7 +280,11 @@ async fn pause_and_resume_are_guarded_against_a_concurrent_write() {
         name,
         serde_json::json!([{"op": "add", "path": "/metadata/labels", "value": {"team": "platform"}}]),
     );
-    assert_eq!(resuming.await.unwrap().unwrap(), format!("resumed {name}"));
+    let said = resuming.await.unwrap().unwrap();
+    assert!(
+        said.starts_with(&format!("resumed {name}: paused by ")),
+        "resume says whose pause it lifted: {said}"
+    );
     let p = env.promotion(name).unwrap();
     assert!(
         !p.metadata

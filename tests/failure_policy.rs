@@ -159,7 +159,10 @@ async fn a_missed_deadline_rolls_back_every_reached_stage_then_holds_until_resum
         assert!(reasons.iter().any(|x| x == r), "no {r} Event: {reasons:?}");
     }
     // A person resumes: 3.6.0 rolls out again from stage 1 (and fails again on staging).
-    let (code, out, err) = promoter(&env, &["resume", &name, "--reason", "staging fixed"]);
+    let (code, out, err) = promoter(
+        &env,
+        &["resume", &name, "--reason", "staging fixed", "--yes"],
+    );
     assert_eq!(code, 0, "{out}{err}");
     step(&env).await;
     step(&env).await;

@@ -241,7 +241,9 @@ async fn resume_after_an_abort_continues_the_rollback() {
     );
     abort(&env.client, &name, &actor, env.now()).await.unwrap();
     env.tick().await;
-    let said = resume(&env.client, &name, &actor, env.now()).await.unwrap();
+    let said = resume(&env.client, &name, Default::default(), &actor, env.now())
+        .await
+        .unwrap();
     let report = env.tick().await;
     let p = env.promotion(&name).unwrap();
     assert!(

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Env, promoter};
+use promoter::annotations;
 
 const FLEET: &[(&str, &str, &str)] = &[
     ("dev", "dev01", "dev"),
@@ -177,7 +178,21 @@ async fn pause_leaves_a_promotion_alone_until_resumed() {
     assert!(out.contains("Paused"));
     let (_, explain, _) = promoter(&env, &["explain", "kyverno-rollout-auto"]);
     assert!(explain.contains("paused by admin"), "{explain}");
-    promoter(&env, &["resume", "kyverno-rollout-auto"]);
+    // Resume says what it lifted: whose pause, since when (a dry run first, which writes nothing).
+    let (code, out, _) = promoter(&env, &["resume", "kyverno-rollout-auto", "--dry-run"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("would resume kyverno-rollout-auto: paused by admin since ")
+            && out.trim_end().ends_with("; nothing written"),
+        "{out}"
+    );
+    assert!(annotations::paused(&env.promotion("kyverno-rollout-auto").unwrap()).is_some());
+    let (code, out, _) = promoter(&env, &["resume", "kyverno-rollout-auto"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("resumed kyverno-rollout-auto: paused by admin since "),
+        "{out}"
+    );
     for _ in 0..15 {
         env.tick().await;
     }

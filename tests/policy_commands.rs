@@ -147,8 +147,34 @@ async fn rollback_records_the_run_the_target_and_marks_the_history() {
     assert!(err.contains("is gone"), "{err}");
     assert_eq!(patches(), before, "nothing written");
 
-    // resume: the rolled-back revision may roll out again (a retry record naming it).
-    let (code, out, err) = promoter(&env, &["resume", MANUAL, "--reason", "fixed"]);
+    // resume: the rolled-back revision may roll out again (a retry record naming it), which
+    // redeploys the revision that failed: refused without --yes, naming it; --dry-run says what
+    // it would do; neither writes.
+    let from = revision_id(&run.revision);
+    let before = patches();
+    let (code, _, err) = promoter(&env, &["resume", MANUAL, "--reason", "fixed"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "resuming {MANUAL} would redeploy revision {from}, which was rolled back"
+        )) && err.contains(&format!(
+            "resume {MANUAL} --yes` to redeploy it, or --dry-run"
+        )),
+        "{err}"
+    );
+    let (code, out, err) = promoter(&env, &["resume", MANUAL, "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        format!(
+            "would resume {MANUAL}: the rollback to revision {}: revision {from} rolls out again from the first stage (it redeploys revision {from}: needs --yes); nothing written",
+            revision_id(OLDER)
+        )
+    );
+    assert_eq!(patches(), before, "nothing written");
+    assert!(annotations::retry(&env.promotion(MANUAL).unwrap()).is_none());
+    let (code, out, err) = promoter(&env, &["resume", MANUAL, "--reason", "fixed", "--yes"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("rolls out again from the first stage"),
@@ -316,7 +342,19 @@ async fn resume_retries_a_new_spec_whose_revision_was_rolled_back() {
         MANUAL,
         json!([{"op": "add", "path": "/metadata/annotations", "value": {annotations::HISTORY: h.to_annotation()}}]),
     );
-    let (code, out, err) = promoter(&env, &["resume", MANUAL]);
+    let (code, _, err) = promoter(&env, &["resume", MANUAL]);
+    assert_eq!(
+        code, 1,
+        "a rolled-back revision redeploys only with --yes: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "would redeploy revision {}",
+            revision_id(&spec_revision)
+        )),
+        "{err}"
+    );
+    let (code, out, err) = promoter(&env, &["resume", MANUAL, "-y"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains(&format!(

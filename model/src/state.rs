@@ -776,7 +776,9 @@ impl State {
                 Err(_) => return Ok(false),
             }
         } else {
-            let (ops, lifted) = resume_ops(&m.p, &person(), setup::fixed_time());
+            // The model's person confirms what resume redeploys (`--yes`).
+            let promoter::ops::control::Resumption { ops, lifted, .. } =
+                resume_ops(&m.p, &person(), setup::fixed_time());
             if lifted.is_empty() {
                 return Ok(false);
             }

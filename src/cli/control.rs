@@ -48,11 +48,19 @@ pub struct PauseArgs {
 /// rollback of the current run, or a new spec held because its revision was rolled back (that
 /// revision rolls out again from the first stage).
 ///
+/// Resuming a rolled-back revision redeploys the revision that failed: it needs --yes.
+///
 /// Example: promoter resume kyverno-rollout-auto --reason "fix deployed"
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct ResumeArgs {
     name: String,
+    /// Confirm redeploying a rolled-back revision (refused without it, naming the revision).
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Say what resume would lift, and write nothing.
+    #[arg(long)]
+    dry_run: bool,
     #[command(flatten)]
     who: WhoArgs,
 }
@@ -145,7 +153,11 @@ pub async fn pause(args: PauseArgs, client: &ClientArgs) -> anyhow::Result<ExitC
 pub async fn resume(args: ResumeArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
     let name = &args.name;
     acting(client, name, &args.who, |c, actor| async move {
-        promoter::ops::control::resume(&c, name, &actor, Utc::now()).await
+        let options = promoter::ops::control::ResumeOptions {
+            yes: args.yes,
+            dry_run: args.dry_run,
+        };
+        promoter::ops::control::resume(&c, name, options, &actor, Utc::now()).await
     })
     .await
 }

@@ -291,7 +291,11 @@ pub async fn preview(
         }
         Action::Resume { promotion } => {
             let p = api.get(promotion).await?;
-            let (ops, lifted) = resume_ops(&p, actor, now);
+            let crate::ops::control::Resumption {
+                ops,
+                lifted,
+                redeploys,
+            } = resume_ops(&p, actor, now);
             let mut preview = base(
                 format!("Resume {promotion}?"),
                 format!("resume {promotion} {}", lifted.join("; ")),
@@ -304,6 +308,9 @@ pub async fn preview(
             } else {
                 preview.summary = std::iter::once("Lifts:".to_string())
                     .chain(lifted.iter().map(|l| format!("• {l}")))
+                    .chain(redeploys.map(|r| {
+                        format!("Redeploys revision {r}, which was rolled back: confirming this is the command's --yes.")
+                    }))
                     .collect();
                 preview.changes = changes(&p, ops, "Resumed");
             }
@@ -596,7 +603,15 @@ pub async fn perform(
         Action::Pause { promotion } => {
             control::set_paused(client, promotion, true, actor, now).await
         }
-        Action::Resume { promotion } => control::resume(client, promotion, actor, now).await,
+        // Carried out only when the confirmed preview, which names a revision it redeploys, is
+        // still the same: that confirmation is the command's `--yes`.
+        Action::Resume { promotion } => {
+            let options = control::ResumeOptions {
+                yes: true,
+                dry_run: false,
+            };
+            control::resume(client, promotion, options, actor, now).await
+        }
         Action::Abort { promotion } => control::abort(client, promotion, actor, now).await,
         Action::Rollback {
             promotion,

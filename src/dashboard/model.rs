@@ -88,7 +88,7 @@ pub fn offers(p: &ClusterPromotion, now: DateTime<Utc>) -> Offers {
     Offers {
         approve: if deleting { Vec::new() } else { approve },
         pause: !deleting && pause_ops(p, &actor, now).is_ok(),
-        resume: resume_ops(p, &actor, now).1,
+        resume: resume_ops(p, &actor, now).lifted,
         abort: !deleting && matches!(abort_ops(p, &actor, now), Ok(Ok(_))),
         rollback: !deleting
             && run.is_some_and(|run| History::of(p).candidates(&run.revision).next().is_some()),

@@ -385,7 +385,7 @@ pub async fn set_paused(
     now: DateTime<Utc>,
 ) -> anyhow::Result<String> {
     if !pause {
-        return resume(client, name, actor, now).await;
+        return resume(client, name, ResumeOptions::default(), actor, now).await;
     }
     let api: Api<ClusterPromotion> = Api::all(client.clone());
     let outcome = retrying(name, "pausing", || pause_once(&api, name, actor, now)).await?;
@@ -432,47 +432,82 @@ pub fn pause_ops(
     }
 }
 
+/// How `promoter resume` was asked: `--yes` confirms redeploying a rolled-back revision;
+/// `--dry-run` says what it would do and writes nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResumeOptions {
+    pub yes: bool,
+    pub dry_run: bool,
+}
+
 /// Lifts everything that holds the promotion, in one guarded patch, and says which: the pause;
 /// an abort of the current run (removed); a halted failure of the current run (`resumed` set: the
 /// stage gets a fresh deadline); a rollback of the current run, or a new spec held because its
 /// revision was rolled back (a `retry` record: that revision rolls out again from stage 1).
-/// Records a `Resumed` Event naming each.
+/// Records a `Resumed` Event naming each. Redeploying a rolled-back revision (the revision that
+/// failed) is refused unless `options.yes`; `options.dry_run` writes nothing.
 pub async fn resume(
     client: &kube::Client,
     name: &str,
+    options: ResumeOptions,
     actor: &Actor,
     now: DateTime<Utc>,
 ) -> anyhow::Result<String> {
     let api: Api<ClusterPromotion> = Api::all(client.clone());
-    let (updated, lifted) =
-        retrying(name, "resuming", || resume_once(&api, name, actor, now)).await?;
-    let Some(updated) = updated else {
+    let (updated, lifted) = retrying(name, "resuming", || {
+        resume_once(&api, name, options, actor, now)
+    })
+    .await?;
+    if lifted.is_empty() {
         return Ok(format!(
             "{name} is not paused, aborted, halted by a missed deadline or rolled back; nothing to resume"
+        ));
+    }
+    let Some(updated) = updated else {
+        // A dry run: what it would lift, and what it needs.
+        return Ok(format!(
+            "would resume {name}: {}; nothing written",
+            lifted.join("; ")
         ));
     };
     let note = actor.note(format!("Resumed by {} ({})", actor.by, lifted.join("; ")));
     events::emit_action(client, &updated, Reason::Resumed, note, now).await;
-    // A plain pause reads as it always has.
-    Ok(
-        if lifted.len() == 1 && lifted[0].starts_with("paused by ") {
-            format!("resumed {name}")
-        } else {
-            format!("resumed {name}: {}", lifted.join("; "))
-        },
-    )
+    Ok(format!("resumed {name}: {}", lifted.join("; ")))
 }
 
-/// The promotion as written (None: nothing held it) and what was lifted, one phrase each.
+/// The promotion as written (None: nothing held it, or a dry run) and what was lifted (or would
+/// be), one phrase each; an error when it would redeploy a rolled-back revision unconfirmed.
 async fn resume_once(
     api: &Api<ClusterPromotion>,
     name: &str,
+    options: ResumeOptions,
     actor: &Actor,
     now: DateTime<Utc>,
 ) -> anyhow::Result<Result<(Option<ClusterPromotion>, Vec<String>), Changed>> {
     let p = api.get(name).await?;
-    let (ops, lifted) = resume_ops(&p, actor, now);
+    let Resumption {
+        ops,
+        lifted,
+        redeploys,
+    } = resume_ops(&p, actor, now);
     if lifted.is_empty() {
+        return Ok(Ok((None, lifted)));
+    }
+    if let Some(revision) = redeploys.filter(|_| !options.yes) {
+        if options.dry_run {
+            let text = format!(
+                "{} (it redeploys revision {revision}: needs --yes)",
+                lifted.join("; ")
+            );
+            return Ok(Ok((None, vec![text])));
+        }
+        anyhow::bail!(
+            "resuming {name} would redeploy revision {revision}, which was rolled back ({}); nothing written: `{} resume {name} --yes` to redeploy it, or --dry-run to see what resume lifts",
+            lifted.join("; "),
+            crate::invocation::command()
+        );
+    }
+    if options.dry_run {
         return Ok(Ok((None, lifted)));
     }
     Ok(guarded_patch(api, &p, ops)
@@ -480,13 +515,21 @@ async fn resume_once(
         .map(|updated| (Some(updated), lifted)))
 }
 
-/// What `promoter resume` writes to `p` as read (pure; [`guarded`] when sent), and what it lifts,
-/// one phrase each (none: nothing holds it, nothing to write).
-pub fn resume_ops(
-    p: &ClusterPromotion,
-    actor: &Actor,
-    now: DateTime<Utc>,
-) -> (Vec<serde_json::Value>, Vec<String>) {
+/// What `promoter resume` would write and lift.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resumption {
+    /// The patch ([`guarded`] when sent); empty when nothing holds the promotion.
+    pub ops: Vec<serde_json::Value>,
+    /// What it lifts, one phrase each (none: nothing holds it, nothing to write).
+    pub lifted: Vec<String>,
+    /// The id of the rolled-back revision it would roll out again (the one that failed): the
+    /// command asks for a confirmation (`--yes`).
+    pub redeploys: Option<String>,
+}
+
+/// What `promoter resume` writes to `p` as read (pure), what it lifts, and the rolled-back
+/// revision it would roll out again.
+pub fn resume_ops(p: &ClusterPromotion, actor: &Actor, now: DateTime<Utc>) -> Resumption {
     let mut removals = Vec::new();
     let mut sets: Vec<(&str, String)> = Vec::new();
     let mut lifted = Vec::new();
@@ -526,7 +569,11 @@ pub fn resume_ops(
                 .map(remove_annotation)
                 .chain(set_annotations(p, &sets))
                 .collect();
-            return (ops, lifted);
+            return Resumption {
+                ops,
+                lifted,
+                redeploys: None,
+            };
         }
         if let Some(mut f) = failed(p)
             .filter(|f| f.run == *run && f.resumed.is_none())
@@ -571,9 +618,11 @@ pub fn resume_ops(
         }),
         None => None,
     };
+    let mut redeploys = None;
     if let Some((revision, why)) = to_retry
         && retrying_revision.as_deref() != Some(revision.as_str())
     {
+        redeploys = Some(revision_id(&revision));
         let record = Retry {
             revision,
             by: actor.by.clone(),
@@ -584,13 +633,17 @@ pub fn resume_ops(
         lifted.push(why);
     }
     if lifted.is_empty() {
-        return (Vec::new(), lifted);
+        return Resumption::default();
     }
     let mut ops: Vec<serde_json::Value> = removals.into_iter().map(remove_annotation).collect();
     if !sets.is_empty() {
         ops.extend(set_annotations(p, &sets));
     }
-    (ops, lifted)
+    Resumption {
+        ops,
+        lifted,
+        redeploys,
+    }
 }
 
 /// Records an abort of the current run (`promoter.dev/aborted`): passes hold it where it is, with
@@ -719,7 +772,12 @@ mod tests {
         }))
         .unwrap();
         let actor = Actor::new("alice", None).unwrap();
-        let (ops, lifted) = resume_ops(&p, &actor, at("2026-02-16T09:00:00Z").as_datetime());
+        let Resumption {
+            ops,
+            lifted,
+            redeploys,
+        } = resume_ops(&p, &actor, at("2026-02-16T09:00:00Z").as_datetime());
+        assert_eq!(redeploys, None, "the rollback goes on; nothing redeploys");
         assert_eq!(
             lifted,
             ["the rollback to revision 4f2ee9cfa0 missed its deadline (1h) at 2026-02-16T08:00:00Z: it goes on with a new deadline"
