@@ -265,6 +265,40 @@ fn a_missed_deadline_rolls_back_in_reverse_stage_by_stage_then_holds() {
     assert!(!d.writes());
 }
 
+/// Issue 31: the pass that records a missed deadline and starts the rollback listed only the
+/// current stage's ClusterSummaries (the rollback was not recorded when it observed); the other
+/// targets' summaries were not read, and the pass said "ClusterSummary … does not exist yet" of
+/// them. It says only what it observed.
+#[test]
+fn a_rollback_says_only_what_it_read_of_the_summaries() {
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    // As the observation of this pass lists them: staging's only.
+    for profile in ["kyverno-dev", "kyverno-production"] {
+        w.summaries.remove(profile);
+        w.summaries_listed.remove(profile);
+    }
+    w.summaries_listed.insert("kyverno-staging".into());
+    let d = run(&mut p, &mut w, min + 10);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert!(!d.summary.contains("does not exist"), "{}", d.summary);
+    assert!(
+        d.summary.contains(
+            "the ClusterSummaries of ClusterProfile kyverno-production were not read in this pass"
+        ),
+        "{}",
+        d.summary
+    );
+    // Listed, and none there: that is what it says.
+    w.summaries_listed.insert("kyverno-production".into());
+    let d = run(&mut p, &mut w, min + 11);
+    assert!(
+        d.summary
+            .contains("ClusterSummary kyverno-production-sveltos-prod01 does not exist yet."),
+        "{}",
+        d.summary
+    );
+}
+
 #[test]
 fn all_at_once_rolls_every_reached_stage_back_in_one_pass() {
     let (mut p, mut w, min) = stuck_in_staging("all-at-once");

@@ -104,6 +104,13 @@ fn targets(
         }
         let deployed = match observed {
             Some(_) if holds && !check_deployment => Ok(()),
+            // Not listed in this pass (the pass that starts a rollback observed before it was
+            // recorded, and listed the current stage's only; or the list failed): nothing is
+            // known of them, so nothing is claimed, and the stage is not done yet.
+            Some(_) if holds && !world.summaries_known(&desired.name) => Err(format!(
+                "the ClusterSummaries of ClusterProfile {} were not read in this pass; the next pass reads them",
+                desired.name
+            )),
             Some(cp) if holds => {
                 let check = deployment::check(
                     p,
