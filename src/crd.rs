@@ -108,12 +108,19 @@ pub fn promotion_freeze_crd() -> CustomResourceDefinition {
 /// patterns: a name part of at most 63 characters, with an optional DNS-subdomain prefix.
 const LABEL_KEY_PATTERN: &str = "^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$";
 const LABEL_VALUE_PATTERN: &str = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+/// A label key's parts' lengths: a prefix of at most 253 characters, a name of at most 63.
+const LABEL_KEY_PARTS: &str = "^([^/]{1,253}/)?[^/]{1,63}$";
+/// What a label key is, as the rules' messages say it.
+const LABEL_KEY_TEXT: &str = "a label key: an optional DNS subdomain prefix of at most 253 characters and '/', then a name of at most 63 characters (alphanumerics, '-', '_' or '.', beginning and ending with an alphanumeric)";
 /// A label key's longest: a 253-character DNS-subdomain prefix, '/', a 63-character name.
 const LABEL_KEY_MAX: u64 = 253 + 1 + 63;
 /// The most requirements a freeze's selector may have: far more than any freeze needs, and a
 /// bound on how often the per-requirement rules run (kube-apiserver multiplies a rule's estimated
 /// cost by it; an unbounded list counts as the request size limit over the item's least size).
 pub const MATCH_EXPRESSIONS_MAX: u64 = 64;
+/// The most labels a freeze's `matchLabels` may have: the bound on how often its key rule's
+/// per-key check runs.
+pub const MATCH_LABELS_MAX: u64 = 64;
 const OPERATOR_MAX: u64 = 16;
 
 /// What the API server refuses in a PromotionFreeze (kube-apiserver enforces `enum`, `pattern`,
@@ -129,11 +136,10 @@ const OPERATOR_MAX: u64 = 16;
 /// (k8s.io/apiextensions-apiserver pkg/apis/apiextensions/validation/cel_validation.go,
 /// MaxCardinality; "estimated rule cost exceeds budget"). So the requirements' list has a
 /// `maxItems` and the operator the rules compare a `maxLength`; the times are timestamps (one
-/// comparison). A matchLabels key is not checked here: a rule over a map's keys (`self.all(k,
-/// k.matches(...))`) needs a bound on the keys' length, which a structural schema cannot give.
-/// What remains (a stored freeze from before these rules, a bad matchLabels key, a key prefix
-/// over 253 characters) is an Invalid freeze that holds nothing, said by the pass, `step`,
-/// `freeze list` and `doctor`.
+/// comparison); matchLabels has a `maxProperties`, and its keys are checked by a rule over the
+/// map (see the estimate of a key's size below). What remains (a stored freeze from before these
+/// rules) is an Invalid freeze that holds nothing, said by the pass, `step`, `freeze list` and
+/// `doctor`.
 fn freeze_admission(schema: &mut Value) {
     use serde_json::json;
     let Some(spec) = schema.pointer_mut("/properties/spec") else {
@@ -147,9 +153,25 @@ fn freeze_admission(schema: &mut Value) {
     let Some(selector) = spec.pointer_mut("/properties/promotionSelector/properties") else {
         return;
     };
+    // A key's syntax is a pattern, its parts' lengths another (RE2 cannot say both at once: the
+    // prefix's 253 characters span dots).
+    let key_rule = |key: &str| {
+        format!("{key}.matches('{LABEL_KEY_PATTERN}') && {key}.matches('{LABEL_KEY_PARTS}')")
+    };
     if let Some(labels) = selector.pointer_mut("/matchLabels") {
         labels["additionalProperties"]["pattern"] = json!(LABEL_VALUE_PATTERN);
         labels["additionalProperties"]["maxLength"] = json!(63);
+        // The rule's per-key check runs once per key: the map's bound is its cardinality. A map
+        // key's size is not bounded by any schema, and kube-apiserver's estimator sizes it from
+        // the key type's MaxElements (apiextensions-apiserver schema/cel compilation.go
+        // sizeEstimator, "@keys"), which for the plain string key type of a map
+        // (k8s.io/apiserver/pkg/cel/common/schemas.go: NewMapType(StringType, ...)) is unset:
+        // the estimate is one regex per key, times maxProperties.
+        labels["maxProperties"] = json!(MATCH_LABELS_MAX);
+        labels["x-kubernetes-validations"] = json!([{
+            "rule": format!("self.all(k, {})", key_rule("k")),
+            "message": format!("every key must be {LABEL_KEY_TEXT}"),
+        }]);
     }
     if let Some(list) = selector.pointer_mut("/matchExpressions") {
         // The item rules below run once per item: the list's bound is their cardinality.
@@ -164,6 +186,12 @@ fn freeze_admission(schema: &mut Value) {
         item["properties"]["values"]["items"]["pattern"] = json!(LABEL_VALUE_PATTERN);
         item["properties"]["values"]["items"]["maxLength"] = json!(63);
         item["x-kubernetes-validations"] = json!([
+            {
+                // The pattern above says the syntax; this the prefix's length (key: 317 at most).
+                "rule": key_rule("self.key"),
+                "message": format!("must be {LABEL_KEY_TEXT}"),
+                "fieldPath": ".key",
+            },
             {
                 "rule": "!(self.operator in ['In', 'NotIn']) || (has(self.values) && size(self.values) > 0)",
                 "message": "must be specified when `operator` is 'In' or 'NotIn'",
