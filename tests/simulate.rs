@@ -274,6 +274,60 @@ async fn plan_predicts_the_rest_from_live_state() {
         report.render_text().contains("  -"),
         "past events have negative offsets"
     );
+    // Issue 31: in time order (the past read off the status came after what the first pass saw
+    // now: dev's "promoted" after staging's soak), ties in stage order.
+    let order = |name: &str| t.stages.iter().position(|s| s.name == name);
+    let keys: Vec<_> = t.events.iter().map(|e| (e.at, order(&e.stage))).collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] <= w[1]),
+        "{}",
+        report.render_text()
+    );
+}
+
+/// Issue 31: a rollback restores the stages from the top down, so dev's status entry is newer
+/// than staging's: `plan` printed dev's past before staging's older one.
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_of_a_rollback_lists_events_in_time_order() {
+    let mut env = common::Env::new(&[
+        ("dev", "dev01", "dev"),
+        ("staging", "staging", "staging"),
+        ("prod", "prod", "prod"),
+    ])
+    .await;
+    let name =
+        common::completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
+    let mut p = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] =
+        serde_json::json!("3.6.0");
+    env.apply_promotion(&p);
+    let mut ticks = 0;
+    while promoter::annotations::rollback(&env.promotion(&name).unwrap()).is_none() {
+        env.tick().await;
+        ticks += 1;
+        assert!(ticks < 40, "never rolled back");
+    }
+    let mut wrong = Vec::new();
+    for pass in 0..3 {
+        env.tick().await;
+        let world = promoter::sim::plan::load_live(&env.client, &name)
+            .await
+            .unwrap();
+        let mut o = opts();
+        o.start = env.now();
+        let report = simulate(world, SimHealth::FleetObjects, &o).await.unwrap();
+        let t = &report.promotions[0];
+        let order = |name: &str| t.stages.iter().position(|s| s.name == name);
+        let keys: Vec<_> = t.events.iter().map(|e| (e.at, order(&e.stage))).collect();
+        if !keys.windows(2).all(|w| w[0] <= w[1]) {
+            wrong.push(format!("after pass {pass}:\n{}", report.render_text()));
+        }
+        // The revision it restores is stored, and the plan reads it.
+        if report.render_text().contains("is gone") {
+            wrong.push(format!("after pass {pass}:\n{}", report.render_text()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[tokio::test]
@@ -343,6 +397,24 @@ async fn plan_through_the_binary_reports_only_what_happens() {
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     let events = report["promotions"][0]["events"].as_array().unwrap();
     let texts: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    // Issue 31: in time order, ties in stage order.
+    let stages: Vec<&str> = report["promotions"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    let keys: Vec<(i64, Option<usize>)> = events
+        .iter()
+        .map(|e| {
+            let stage = e["stage"].as_str().unwrap_or_default();
+            (
+                e["offsetSeconds"].as_i64().unwrap(),
+                stages.iter().position(|s| *s == stage),
+            )
+        })
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] <= w[1]), "{keys:?}\n{texts:?}");
     assert!(
         !texts.iter().any(|e| e.contains("health checks")),
         "no health checks here: {texts:?}"

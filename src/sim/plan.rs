@@ -1,13 +1,13 @@
 //! `promoter plan NAME`: the live state of one promotion (its status, generated profiles, their
-//! ClusterSummaries, and the inventory) loaded into a simulation, to predict when each remaining
+//! ClusterSummaries, its stored revisions, and the inventory) loaded into a simulation, to predict when each remaining
 //! stage completes. Deployments are assumed to succeed after the default deploy time; Cluster API
 //! clusters are simulated as SveltosClusters.
 
 use super::fleet::{Fleet, FleetCluster};
 use super::run::SimWorld;
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
-use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary};
-use crate::fake::{cluster_profile_type, cluster_summary_type};
+use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary, PromotionRevision};
+use crate::fake::{cluster_profile_type, cluster_summary_type, promotion_revision_type};
 use crate::pass::observe::inventory;
 use anyhow::Context as _;
 use kube::api::{Api, ListParams};
@@ -42,6 +42,20 @@ pub async fn load_live(client: &kube::Client, name: &str) -> anyhow::Result<SimW
     }
     for p in profiles {
         objects.insert(0, (cluster_profile_type(), serde_json::to_value(p)?));
+    }
+    // Its stored revisions: what a rollback in progress restores (without them the plan said
+    // the revision "is gone"). None without promoter's own CRDs.
+    match Api::<PromotionRevision>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(list) => {
+            for r in list.items.into_iter().filter(|r| r.spec.promotion == name) {
+                objects.push((promotion_revision_type(), serde_json::to_value(r)?));
+            }
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(anyhow::Error::new(e).context("listing PromotionRevisions")),
     }
     let clusters = inventory(client)
         .await?

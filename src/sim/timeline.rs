@@ -81,13 +81,24 @@ impl PromotionTimeline {
         }
     }
 
+    /// Adds an event in time order, ties in stage order, after the events already there with the
+    /// same time and stage: a pass reads past times off the status (a stage's entry may be older
+    /// than the next one's: a rollback restores from the top) next to what it sees now.
     fn push(&mut self, start: DateTime<Utc>, at: DateTime<Utc>, stage: &str, event: String) {
-        self.events.push(TimelineEvent {
-            at,
-            offset_seconds: (at - start).num_seconds(),
-            stage: stage.into(),
-            event,
-        });
+        let order = |name: &str| self.stages.iter().position(|s| s.name == name);
+        let key = (at, order(stage));
+        let index = self
+            .events
+            .partition_point(|e| (e.at, order(&e.stage)) <= key);
+        self.events.insert(
+            index,
+            TimelineEvent {
+                at,
+                offset_seconds: (at - start).num_seconds(),
+                stage: stage.into(),
+                event,
+            },
+        );
     }
 
     /// Records what changed in the promotion's status in the pass at `now`. Times come from the
