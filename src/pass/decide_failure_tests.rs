@@ -1438,3 +1438,43 @@ fn relabelling_does_not_escape_an_active_freeze() {
     let d = run(&mut p, &mut w, 30);
     assert_eq!(d.summary, "promoted dev -> staging");
 }
+
+/// Issue 31, the walk: "(Restart)" on a first rollout. A first start held (by a freeze, or a
+/// promotion blocked on its first pass by a bad `promoter.dev/` value) and then let go is still
+/// a first rollout: its Event restarts nothing.
+#[test]
+fn a_first_rollout_held_at_its_start_restarts_nothing() {
+    let start_event = |d: &Decision| {
+        d.events
+            .iter()
+            .find(|e| e.reason == "StageProvisioning")
+            .map(|e| e.message.clone())
+    };
+    // Frozen at its first start.
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    w.freezes = vec![freeze("holidays", None, None, Some(5))];
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    let d = run(&mut p, &mut w, 6);
+    assert_eq!(
+        start_event(&d).as_deref(),
+        Some("Provisioning stage dev"),
+        "{:?}",
+        d.events
+    );
+    // Blocked on its first pass, then fixed.
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    annotate(&mut p, PROGRESS_DEADLINE, "soon");
+    let d = run(&mut p, &mut w, 0);
+    assert_eq!(d.phase, Phase::Blocked, "{}", d.summary);
+    unannotate(&mut p, PROGRESS_DEADLINE);
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(
+        start_event(&d).as_deref(),
+        Some("Provisioning stage dev"),
+        "{:?}",
+        d.events
+    );
+}
