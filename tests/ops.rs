@@ -340,6 +340,22 @@ async fn status_is_observed_and_names_the_last_pass() {
         out.contains("dev 1/3") && out.contains("Progressing"),
         "{out}"
     );
+    // No CronJob (a pass run by hand, from CI or Lambda): what is known is the last change a
+    // pass recorded in the status, and that a quiet pass leaves no record (issue 31).
+    let (_, out, _) = promoter(&env, &["explain", "kyverno-rollout-auto"]);
+    assert!(
+        out.contains("last pass: no CronJob read (--cronjob none, not found or not readable); the last status change a pass recorded: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("a pass that changes nothing writes nothing"),
+        "{out}"
+    );
+    let (_, out, _) = promoter(&env, &["status", "kyverno-rollout-auto", "-o", "json"]);
+    let row: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(row["lastRecordedWrite"].is_string(), "{out}");
+    let (_, wide, _) = promoter(&env, &["status", "-o", "wide", "--no-headers"]);
+    assert!(wide.contains(" wrote "), "{wide}");
     // A CronJob whose last success is an hour old: a warning, and the time in JSON.
     let cronjobs =
         promoter::fake::ResourceType::builtin("batch", "v1", "CronJob", "cronjobs", true);
@@ -362,6 +378,11 @@ async fn status_is_observed_and_names_the_last_pass() {
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("CronJob promoter-system/promoter last succeeded 1h"),
+        "{err}"
+    );
+    assert!(
+        err.contains("; a pass recorded a status change at ")
+            && err.contains("if passes run elsewhere (Lambda, CI), --cronjob none"),
         "{err}"
     );
     let row: serde_json::Value = serde_json::from_str(&out).unwrap();

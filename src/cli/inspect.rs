@@ -187,12 +187,16 @@ impl Render for StatusView {
                 },
             ];
             if wide {
-                let last = r
-                    .last_pass
-                    .as_ref()
-                    .and_then(|l| l.last_successful_time)
-                    .map(|t| format!("{} ago", age(Some(t), self.now)))
-                    .unwrap_or_else(|| "-".into());
+                // Without a CronJob: the last status change a pass recorded ("wrote").
+                let last = match &r.last_pass {
+                    Some(l) => l
+                        .last_successful_time
+                        .map(|t| format!("{} ago", age(Some(t), self.now))),
+                    None => r
+                        .last_recorded_write
+                        .map(|t| format!("wrote {} ago", age(Some(t), self.now))),
+                }
+                .unwrap_or_else(|| "-".into());
                 line.insert(5, last);
                 let p = &r.prediction;
                 line.push(if p.actions.is_empty() {
@@ -283,11 +287,24 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
         format: args.output.clone(),
         no_headers: args.no_headers,
     };
-    if let Some(w) = last_pass.as_ref().and_then(|l| l.stale(Utc::now())) {
+    if args.watch
+        && let Some(w) = last_pass.as_ref().and_then(|l| l.stale(Utc::now(), None))
+    {
         eprintln!("warning: {w}");
     }
     if !args.watch {
         let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
+        let recorded = match &rows {
+            Rows::One(r) => r.last_recorded_write,
+            Rows::Many(list) => list
+                .items
+                .iter()
+                .filter_map(|r| r.last_recorded_write)
+                .max(),
+        };
+        if let Some(w) = last_pass.as_ref().and_then(|l| l.stale(now, recorded)) {
+            eprintln!("warning: {w}");
+        }
         let view = StatusView { rows, now };
         for r in view.rows() {
             let errors = r.notification_errors();

@@ -208,7 +208,7 @@ pub fn banner(_page: &Page, b: &Banner, now: DateTime<Utc>) -> String {
         @if let Some(e) = &b.error {
             p.banner.err role="alert" { "Cannot read the cluster (showing what was last read): " (e) }
         }
-        @if let Some(w) = b.last_pass.as_ref().and_then(|l| l.stale(now)) {
+        @if let Some(w) = b.last_pass.as_ref().and_then(|l| l.stale(now, None)) {
             p.banner.warn { "warning: " (w) }
         }
     }

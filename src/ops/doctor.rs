@@ -59,7 +59,7 @@ pub async fn doctor(client: &kube::Client, o: &Options) -> Vec<Check> {
         .and_then(Option::as_ref)
         .and_then(service_account);
     out.push(permissions(client, pass_account).await);
-    out.push(cronjob(&cj, o));
+    out.push(cronjob(&cj, o, recorded_write(client, o.now).await));
     out.extend(sveltos(client, o).await);
     out.extend(notifications(client, o.notifications.as_ref()).await);
     out
@@ -410,12 +410,31 @@ async fn read_cronjob(client: &kube::Client, o: &Options) -> kube::Result<Option
         .await
 }
 
-fn cronjob(read: &kube::Result<Option<CronJob>>, o: &Options) -> Check {
+/// The last status change a pass recorded on any promotion, as `status` says it without a
+/// CronJob (empty when the promotions cannot be listed: the permissions check says why).
+async fn recorded_write(client: &kube::Client, now: DateTime<Utc>) -> String {
+    let api: kube::Api<crate::api::ClusterPromotion> = kube::Api::all(client.clone());
+    match api.list(&Default::default()).await {
+        Ok(list) => format!(
+            "; {}",
+            crate::ops::inspect::recorded_write_text(
+                list.items
+                    .iter()
+                    .filter_map(crate::ops::inspect::recorded_write)
+                    .max(),
+                now
+            )
+        ),
+        Err(_) => String::new(),
+    }
+}
+
+fn cronjob(read: &kube::Result<Option<CronJob>>, o: &Options, recorded: String) -> Check {
     let Some((namespace, name)) = &o.cronjob else {
         return check(
             "CronJob",
             Verdict::Skipped,
-            "--cronjob none: promoter runs elsewhere (Lambda, CI)",
+            format!("--cronjob none: promoter runs elsewhere (Lambda, CI){recorded}"),
         );
     };
     let name = format!("CronJob {namespace}/{name}");
@@ -425,7 +444,9 @@ fn cronjob(read: &kube::Result<Option<CronJob>>, o: &Options) -> Check {
             return check(
                 &name,
                 Verdict::Skipped,
-                "not found: fine if promoter runs as a Lambda function or from CI (--cronjob none, or --cronjob NAMESPACE/NAME)",
+                format!(
+                    "not found: fine if promoter runs as a Lambda function or from CI (--cronjob none, or --cronjob NAMESPACE/NAME){recorded}"
+                ),
             );
         }
         // The pass's own identity may not read it (it needs not): nothing to say about it.

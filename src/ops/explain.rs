@@ -562,14 +562,15 @@ impl Explanation {
                         .unwrap_or_else(|| "never succeeded".into()),
                     lp.source
                 );
-                if let Some(w) = lp.stale(now) {
+                if let Some(w) = lp.stale(now, row.last_recorded_write) {
                     let _ = writeln!(out, "  warning: {w}");
                 }
             }
             None => {
                 let _ = writeln!(
                     out,
-                    "  last pass: unknown (no readable CronJob; see --cronjob)"
+                    "  last pass: no CronJob read (--cronjob none, not found or not readable); {}",
+                    crate::ops::inspect::recorded_write_text(row.last_recorded_write, now)
                 );
             }
         }

@@ -58,6 +58,9 @@ pub struct StatusRow {
     /// When a pass last ran, when the deployment's CronJob is readable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<LastPass>,
+    /// The newest time a pass stamped in this promotion's status (see [`recorded_write`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_recorded_write: Option<DateTime<Utc>>,
     /// Every stage's name, to size the STAGE column of `status -w` (not part of the output).
     #[serde(skip)]
     pub stage_names: Vec<String>,
@@ -407,6 +410,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         last_promotion_time: status.last_promotion_time.map(|t| t.as_datetime()),
         prediction,
         last_pass: None,
+        last_recorded_write: recorded_write(p),
         stage_names: p.spec.stages.iter().map(|s| s.name.clone()).collect(),
         notifications: pending_notifications(p),
     }
@@ -446,16 +450,61 @@ pub async fn last_pass(client: &kube::Client, namespace: &str, name: &str) -> Op
     })
 }
 
+/// The newest time a pass stamped in `p`'s status (its clock, when it wrote: a promotion or
+/// stage time, a description's change). What is known of passes run by hand, from CI or from
+/// Lambda without a CronJob: the last one that changed something. No pass writes only to say it
+/// ran (a pass that changes nothing writes nothing), so a quiet pass leaves no record.
+pub fn recorded_write(p: &ClusterPromotion) -> Option<DateTime<Utc>> {
+    let status = p.status.as_ref()?;
+    let stages = status.stages.iter().flatten().flat_map(|s| {
+        [
+            s.last_status_check_time,
+            s.last_update_reconciled_time,
+            s.last_successful_applied_time,
+        ]
+    });
+    std::iter::once(status.last_promotion_time)
+        .chain(stages)
+        .flatten()
+        .map(|t| t.as_datetime())
+        .max()
+}
+
+/// The last status change a pass recorded, and what that does not say: `status`/`explain`
+/// without a readable CronJob.
+pub fn recorded_write_text(at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
+    let at = match at {
+        Some(t) => format!("{} ({} ago)", Timestamp::new(t), age(Some(t), now)),
+        None => "none yet".into(),
+    };
+    format!(
+        "the last status change a pass recorded: {at}; a pass that changes nothing writes nothing, so a quiet pass leaves no record"
+    )
+}
+
 impl LastPass {
-    /// A warning when passes look stopped (suspended, never succeeded, last success long ago).
-    pub fn stale(&self, now: DateTime<Utc>) -> Option<String> {
+    /// A warning when passes look stopped (suspended, never succeeded, last success long ago);
+    /// with the last status change a pass `recorded`, when passes may run elsewhere.
+    pub fn stale(&self, now: DateTime<Utc>, recorded: Option<DateTime<Utc>>) -> Option<String> {
         if self.suspended {
             return Some(format!("{} is suspended: no pass runs", self.source));
         }
+        let elsewhere = recorded
+            .map(|t| {
+                format!(
+                    "; a pass recorded a status change at {} ({} ago): if passes run elsewhere (Lambda, CI), --cronjob none",
+                    Timestamp::new(t),
+                    age(Some(t), now)
+                )
+            })
+            .unwrap_or_default();
         match self.last_successful_time {
-            None => Some(format!("{} has never succeeded yet", self.source)),
+            None => Some(format!(
+                "{} has never succeeded yet{elsewhere}",
+                self.source
+            )),
             Some(t) if now - t > chrono::Duration::minutes(5) => Some(format!(
-                "{} last succeeded {} ago: rollouts are not advancing",
+                "{} last succeeded {} ago: rollouts are not advancing{elsewhere}",
                 self.source,
                 age(Some(t), now)
             )),
