@@ -521,12 +521,14 @@ async fn approve_is_the_commands_guarded_patch_identity_record_and_event() {
         done.json()["message"],
         format!(
             "approved stage staging of {name} for revision {}",
-            env.promotion(&name)
-                .unwrap()
-                .status
-                .unwrap()
-                .profile_spec_hash
-                .unwrap()
+            promoter::api::revision_id(
+                &env.promotion(&name)
+                    .unwrap()
+                    .status
+                    .unwrap()
+                    .profile_spec_hash
+                    .unwrap()
+            )
         )
     );
     // What `promoter approve` writes: approved, the record (authenticated identity, note,
@@ -559,12 +561,14 @@ async fn approve_is_the_commands_guarded_patch_identity_record_and_event() {
         Some(
             format!(
                 "Stage staging approved by admin (change board) for revision {}: CAB-42",
-                p.status
-                    .as_ref()
-                    .unwrap()
-                    .profile_spec_hash
-                    .as_deref()
-                    .unwrap()
+                promoter::api::revision_id(
+                    p.status
+                        .as_ref()
+                        .unwrap()
+                        .profile_spec_hash
+                        .as_deref()
+                        .unwrap()
+                )
             )
             .as_str()
         )

@@ -125,7 +125,10 @@ async fn every_transition_and_every_action_is_one_event() {
     let note = |i: usize| events[i].note.clone().unwrap();
     assert_eq!(
         note(5),
-        format!("Stage staging approved by alice for revision {revision}: CAB-42 signed off")
+        format!(
+            "Stage staging approved by alice for revision {}: CAB-42 signed off",
+            promoter::api::revision_id(&revision)
+        )
     );
     assert_eq!(note(6), "Paused by bob: change freeze");
     assert!(

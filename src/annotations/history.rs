@@ -108,11 +108,45 @@ impl History {
         self.0.iter().find(|e| e.revision == revision)
     }
 
-    /// The newest entry whose id or revision hash is `id_or_hash` (`--to-revision`).
-    pub fn find(&self, id_or_hash: &str) -> Option<&HistoryEntry> {
-        self.0
+    /// The newest entry of `promotion` that `wanted` names (`--to-revision`): its ID, its
+    /// revision hash, or its PromotionRevision's name, as a person copies one from wherever
+    /// they read it.
+    pub fn find(&self, promotion: &str, wanted: &str) -> Option<&HistoryEntry> {
+        let wanted = wanted.trim();
+        self.0.iter().find(|e| {
+            e.id == wanted
+                || e.revision == wanted
+                || crate::api::revision_name(promotion, &e.revision) == wanted
+        })
+    }
+
+    /// Every revision of the history by its ID, newest first, with what it is (for errors that
+    /// must say which revisions there are): `6de0401422 (current, rolled back), 382a9c254c
+    /// (completed)`; `current` is the run's revision hash.
+    pub fn known_ids(&self, current: &str) -> String {
+        let ids: Vec<String> = self
+            .0
             .iter()
-            .find(|e| e.id == id_or_hash || e.revision == id_or_hash)
+            .map(|e| {
+                let mut what = Vec::new();
+                if e.revision == current {
+                    what.push("current");
+                }
+                if e.rolled_back.is_some() {
+                    what.push("rolled back");
+                } else if e.completed_at.is_some() {
+                    what.push("completed");
+                } else if e.revision != current {
+                    what.push("never completed");
+                }
+                format!("{} ({})", e.id, what.join(", "))
+            })
+            .collect();
+        if ids.is_empty() {
+            "its history has no revision yet".into()
+        } else {
+            format!("its revisions, newest first: {}", ids.join(", "))
+        }
     }
 
     /// Whether the newest entry of `revision` says it was rolled back.
@@ -278,9 +312,43 @@ mod tests {
         assert_eq!(h.last_known_good("h4", h2_gone).unwrap().revision, "h1");
         assert_eq!(h.last_known_good("h4", |_| false), None);
         assert!(h.rolled_back("h3").is_some() && h.rolled_back("h2").is_none());
-        assert_eq!(h.find(&revision_id("h1")).unwrap().revision, "h1");
-        assert_eq!(h.find("h1").unwrap().id, revision_id("h1"));
-        assert_eq!(h.find("nope"), None);
+        assert_eq!(h.find("p", &revision_id("h1")).unwrap().revision, "h1");
+        assert_eq!(h.find("p", "h1").unwrap().id, revision_id("h1"));
+        let object = crate::api::revision_name("p", "h1");
+        assert_eq!(h.find("p", &object).unwrap().revision, "h1");
+        assert_eq!(h.find("p", &format!(" {object}\n")).unwrap().revision, "h1");
+        assert!(
+            h.find("q", &object).is_none(),
+            "another promotion's revision"
+        );
+        assert!(h.find("p", &revision_id("h1")[..8]).is_none());
+        assert_eq!(
+            h.known_ids("h4"),
+            format!(
+                "its revisions, newest first: {} (current, rolled back), {} (rolled back), {} (completed), {} (completed)",
+                revision_id("h4"),
+                revision_id("h3"),
+                revision_id("h2"),
+                revision_id("h1")
+            )
+        );
+        let started = History(vec![
+            HistoryEntry::new("h5", None),
+            HistoryEntry::new("h6", None),
+        ]);
+        assert_eq!(
+            started.known_ids("h5"),
+            format!(
+                "its revisions, newest first: {} (current), {} (never completed)",
+                revision_id("h5"),
+                revision_id("h6")
+            )
+        );
+        assert_eq!(
+            History::default().known_ids("h2"),
+            "its history has no revision yet"
+        );
+        assert_eq!(h.find("p", "nope"), None);
         // A revision run again (a retry) is a new entry; the newest entry speaks for it.
         h.record_completion("h3", Some(t(8)), t(9), 10);
         assert!(h.rolled_back("h3").is_none());

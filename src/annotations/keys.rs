@@ -37,6 +37,7 @@ pub fn encode(record: &impl Serialize) -> String {
 
 /// Who did something, and when (the value of the annotations above, as JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "WrittenRecord")]
 pub struct Record {
     pub by: String,
     pub at: String,
@@ -47,6 +48,34 @@ pub struct Record {
     /// Why, as given with `--reason`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+/// A [`Record`] as written: the revision's ID (`revisionId`, what every command, Event and
+/// notification calls it) beside its hash, for the person who reads the annotation. Derived on
+/// every write, never read back, so a record cannot hold an ID of another revision.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WrittenRecord {
+    by: String,
+    at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl From<Record> for WrittenRecord {
+    fn from(r: Record) -> WrittenRecord {
+        WrittenRecord {
+            revision_id: r.revision.as_deref().map(crate::api::revision_id),
+            by: r.by,
+            at: r.at,
+            revision: r.revision,
+            reason: r.reason,
+        }
+    }
 }
 
 /// One run of a promotion: one revision (both hashes) started at one moment (the first stage's
@@ -85,4 +114,33 @@ impl Run {
 
 pub(crate) fn annotation(p: &ClusterPromotion, key: &str) -> Option<String> {
     p.metadata.annotations.as_ref()?.get(key).cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_shows_the_revision_id_beside_the_hash_and_reads_back() {
+        let r = Record {
+            by: "alice".into(),
+            at: "2026-02-16T06:00:00Z".into(),
+            revision: Some("abc".into()),
+            reason: None,
+        };
+        let text = encode(&r);
+        assert_eq!(
+            text,
+            r#"{"by":"alice","at":"2026-02-16T06:00:00Z","revision":"abc","revisionId":"ba7816bf8f"}"#
+        );
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+        let pre = Record {
+            revision: None,
+            ..r
+        };
+        assert_eq!(
+            encode(&pre),
+            r#"{"by":"alice","at":"2026-02-16T06:00:00Z"}"#
+        );
+    }
 }

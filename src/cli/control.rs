@@ -90,8 +90,9 @@ pub struct AbortArgs {
 #[command(verbatim_doc_comment)]
 pub struct RollbackArgs {
     name: String,
-    /// The revision to restore: its id (`1a2b3c4d5e`, as explain shows) or its hash.
-    #[arg(long, value_name = "ID|HASH")]
+    /// The revision to restore: its ID (`1a2b3c4d5e`, as explain, history, Events and
+    /// notifications show it), its hash, or its PromotionRevision's name.
+    #[arg(long, value_name = "ID")]
     to_revision: Option<String>,
     /// Default: the promotion's promoter.dev/rollback-order, else reverse. While a reverse
     /// rollback of the run is recorded, all-at-once speeds it up (the other way is refused).

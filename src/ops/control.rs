@@ -223,18 +223,20 @@ pub async fn approve(
             record.by,
             record.at,
             match &record.revision {
-                Some(r) => format!("revision {r}"),
+                Some(r) => format!("revision {}", revision_id(r)),
                 None => "the next revision".into(),
             }
         ));
     };
+    // The revision as everything else names it (its ID); the record keeps the hash beside it.
+    let revision = record
+        .revision
+        .as_deref()
+        .map_or_else(|| "(not started)".into(), revision_id);
     let what = if pre_approval {
         format!("pre-approved stage {stage} of {name} for the next revision")
     } else {
-        format!(
-            "approved stage {stage} of {name} for revision {}",
-            record.revision.as_deref().unwrap_or("(not started)")
-        )
+        format!("approved stage {stage} of {name} for revision {revision}")
     };
     let note = if pre_approval {
         actor.note(format!(
@@ -243,9 +245,8 @@ pub async fn approve(
         ))
     } else {
         actor.note(format!(
-            "Stage {stage} approved by {} for revision {}",
-            actor.by,
-            record.revision.as_deref().unwrap_or("(not started)")
+            "Stage {stage} approved by {} for revision {revision}",
+            actor.by
         ))
     };
     events::emit_action(client, &updated, Reason::Approved, note, now).await;

@@ -66,6 +66,8 @@ pub struct Explanation {
     pub status: StatusRow,
     /// The status' profileSpecHash.
     pub revision: Option<String>,
+    /// Its ID (`revision_id`), as every other text names the revision.
+    pub revision_id: Option<String>,
     pub paused_by: Option<String>,
     /// promoter's settings (`promoter.dev/` annotations): deadline, failure policy, history.
     pub policy: PolicyExplanation,
@@ -469,6 +471,10 @@ pub fn explain(
         .collect();
     Explanation {
         revision: status.profile_spec_hash.clone(),
+        revision_id: status
+            .profile_spec_hash
+            .as_deref()
+            .map(crate::api::revision_id),
         paused_by: crate::annotations::paused(p).map(|r| format!("{} {}", r.by, r.at)),
         policy: PolicyExplanation {
             progress_deadline: p
@@ -583,12 +589,11 @@ impl Explanation {
         }
         let _ = writeln!(
             out,
-            "  revision (profileSpecHash): {}{}",
-            self.revision.as_deref().unwrap_or("none yet"),
-            self.revision
-                .as_deref()
-                .map(|r| format!(" (id {})", crate::api::revision_id(r)))
-                .unwrap_or_default()
+            "  revision: {}",
+            match (&self.revision_id, &self.revision) {
+                (Some(id), Some(hash)) => format!("{id} (profileSpecHash {hash})"),
+                _ => "none yet".into(),
+            }
         );
         let pol = &self.policy;
         let _ = writeln!(

@@ -17,7 +17,8 @@ use kube::api::Api;
 /// What `promoter rollback` was asked for.
 #[derive(Clone, Debug, Default)]
 pub struct RollbackRequest {
-    /// `--to-revision`: an id (`1a2b3c4d5e`) or a revision hash; default: the last known good.
+    /// `--to-revision`: an ID (`1a2b3c4d5e`), a revision hash or a PromotionRevision's name
+    /// (`<promotion>-r1a2b3c4d5e`); default: the last known good.
     pub to_revision: Option<String>,
     /// `--order`; default: the promotion's `promoter.dev/rollback-order`.
     pub order: Option<RollbackOrder>,
@@ -249,7 +250,7 @@ pub fn targets(p: &ClusterPromotion, request: &RollbackRequest) -> Result<Target
         let same = match &request.to_revision {
             None => true,
             Some(wanted) => history
-                .find(wanted)
+                .find(name, wanted)
                 .is_some_and(|e| e.revision == existing.to),
         };
         if same {
@@ -263,10 +264,12 @@ pub fn targets(p: &ClusterPromotion, request: &RollbackRequest) -> Result<Target
         // patch, so a pass applies either the old target or the new one, never a mix.
     }
     if let Some(wanted) = &request.to_revision {
-        let Some(entry) = history.find(wanted) else {
+        let Some(entry) = history.find(name, wanted) else {
             let ids = history.0.iter().map(|e| e.id.as_str());
             return Err(format!(
-                "{name} has no revision {wanted:?} in its history{}",
+                "{name} has no revision {wanted:?} in its history; {} (an ID, its hash or its \
+                 PromotionRevision's name is accepted){}",
+                history.known_ids(&run.revision),
                 crate::suggest::did_you_mean(wanted, ids)
             ));
         };

@@ -1092,7 +1092,11 @@ fn an_approval_for_another_revision_is_ignored() {
     assert_eq!(
         stage_status(&p, "staging").failure_message.as_deref(),
         Some(
-            "the approval by bob at 2026-02-16T06:04:00Z was for an earlier revision of the profileSpec and was withdrawn; approve again"
+            format!(
+                "the approval by bob at 2026-02-16T06:04:00Z was for revision {}, an earlier revision of the profileSpec, and was withdrawn; approve again",
+                crate::api::revision_id("b2xk")
+            )
+            .as_str()
         )
     );
     // Withdrawn together with its record, so that a hand approval works again (issue 14 review).

@@ -41,8 +41,13 @@ pub fn check(
         let e = entry(status, stage);
         set_description(e, "Paused: Awaiting Manual Approval", now);
         let why = format!(
-            "the approval by {} at {} was for an earlier revision of the profileSpec and was withdrawn; approve again",
-            r.by, r.at
+            "the approval by {} at {} was for revision {}, an earlier revision of the profileSpec, and was withdrawn; approve again",
+            r.by,
+            r.at,
+            r.revision
+                .as_deref()
+                .map(crate::api::revision_id)
+                .unwrap_or_default()
         );
         let summary = format!("stage {stage}: awaiting manual approval ({why})");
         return Some(Wait::new(Phase::AwaitingApproval, summary, Some(why)).complete());
