@@ -10,13 +10,18 @@ mod common;
 
 use base64::Engine;
 use chrono::Duration;
+use chrono::{DateTime, Utc};
 use common::{DEV_STAGING_PROD, Env, events_of, promoter, start_time};
 use promoter::api::{ClusterPromotion, PromotionRevision, revision_id, revision_name};
+use promoter::dashboard::hub::Clock;
+use promoter::dashboard::{Dashboard, Options};
 use promoter::fake::webhook::WebhookReceiver;
 use promoter::fake::{ResourceType, secret_type};
 use promoter::notify::Location;
 use promoter::pass::{ChecksNotEvaluated, PassOptions, run_pass};
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Every kind of receiver, on one loopback server, sent every transition.
 fn notifications(env: &Env, r: &WebhookReceiver) {
@@ -70,6 +75,44 @@ async fn minute(env: &Env, reports: &mut Vec<String>) {
     reports.push(serde_json::to_string(&report).unwrap());
     env.addon.reconcile(&env.server, env.now());
     env.advance(Duration::minutes(1));
+}
+
+/// The test's clock, as the dashboard's.
+struct EnvClock(Arc<Mutex<DateTime<Utc>>>);
+
+impl Clock for EnvClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap()
+    }
+    fn rate(&self) -> (f64, bool) {
+        (1.0, false)
+    }
+}
+
+/// One request to the dashboard as its page makes it (session cookie, origin, token); the body of
+/// the answer (HTTP/1.0: no chunks).
+async fn dashboard(d: &Dashboard, method: &str, path: &str, body: Option<Value>) -> String {
+    let mut s = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nCookie: {}\r\nOrigin: http://{addr}\r\n\
+         X-Promoter-Token: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        d.cookie,
+        d.csrf,
+        body.len(),
+        addr = d.addr
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    assert!(
+        text.starts_with("HTTP/1.0 200") || text.starts_with("HTTP/1.1 200"),
+        "{path}: {text}"
+    );
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
 }
 
 fn awaits_approval(env: &Env, name: &str) -> bool {
@@ -308,6 +351,28 @@ async fn every_text_about_a_revision_names_it_by_one_id() {
                 && b["message"].as_str().unwrap().contains(&bad_id)),
         "{approved_notes:?}"
     );
+
+    // The dashboard: the promotion's page, its model, and the rollback's confirmation.
+    let mut options = Options::new("cluster");
+    options.refresh = Some(std::time::Duration::from_secs(3600));
+    let d = promoter::dashboard::start(
+        env.client.clone(),
+        Arc::new(EnvClock(env.now.clone())),
+        None,
+        options,
+    )
+    .await
+    .unwrap();
+    let page = dashboard(&d, "GET", &format!("/promotions/{name}"), None).await;
+    assert!(page.contains(&good_id) && page.contains(&bad_id), "{page}");
+    texts.push(("the dashboard's page".into(), page));
+    let model = dashboard(&d, "GET", &format!("/api/promotions/{name}"), None).await;
+    texts.push(("the dashboard's model".into(), model));
+    let preview = json!({"action": "rollback", "promotion": name, "toRevision": object});
+    let preview = dashboard(&d, "POST", "/api/preview", Some(preview)).await;
+    assert!(preview.contains(&good_id), "{preview}");
+    texts.push(("the dashboard's rollback preview".into(), preview));
+    drop(d);
 
     let stored: kube::Api<PromotionRevision> = kube::Api::all(env.client.clone());
     let names: Vec<String> = stored
