@@ -426,7 +426,7 @@ pub fn detail(page: &Page, d: &Detail, now: DateTime<Utc>) -> String {
                 dt { "last pass" } dd {
                     @match s.last_pass.as_ref() {
                         Some(lp) => { @match lp.last_successful_time { Some(t) => { "succeeded " (since(t, now)) }, None => { "never succeeded" } } " (" (lp.source) ")" },
-                        None => { "unknown (no readable CronJob)" },
+                        None => { "no CronJob read; " (crate::ops::inspect::recorded_write_text(s.last_recorded_write, now)) },
                     }
                 }
             }
