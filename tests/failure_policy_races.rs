@@ -351,7 +351,7 @@ async fn the_cause_of_a_rollback_survives_a_crash_after_its_record_patch() {
 /// sweep is left due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revision_the_history_forgot_never_leaks_whatever_write_a_pass_dies_after() {
-    use promoter::api::{PromotionRevision, revision_name};
+    use promoter::api::revision_name;
     async fn world(crash_after: Option<usize>) -> (usize, Vec<String>, Vec<String>, bool) {
         let env = Env::new(DEV_STAGING_PROD).await;
         let name = env.apply_example("rollback-on-deadline.yaml")[0].clone();
@@ -395,16 +395,7 @@ async fn a_revision_the_history_forgot_never_leaks_whatever_write_a_pass_dies_af
             .into_iter()
             .map(|r| revision_name(&name, r))
             .collect();
-        let api: kube::Api<PromotionRevision> = kube::Api::all(env.client.clone());
-        let mut stored: Vec<String> = api
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|r| r.metadata.name)
-            .collect();
-        stored.sort();
+        let stored = env.revision_names().await;
         (writes, named, stored, annotations::sweep_due(&p).is_some())
     }
     let (writes, named, stored, due) = world(None).await;

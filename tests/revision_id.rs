@@ -12,7 +12,7 @@ use base64::Engine;
 use chrono::Duration;
 use chrono::{DateTime, Utc};
 use common::{DEV_STAGING_PROD, Env, events_of, promoter, start_time};
-use promoter::api::{ClusterPromotion, PromotionRevision, revision_id, revision_name};
+use promoter::api::{ClusterPromotion, revision_id, revision_name};
 use promoter::dashboard::hub::Clock;
 use promoter::dashboard::{Dashboard, Options};
 use promoter::fake::webhook::WebhookReceiver;
@@ -374,15 +374,7 @@ async fn every_text_about_a_revision_names_it_by_one_id() {
     texts.push(("the dashboard's rollback preview".into(), preview));
     drop(d);
 
-    let stored: kube::Api<PromotionRevision> = kube::Api::all(env.client.clone());
-    let names: Vec<String> = stored
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter_map(|r| r.metadata.name)
-        .collect();
+    let names = env.revision_names().await;
     assert!(names.contains(&object), "{names:?}");
     texts.push(("PromotionRevisions".into(), names.join("\n")));
     for (i, r) in reports.iter().enumerate() {

@@ -154,6 +154,21 @@ impl Env {
             .collect()
     }
 
+    /// The stored PromotionRevisions' names, sorted (read through the API, as `kubectl get prev`).
+    pub async fn revision_names(&self) -> Vec<String> {
+        let api: kube::Api<promoter::api::PromotionRevision> = kube::Api::all(self.client.clone());
+        let mut names: Vec<String> = api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|r| r.metadata.name)
+            .collect();
+        names.sort();
+        names
+    }
+
     pub fn profile(&self, name: &str) -> Option<ClusterProfile> {
         self.profiles()
             .into_iter()
