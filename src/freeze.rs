@@ -359,6 +359,9 @@ mod tests {
             let e = evaluate(f, now);
             assert_eq!(e.phase, FreezePhase::Invalid);
             assert!(e.message.starts_with(why), "{}", e.message);
+            // `freeze list` and `doctor` show it selecting nothing; what it holds says its reason.
+            assert_eq!(e.selector_text(), "(invalid)");
+            assert_eq!(e.reason(), "x");
             assert!(!e.holds("p", &labels(&[])) && !e.holds("p", &labels(&[("tier", "prod")])));
             assert_eq!(e.next_change, None);
         }

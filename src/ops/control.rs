@@ -802,4 +802,48 @@ mod tests {
         assert!(!has(&after, DEADLINE_CLOCK));
         assert!(retry(&after).is_none(), "the rollback goes on; no retry");
     }
+
+    /// `approve` of a stage without a manual trigger: only a complete rollout with no stage named
+    /// says the rollout is complete; a named stage, or a rollout in progress, gets the plain refusal.
+    #[test]
+    fn a_stage_without_a_manual_trigger_is_refused_saying_whether_the_rollout_is_complete() {
+        let mut p: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p"},
+            "spec": {"profileSpec": {}, "stages": [{"name": "dev"},
+                     {"name": "staging", "trigger": {"manual": {}}}, {"name": "prod"}]},
+            "status": {"profileSpecHash": "h2", "stagesHash": "s", "currentStageName": "dev",
+                       "stages": [{"name": "dev", "lastUpdateReconciledTime": "2026-02-16T06:00:00Z"}]}
+        }))
+        .unwrap();
+        let refused = |p: &ClusterPromotion, stage: &str, named: Option<&str>| {
+            let err = stage_to_approve(p, named).unwrap_err();
+            let plain = format!(
+                "stage \"{stage}\" of p has no manual trigger; nothing to approve; stages with a manual trigger: staging"
+            );
+            (err.strip_suffix(&plain).map(String::from), err)
+        };
+        for named in [None, Some("dev")] {
+            let (prefix, err) = refused(&p, "dev", named);
+            assert_eq!(prefix.as_deref(), Some(""), "{err}");
+        }
+        let status = p.status.as_mut().unwrap();
+        status.current_stage_name = Some("prod".into());
+        let run = Run::of(status).unwrap();
+        p.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::annotations::COMPLETED.into(), encode(&run));
+        assert!(crate::annotations::is_complete(&p));
+        let (prefix, err) = refused(&p, "prod", None);
+        assert_eq!(
+            prefix.as_deref(),
+            Some(
+                "the rollout is complete (approving a manual stage pre-approves it for the next revision): "
+            ),
+            "{err}"
+        );
+        let (prefix, err) = refused(&p, "dev", Some("dev"));
+        assert_eq!(prefix.as_deref(), Some(""), "{err}");
+    }
 }

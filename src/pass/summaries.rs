@@ -613,6 +613,7 @@ mod tests {
         let cmp = summaries.comparison(charts.as_object().unwrap());
         let c7 = summaries.find(ClusterKind::Sveltos, "fleet", "c7").unwrap();
         assert_eq!(cmp.differs(c7), None);
+        assert_eq!(cmp.content(c7), [true, false, false], "helmCharts only");
         let old = summaries
             .find(ClusterKind::Sveltos, "fleet", "old")
             .unwrap();
@@ -895,5 +896,80 @@ mod tests {
         assert!(s.find(ClusterKind::Sveltos, "fleet", "b").is_none());
         let c = s.find(ClusterKind::Sveltos, "fleet", "c").unwrap();
         assert_eq!(&*c.cluster_name, "c");
+    }
+
+    /// Only the features a change redeploys are judged by their hashes: another feature without a
+    /// hash leaves the judgement to content, not to the clock.
+    #[test]
+    fn a_feature_the_change_does_not_redeploy_is_not_judged() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
+        let mut before = Before::default();
+        before.insert(bit("Helm"), prefix(old).unwrap());
+        let redeploy = Freshness::Redeploy {
+            features: bit("Helm"),
+            before: Some(&before),
+            unsettled: false,
+        };
+        let mut cs = summary(
+            "a",
+            spec,
+            &[("Helm", "Provisioned"), ("Resources", "Provisioned")],
+        );
+        // Helm redeployed (a new hash); Resources reports no hash; the status write is older than
+        // the spec's (a metadata write of the same manager), so the clock would say stale.
+        stamp(
+            &mut cs,
+            "2026-11-23T10:00:05Z",
+            "2026-11-23T10:00:01Z",
+            &[new],
+        );
+        let all: ProfileSummaries = [cs].into_iter().collect();
+        let s = all.iter().next().unwrap();
+        assert_eq!(s.features[1].hash, None);
+        assert_eq!(
+            s.provisioned(all.content(s), redeploy, Some(t("2026-11-23T10:01:00Z"))),
+            Provisioned::Yes
+        );
+    }
+
+    /// The spec's time is a write of the main resource that owns `spec`: a label written later by
+    /// another manager does not move it.
+    #[test]
+    fn a_metadata_write_is_not_a_spec_write() {
+        let mut cs = summary("a", json!({}), &[("Helm", "Provisioned")]);
+        stamp(&mut cs, "2026-11-23T10:00:05Z", "2026-11-23T10:00:06Z", &[]);
+        let labels: ManagedFieldsEntry = serde_json::from_value(json!({
+            "manager": "kubectl-label", "operation": "Update",
+            "apiVersion": "config.projectsveltos.io/v1beta1", "time": "2026-11-23T11:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}
+        }))
+        .unwrap();
+        cs.metadata
+            .managed_fields
+            .get_or_insert_default()
+            .push(labels);
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().timestamp();
+        assert_eq!(spec_written(&cs), Some(t("2026-11-23T10:00:05Z")));
+        assert_eq!(status_written(&cs), Some(t("2026-11-23T10:00:06Z")));
+    }
+
+    /// A second summary of one cluster (the first wins) is kept aside; a cluster without a summary
+    /// is not mistaken for it.
+    #[test]
+    fn a_cluster_without_a_summary_is_not_found_when_another_has_two() {
+        let s: ProfileSummaries = [
+            summary("a", json!({}), &[("Helm", "Provisioned")]),
+            summary("a", json!({}), &[("Helm", "Provisioning")]),
+        ]
+        .into_iter()
+        .collect();
+        assert!(!s.is_empty() && ProfileSummaries::default().is_empty());
+        let a = s.find(ClusterKind::Sveltos, "fleet", "a").unwrap();
+        assert_eq!(a.features[0].status.as_deref(), Some("Provisioned"));
+        assert!(s.find(ClusterKind::Sveltos, "fleet", "b").is_none());
+        assert!(s.find(ClusterKind::Sveltos, "other", "a").is_none());
+        assert!(s.find(ClusterKind::Capi, "fleet", "a").is_none());
     }
 }
