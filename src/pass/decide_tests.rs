@@ -627,19 +627,24 @@ fn spec_change_restarts_at_stage_one_and_later_stages_keep_the_old_version() {
     assert!(run(&mut p, &mut w, 25).summary.starts_with("restarted"));
 }
 
+/// Someone deletes the profile `name` (a finalizer keeps it for now).
+fn being_deleted(w: &mut World, name: &str) {
+    w.profiles
+        .get_mut(name)
+        .unwrap()
+        .metadata
+        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Default::default(),
+    ));
+}
+
 // Q1: the new hashes are recorded only together with the restart.
 #[test]
 fn restart_waits_for_a_profile_being_deleted_without_recording_hashes() {
     let mut p = promotion(three_stages());
     let mut w = fleet();
     run(&mut p, &mut w, 0);
-    w.profiles
-        .get_mut("kyverno-dev")
-        .unwrap()
-        .metadata
-        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        Default::default(),
-    ));
+    being_deleted(&mut w, "kyverno-dev");
     p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("9");
     let before = p.status.clone();
     let d = run(&mut p, &mut w, 1);
@@ -2076,3 +2081,25 @@ fn a_redeploy_record_already_held_is_not_written_again() {
 
 #[path = "decide_status_tests.rs"]
 mod status_texts;
+
+// A stage's profile that someone is deleting is not counted as applied, even with the right
+// content: the stage waits until it is gone and recreated (mutation campaign, issue 33).
+#[test]
+fn a_profile_being_deleted_is_not_counted_as_applied() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    being_deleted(&mut w, "kyverno-dev");
+    let d = run(&mut p, &mut w, 1);
+    assert!(
+        !d.actions
+            .iter()
+            .chain(&d.after_status)
+            .any(|a| matches!(a, Action::Apply(_))),
+        "{d:?}"
+    );
+    assert_eq!(
+        stage_status(&p, "dev").failure_message.as_deref(),
+        Some("ClusterProfile kyverno-dev is being deleted; it is recreated once it is gone.")
+    );
+}

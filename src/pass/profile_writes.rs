@@ -180,3 +180,26 @@ pub fn is_deleting(world: &World, name: &str) -> bool {
         .get(name)
         .is_some_and(|cp| cp.metadata.deletion_timestamp.is_some())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The expectation of a write over summaries of several specs is the union of each one's.
+    #[test]
+    fn either_is_the_union_of_two_expectations() {
+        let (helm, resources) = (bit("Helm"), bit("Resources"));
+        assert_eq!(
+            either(Expect::Features(helm), Expect::Features(resources)),
+            Expect::Features(helm | resources)
+        );
+        assert_eq!(
+            either(Expect::Nothing, Expect::Features(helm)),
+            Expect::Features(helm)
+        );
+        assert_eq!(
+            either(Expect::Features(helm), Expect::Unknown),
+            Expect::Unknown
+        );
+    }
+}
