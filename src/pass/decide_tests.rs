@@ -1667,6 +1667,20 @@ mod failure_policy;
 /// Sveltos' part with what the API server stamps: `profile`'s summaries carrying its spec, every
 /// feature `Provisioned` with `hash`, the spec written at `spec_at` and the features at `status_at`.
 fn provision(world: &mut World, profile: &str, hash: &str, spec_at: &str, status_at: &str) {
+    let out = provisioned(world, profile, hash, spec_at, status_at);
+    world
+        .summaries
+        .insert(profile.into(), out.into_iter().collect());
+}
+
+/// The summaries [`provision`] lists, for a test to alter before listing them.
+fn provisioned(
+    world: &World,
+    profile: &str,
+    hash: &str,
+    spec_at: &str,
+    status_at: &str,
+) -> Vec<ClusterSummary> {
     let mut out = summaries_for(world, profile, "Provisioned");
     for cs in &mut out {
         cs.metadata.managed_fields = serde_json::from_value(json!([
@@ -1688,9 +1702,7 @@ fn provision(world: &mut World, profile: &str, hash: &str, spec_at: &str, status
             f.hash = Some(hash.into());
         }
     }
-    world
-        .summaries
-        .insert(profile.into(), out.into_iter().collect());
+    out
 }
 
 fn redeploy_ops(d: &Decision) -> Vec<(String, crate::annotations::redeploy::Redeploy)> {
@@ -1790,6 +1802,123 @@ fn a_rewritten_stage_waits_for_the_redeployed_hash_not_a_late_provisioned() {
             .last_successful_applied_time
             .is_some()
     );
+}
+
+/// Sveltos had not copied the profile's spec to every cluster: dev01's summary carries an earlier
+/// spec with a policyRef, dev02's one with a kustomizationRef. Writing a new chart version then
+/// redeploys, per cluster, what differs from the spec that cluster runs: the record expects the
+/// union (each spec's answer computed from that spec, never reused for another), and the write
+/// is unsettled (a summary out of sync with the profile is not finished, however Provisioned).
+#[test]
+fn a_write_over_summaries_of_two_earlier_specs_expects_what_either_redeploys() {
+    use crate::sveltos::redeploy::{Expect, bit};
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    w.clusters.push(cluster("dev", "dev02"));
+    run(&mut p, &mut w, 0);
+    let mut out = provisioned(
+        &w,
+        "kyverno-dev",
+        "OLDxxxxxxxxxxxxxxxxx=",
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:30Z",
+    );
+    assert_eq!(out.len(), 2);
+    let earlier = [
+        (
+            "policyRefs",
+            json!([{"kind": "ConfigMap", "namespace": "default", "name": "extra"}]),
+        ),
+        (
+            "kustomizationRefs",
+            json!([{"kind": "GitRepository", "namespace": "flux-system", "name": "extra", "path": "./x"}]),
+        ),
+    ];
+    for (cs, (field, value)) in out.iter_mut().zip(earlier) {
+        let mut spec = w.profiles["kyverno-dev"].spec.fields.clone();
+        spec.insert(field.into(), value);
+        cs.spec.cluster_profile_spec = spec.into();
+    }
+    w.summaries
+        .insert("kyverno-dev".into(), out.into_iter().collect());
+    with_chart_version(&mut p, "3.6.0");
+    let d = run(&mut p, &mut w, 1);
+    let recorded = redeploy_ops(&d);
+    assert_eq!(recorded.len(), 1, "{:?}", d.actions);
+    let record = &recorded[0].1;
+    assert_eq!(
+        record.expect(),
+        Expect::Features(bit("Helm") | bit("Resources") | bit("Kustomize"))
+    );
+    assert!(
+        record.unsettled,
+        "the summaries were out of sync with the profile"
+    );
+}
+
+/// Sveltos shows dev Provisioned, but of an earlier chart version than the profile's (it has not
+/// copied the profile's spec yet): a new revision written now is unsettled, since Sveltos may
+/// still deploy the profile's spec and land hashes the record never saw.
+#[test]
+fn a_write_while_a_summary_runs_an_earlier_spec_is_unsettled_however_provisioned() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    let mut out = provisioned(
+        &w,
+        "kyverno-dev",
+        "OLDxxxxxxxxxxxxxxxxx=",
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:30Z",
+    );
+    let mut spec = w.profiles["kyverno-dev"].spec.fields.clone();
+    spec["helmCharts"][0]["chartVersion"] = json!("3.5.1");
+    out[0].spec.cluster_profile_spec = spec.into();
+    w.summaries
+        .insert("kyverno-dev".into(), out.into_iter().collect());
+    with_chart_version(&mut p, "3.6.0");
+    let d = run(&mut p, &mut w, 1);
+    let recorded = redeploy_ops(&d);
+    assert_eq!(recorded.len(), 1, "{:?}", d.actions);
+    assert!(
+        recorded[0].1.unsettled,
+        "dev ran 3.5.1, not the profile's 3.5.2"
+    );
+}
+
+/// A profile with a chart and a policyRef whose chart version changes: Sveltos redeploys Helm
+/// only, so the record keeps Helm's hash, not the Resources feature's (a hash kept for a feature
+/// that is not redeployed would make its unchanged status look like a stale one).
+#[test]
+fn a_redeploy_record_keeps_the_hashes_of_the_redeployed_features_only() {
+    use crate::annotations::redeploy::prefix;
+    use crate::sveltos::redeploy::{Expect, bit};
+    let old = "OLDxxxxxxxxxxxxxxxxx=";
+    let mut p = promotion(three_stages());
+    p.spec.profile_spec.as_mut().unwrap().0.insert(
+        "policyRefs".into(),
+        json!([{"kind": "ConfigMap", "namespace": "default", "name": "extra"}]),
+    );
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        old,
+        "2026-02-16T06:00:00Z",
+        "2026-02-16T06:00:30Z",
+    );
+    run(&mut p, &mut w, 1);
+    with_chart_version(&mut p, "3.6.0");
+    let d = run(&mut p, &mut w, 2);
+    let recorded = redeploy_ops(&d);
+    assert_eq!(recorded.len(), 1, "{:?}", d.actions);
+    let record = &recorded[0].1;
+    assert_eq!(record.expect(), Expect::Features(bit("Helm")));
+    let before = record.before().expect("the summaries were listed");
+    let old = prefix(old).unwrap();
+    assert!(before.contains(bit("Helm"), &old));
+    assert!(!before.contains(bit("Resources"), &old), "{before:?}");
 }
 
 /// A new revision written while Sveltos has not finished the previous one on dev (no summary yet):
