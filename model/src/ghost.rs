@@ -29,7 +29,6 @@ use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_
 use promoter::labels::LabelSelector;
 use promoter::sim::addon::labels;
 use promoter::sim::feature_hash::feature_hash;
-use promoter::window::{PromotionWindow, WindowState};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -396,11 +395,11 @@ fn check_promotion(
             .and_then(|t| t.auto.as_ref())
             .and_then(|a| a.promotion_window.as_ref())
         {
+            // Judged by the minute-by-minute reference, not the gate's own window evaluation.
             let open = match who {
-                Actor::Pass(now) => PromotionWindow::parse(&w.from, &w.to, chrono_tz::Tz::UTC)
-                    .is_ok_and(|w| {
-                        matches!(w.state(super::setup::at(now)), WindowState::Open { .. })
-                    }),
+                Actor::Pass(now) => {
+                    super::reference::window_open(&w.from, &w.to, super::setup::at(now))
+                }
                 _ => false,
             };
             if !open {

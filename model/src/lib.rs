@@ -58,6 +58,7 @@ pub mod canon;
 pub mod explore;
 pub mod ghost;
 pub mod memo;
+pub mod reference;
 pub mod setup;
 pub mod state;
 pub mod sveltos;
