@@ -36,6 +36,13 @@ pub struct ClusterPromotionSpec {
     pub preserve_cluster_profiles_on_delete: Option<bool>,
 }
 
+impl ClusterPromotionSpec {
+    /// The stage named `name` (names are unique: the CRD's list-map key).
+    pub fn stage(&self, name: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Stage {

@@ -282,9 +282,7 @@ async fn approve_once(
 fn approved_already(p: &ClusterPromotion, stage: &str, record: &Record) -> Option<Record> {
     let approved = p
         .spec
-        .stages
-        .iter()
-        .find(|s| s.name == stage)
+        .stage(stage)
         .and_then(|s| s.trigger.as_ref())
         .and_then(|t| t.manual.as_ref())
         .and_then(|m| m.approved)

@@ -528,7 +528,7 @@ fn current_deadline(
     ) {
         return None;
     }
-    let stage = p.spec.stages.iter().find(|s| s.name == row.stage)?;
+    let stage = p.spec.stage(&row.stage)?;
     let entry = p
         .status
         .as_ref()?

@@ -273,7 +273,7 @@ fn observed(
     // A deployment that failed shows in the live ClusterSummaries before any pass says so; what
     // becomes of it is what the pass will record (`pass::failing`).
     if matches!(phase, Progressing | ChecksFailing)
-        && let Some(spec) = p.spec.stages.iter().find(|s| s.name == stage)
+        && let Some(spec) = p.spec.stage(stage)
         && let Some(cp) = world.profiles.get(&profile_name(
             p.metadata.name.as_deref().unwrap_or_default(),
             stage,
@@ -308,9 +308,7 @@ fn observed(
 fn soak_message(p: &ClusterPromotion, stage: &str, until: Option<DateTime<Utc>>) -> String {
     let delay = p
         .spec
-        .stages
-        .iter()
-        .find(|s| s.name == stage)
+        .stage(stage)
         .and_then(|s| s.trigger.as_ref())
         .and_then(|t| t.gates())
         .and_then(|g| g.delay)
@@ -380,9 +378,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
     if phase == Phase::AwaitingApproval
         && let Some(manual) = p
             .spec
-            .stages
-            .iter()
-            .find(|s| s.name == stage)
+            .stage(&stage)
             .and_then(|s| s.trigger.as_ref())
             .and_then(|t| t.manual.as_ref())
         && manual.is_approved()
