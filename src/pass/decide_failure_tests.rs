@@ -1478,3 +1478,155 @@ fn a_first_rollout_held_at_its_start_restarts_nothing() {
         d.events
     );
 }
+
+/// Pauses `p` (as `promoter pause` records it) and runs a pass at `min`: the deadline clock's
+/// record before and after it.
+fn paused_pass(
+    p: &mut ClusterPromotion,
+    w: &mut World,
+    min: i64,
+) -> (Option<String>, Option<String>) {
+    use crate::annotations::{DEADLINE_CLOCK, PAUSED};
+    let before = annotations(p).get(DEADLINE_CLOCK).cloned();
+    annotate(p, PAUSED, r#"{"by":"bob","at":"2026-02-16T08:00:00Z"}"#);
+    let d = run(p, w, min);
+    assert_eq!(d.phase, Phase::Paused, "{}", d.summary);
+    (before, annotations(p).get(DEADLINE_CLOCK).cloned())
+}
+
+/// Issue 33 (mutation campaign, `deadline::running`): a pause starts counting held time only on a
+/// deadline that still runs. A halted miss, a finished rollback and a rollback without a deadline
+/// have none: a paused pass records no hold for them (it used to go unguarded: each of these
+/// conditions could be dropped and no test noticed).
+#[test]
+fn a_pause_records_a_hold_only_on_a_deadline_that_still_runs() {
+    // A stage that missed its deadline and halted: the miss is final for the run.
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, PROGRESS_DEADLINE, "10m");
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    assert_eq!(run(&mut p, &mut w, 10).phase, Phase::Failed);
+    let (before, after) = paused_pass(&mut p, &mut w, 11);
+    assert_eq!((before, after), (None, None), "a halted run holds no clock");
+
+    // A rollback that finished: its deadline is done.
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    run(&mut p, &mut w, min + 10);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, min + 12);
+    run(&mut p, &mut w, min + 13);
+    sveltos(&mut w, &[]);
+    assert_eq!(run(&mut p, &mut w, min + 14).phase, Phase::RolledBack);
+    let (before, after) = paused_pass(&mut p, &mut w, min + 15);
+    assert_eq!(after, before, "a finished rollback's clock is left alone");
+
+    // A rollback in progress with `promoter.dev/rollback-deadline: none`.
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    annotate(&mut p, crate::settings::ROLLBACK_DEADLINE, "none");
+    assert_eq!(run(&mut p, &mut w, min + 10).phase, Phase::RollingBack);
+    let (before, after) = paused_pass(&mut p, &mut w, min + 11);
+    assert_eq!(
+        after, before,
+        "a rollback without a deadline holds no clock"
+    );
+    // With the default deadline the same pause is on record.
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    assert_eq!(run(&mut p, &mut w, min + 10).phase, Phase::RollingBack);
+    let (before, after) = paused_pass(&mut p, &mut w, min + 11);
+    assert_ne!(
+        after, before,
+        "the running rollback deadline records the hold"
+    );
+}
+
+/// Issue 33 (mutation campaign, `deadline::stage_clock` and `running`): `promoter resume` of a
+/// missed deadline gives that stage, and only that stage, a new deadline from the first pass that
+/// sees the resume; time paused after the resume does not count against it; and `status`/`explain`
+/// predict the same deadline the pass keeps.
+#[test]
+fn a_resumed_miss_restarts_only_that_stages_deadline_and_pauses_do_not_count() {
+    use crate::pass::deadline::predicted_due;
+    let predicted = |p: &ClusterPromotion, stage: &str, min: i64| {
+        let spec = p.spec.stage(stage).unwrap();
+        let entry = p
+            .status
+            .as_ref()
+            .unwrap()
+            .stages
+            .iter()
+            .flatten()
+            .find(|s| s.name == stage);
+        predicted_due(p, spec, entry.unwrap(), t(min))
+    };
+    let mut p = promotion(auto_stages());
+    annotate(&mut p, PROGRESS_DEADLINE, "10m");
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    assert_eq!(predicted(&p, "dev", 5), Some(t(10)));
+    assert_eq!(run(&mut p, &mut w, 10).phase, Phase::Failed);
+    let mut f = failed(&p).unwrap();
+    f.resumed = Some(Record {
+        by: "alice".into(),
+        at: Timestamp::new(t(13)).to_string(),
+        revision: None,
+        reason: None,
+    });
+    annotate(&mut p, FAILED, &serde_json::to_string(&f).unwrap());
+    // Before any pass saw the resume, `explain` counts from the next pass, as the pass will.
+    assert_eq!(predicted(&p, "dev", 14), Some(t(24)));
+    let d = run(&mut p, &mut w, 14);
+    assert_eq!(d.phase, Phase::Progressing, "{}", d.summary);
+    assert_eq!(d.next_check, Some(t(24)), "{}", d.summary);
+    // Paused from 16 to 36: twenty minutes held, due at 44.
+    paused_pass(&mut p, &mut w, 16);
+    unannotate(&mut p, crate::annotations::PAUSED);
+    let d = run(&mut p, &mut w, 36);
+    assert_eq!(d.phase, Phase::Progressing, "{}", d.summary);
+    assert_eq!(d.next_check, Some(t(44)), "{}", d.summary);
+    assert_eq!(predicted(&p, "dev", 37), Some(t(44)));
+    // dev deploys; staging starts at 40 and counts from its own start, not from a later pass.
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, 40);
+    assert_eq!(d.summary, "promoted dev -> staging");
+    summarize(&mut w, "kyverno-staging", "Provisioning");
+    let d = run(&mut p, &mut w, 46);
+    assert_eq!(d.next_check, Some(t(50)), "{}", d.summary);
+    assert_eq!(predicted(&p, "staging", 47), Some(t(50)));
+    let d = run(&mut p, &mut w, 50);
+    assert_eq!(d.phase, Phase::Failed, "{}", d.summary);
+    assert_eq!(failed(&p).unwrap().stage, "staging");
+}
+
+/// Issue 33 (mutation campaign, `deadline::predicted_rollback_due`): the rollback deadline that
+/// `explain` shows is the one the pass keeps, pauses included.
+#[test]
+fn explain_predicts_the_rollback_deadline_the_pass_keeps() {
+    use crate::pass::deadline::predicted_rollback_due;
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    annotate(&mut p, crate::settings::ROLLBACK_DEADLINE, "30m");
+    let start = min + 10;
+    // Before the rollback there is none to predict.
+    assert_eq!(predicted_rollback_due(&p, t(start)), None);
+    let d = run(&mut p, &mut w, start);
+    assert_eq!(d.phase, Phase::RollingBack);
+    assert_eq!(d.next_check, Some(t(start + 30)));
+    assert_eq!(
+        predicted_rollback_due(&p, t(start + 1)),
+        Some(t(start + 30))
+    );
+    paused_pass(&mut p, &mut w, start + 5);
+    unannotate(&mut p, crate::annotations::PAUSED);
+    // Held from start+5; the prediction at start+65 adds the hour as the next pass will.
+    assert_eq!(
+        predicted_rollback_due(&p, t(start + 65)),
+        Some(t(start + 90))
+    );
+    let d = run(&mut p, &mut w, start + 65);
+    assert_eq!(d.next_check, Some(t(start + 90)), "{}", d.summary);
+    assert_eq!(run(&mut p, &mut w, start + 90).phase, Phase::RollbackFailed);
+    assert_eq!(
+        predicted_rollback_due(&p, t(start + 91)),
+        None,
+        "missed: nothing to predict"
+    );
+}
