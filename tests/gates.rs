@@ -6,7 +6,14 @@
 //!   selected cluster, and not before that stage's delay had passed since;
 //! * no approval is reused (each pass of a manual stage uses one approval given by a person);
 //! * no approval is lost (an approval given and not used is still `approved` or held as a grant);
-//! * no double advance (within a run the current stage moves one stage at a time, forwards).
+//! * no double advance (within a run the current stage moves one stage at a time, forwards);
+//! * a stage with a promotion window is passed only while the window is open, by a brute-force,
+//!   minute-by-minute evaluation with another cron library (`model/src/reference.rs`), not
+//!   promoter's own `window`;
+//! * a pass that began after a person paused the promotion changes none of its profiles and not
+//!   its current stage;
+//! * a stage is recorded as having missed its progress deadline only once the deadline has passed
+//!   since the oracle first saw the stage reached, and a halted miss changes no profile after it.
 //!
 //! CI runs a seeded, bounded set. `PROMOTER_CAMPAIGN=1` (optionally `PROMOTER_CAMPAIGN_SEEDS=n`)
 //! runs a larger campaign and prints its figures.
@@ -63,8 +70,37 @@ struct Oracle {
     retried: std::collections::BTreeSet<String>,
     /// Issue 30: (promotion, run start, stage) whose progress deadline a clock recorded as met.
     met: std::collections::BTreeSet<(String, String, String)>,
+    /// When (the oracle's write count) each promotion was last seen paused by a person, while it is.
+    paused_at: BTreeMap<String, usize>,
+    /// The write count when the passes of the current tick began (`Lab::passes_begin`).
+    passes_began: usize,
+    /// When the oracle first saw each (promotion, run start, stage) reached.
+    reached_at: BTreeMap<(String, String, String), DateTime<Utc>>,
+    /// The (promotion, run start, stage) misses seen recorded.
+    misses: std::collections::BTreeSet<(String, String, String)>,
     violations: Vec<String>,
     writes: usize,
+}
+
+/// The reference window evaluation the model checker judges by: one piece of code for both
+/// checkers, independent of promoter's `window` module.
+#[path = "../model/src/reference.rs"]
+#[allow(dead_code)]
+mod reference;
+
+/// `promoter.dev/paused` as a person reads it (README: `false`, `no`, `off`, `0` or empty pause
+/// nothing); judged here without promoter's own reading of it.
+fn paused_by_a_person(p: &ClusterPromotion) -> bool {
+    p.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("promoter.dev/paused"))
+        .is_some_and(|v| {
+            !matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "false" | "no" | "off" | "0" | ""
+            )
+        })
 }
 
 /// The revision a generated profile carries, by its chart version (the scenarios' revisions differ
@@ -160,6 +196,23 @@ impl Oracle {
                 self.retried.insert(r.revision);
             }
             self.check_deadline_and_revisions(store, &p, run.as_ref(), user);
+            self.check_deadline_timing(&p, run.as_ref(), user, now);
+            let pass = user.starts_with("pass");
+            if paused_by_a_person(&p) {
+                self.paused_at.entry(name.clone()).or_insert(self.writes);
+            } else {
+                self.paused_at.remove(&name);
+            }
+            // Paused before this tick's passes began: each of them observed the pause.
+            let paused_for_pass = pass
+                && self
+                    .paused_at
+                    .get(&name)
+                    .is_some_and(|w| *w <= self.passes_began);
+            // A halted miss of the current run (no rollback of it recorded, not resumed).
+            let halted = annotations::failed(&p)
+                .is_some_and(|f| Some(&f.run) == run.as_ref() && f.resumed.is_none())
+                && annotations::rollback(&p).is_none_or(|r| Some(&r.from) != run.as_ref());
             let rollback = annotations::rollback(&p).filter(|r| Some(&r.from) == run.as_ref());
             let good = rollback
                 .as_ref()
@@ -201,6 +254,18 @@ impl Oracle {
                 let Some(v) = versions_now[j].clone().filter(|_| changed) else {
                     continue;
                 };
+                if paused_for_pass {
+                    self.violations.push(format!(
+                        "write {} by {user}: {pname} changed to {v} while {name} was paused",
+                        self.writes
+                    ));
+                }
+                if halted && pass {
+                    self.violations.push(format!(
+                        "write {} by {user}: {pname} changed to {v} after the run halted on a missed deadline",
+                        self.writes
+                    ));
+                }
                 let to_good = good.as_deref() == Some(v.as_str());
                 if let Some(r) = &rollback {
                     // Issue 30: once the rollback missed its own deadline it holds for a person:
@@ -364,6 +429,25 @@ impl Oracle {
                 if snap.completed && !b.completed {
                     passed = snap.current;
                 }
+                if paused_for_pass && (b.current != snap.current || b.completed != snap.completed) {
+                    self.violations.push(format!(
+                        "write {} by {user}: {name} moved ({:?} -> {:?}) while paused",
+                        self.writes, b.current, snap.current
+                    ));
+                }
+            }
+            if let Some(j) = passed
+                && let Some(w) = p.spec.stages[j]
+                    .trigger
+                    .as_ref()
+                    .and_then(|t| t.auto.as_ref())
+                    .and_then(|a| a.promotion_window.as_ref())
+                && !reference::window_open(&w.from, &w.to, now)
+            {
+                self.violations.push(format!(
+                    "write {} by {user}: {name} passed stage {} at {now}, outside its window {} - {}",
+                    self.writes, p.spec.stages[j].name, w.from, w.to
+                ));
             }
             let human = !user.starts_with("pass");
             for (j, stage) in p.spec.stages.iter().enumerate() {
@@ -420,6 +504,47 @@ impl Oracle {
 }
 
 impl Oracle {
+    /// A stage misses its deadline no earlier than the deadline after the oracle first saw it
+    /// reached in the run (holds only move a deadline later), by the oracle's own clock.
+    fn check_deadline_timing(
+        &mut self,
+        p: &ClusterPromotion,
+        run: Option<&Run>,
+        user: &str,
+        now: DateTime<Utc>,
+    ) {
+        let Some(run) = run else { return };
+        let name = p.metadata.name.clone().unwrap_or_default();
+        if let Some(stage) = p.status.as_ref().and_then(|s| s.current_stage_name.clone()) {
+            self.reached_at
+                .entry((name.clone(), run.since.clone(), stage))
+                .or_insert(now);
+        }
+        let Some(f) = annotations::failed(p).filter(|f| f.run == *run && f.resumed.is_none())
+        else {
+            return;
+        };
+        let Some(limit) = promoter::settings::Settings::of(p)
+            .deadline_for(&f.stage)
+            .map(|d| d.after)
+        else {
+            return;
+        };
+        let key = (name.clone(), run.since.clone(), f.stage.clone());
+        // Judged at the write that records the miss.
+        if !self.misses.insert(key.clone()) {
+            return;
+        }
+        if let Some(reached) = self.reached_at.get(&key)
+            && now < *reached + limit
+        {
+            self.violations.push(format!(
+                "write {} by {user}: {name} stage {} failed its deadline at {now}, reached at {reached}, deadline {}",
+                self.writes, f.stage, f.deadline
+            ));
+        }
+    }
+
     /// Issue 30, as README's invariants state them:
     /// * a stage whose progress deadline its clock recorded as met (`promoter.dev/deadline-clock`
     ///   `metAt` for the run and stage) is never recorded as having missed it
@@ -522,6 +647,26 @@ impl Lab {
             notifications: None,
         };
         let _ = run_pass(&self.passes[i], &common::ALL_HEALTHY, &opts).await;
+    }
+
+    /// The passes of a tick begin: a pause on record now was observed by each of them.
+    fn passes_begin(&self) {
+        let mut o = self.oracle.lock().unwrap();
+        o.passes_began = o.writes;
+    }
+
+    /// `promoter pause`'s record, or `resume` removing it.
+    async fn pause(&self, name: &str, paused: bool) {
+        let value = paused.then(|| json!({"by": HUMAN, "at": promoter::api::Timestamp::new(self.env.now()).to_string()}).to_string());
+        let api: kube::Api<ClusterPromotion> = kube::Api::all(self.human.clone());
+        let patch = json!({"metadata": {"annotations": {"promoter.dev/paused": value}}});
+        let _ = api
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            )
+            .await;
     }
 
     /// Sveltos reacts (directly on the store: the oracle looks at the result too), the clock moves.
@@ -707,6 +852,10 @@ struct Plan {
     /// the start), and a person relabels the promotion out of it at this tick.
     freeze_selector: Option<(&'static str, &'static str)>,
     relabel_at: Option<usize>,
+    /// A person pauses the promotion and resumes it at these ticks.
+    pause: Option<(usize, usize)>,
+    /// The first stage's promotion window (`from`, `to`: cron, UTC).
+    window: Option<(&'static str, &'static str)>,
     /// Issue 30: from the new revision on, `failing`'s cluster fails every deployment, the good
     /// revision's too: the rollback cannot finish, misses its own deadline and holds. The
     /// scenario ends there.
@@ -762,6 +911,12 @@ async fn scenario(plan: &Plan) -> Outcome {
             json!([{"op": "add", "path": "/metadata/labels", "value": {k: v}}]),
         );
     }
+    if let Some((from, to)) = plan.window {
+        lab.env.store_json_patch(
+            &name,
+            json!([{"op": "add", "path": "/spec/stages/0/trigger/auto/promotionWindow", "value": {"from": from, "to": to}}]),
+        );
+    }
     let first_version = lab.version(&name);
     for f in &plan.faults {
         lab.env.server.inject(f.clone());
@@ -781,6 +936,14 @@ async fn scenario(plan: &Plan) -> Outcome {
         }
         if Some(tick) == plan.bypass_at {
             lab.bypass(&name).await;
+        }
+        if let Some((from, to)) = plan.pause {
+            if tick == from {
+                lab.pause(&name, true).await;
+            }
+            if tick == to {
+                lab.pause(&name, false).await;
+            }
         }
         if Some(tick) == plan.relabel_at
             && let Some((k, _)) = plan.freeze_selector
@@ -826,6 +989,7 @@ async fn scenario(plan: &Plan) -> Outcome {
                 FaultAction::ResetBefore,
             ));
         }
+        lab.passes_begin();
         if plan.passes <= 1 && plan.chaos.is_none() {
             lab.pass(0).await;
         } else {
@@ -1213,6 +1377,33 @@ async fn freezes_hold_under_crashes_and_a_bypass_is_on_record() {
     })
     .await;
     assert!(o.violations.is_empty(), "{:#?}", o.violations);
+}
+
+/// A window on the first stage and a pause mid-rollout, with crashes and with concurrent passes
+/// under network faults: the first stage is passed only inside its window (judged minute by
+/// minute by the reference), and no pass that began after the pause changes a profile or the
+/// current stage; the rollout completes after the resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_and_pauses_hold_under_crashes() {
+    let plan = Plan {
+        example: "docs-kyverno-auto.yaml",
+        // Open ten minutes of every half hour (the delay is 5m; the start is on the hour).
+        window: Some(("20,50 * * * *", "30,0 * * * *")),
+        pause: Some((16, 26)),
+        revision_at: Some(30),
+        ticks: 120,
+        ..Default::default()
+    };
+    let reference = scenario(&plan).await;
+    assert_safe_and_done("window and pause", &reference);
+    crash_after_each_write(&plan, reference.writes, 4, "window and pause").await;
+    let o = scenario(&Plan {
+        passes: 2,
+        faults: network_faults(31, 0.08),
+        ..plan
+    })
+    .await;
+    assert_safe_and_done("window and pause, concurrent passes with faults", &o);
 }
 
 /// A revision rolled back does not come back by a revert of the spec (a GitOps revert of the fix):
