@@ -193,7 +193,6 @@ fn written(obj: &Value) -> Value {
 
 thread_local! {
     static STORED: RefCell<ArcMemo<Value, Arc<Text>>> = RefCell::default();
-    static LISTED: RefCell<ArcMemo<Vec<Value>, Arc<Text>>> = RefCell::default();
     static WRITES: RefCell<ArcMemo<Vec<PlannedWrite>, Arc<Text>>> = RefCell::default();
     static PLANS: RefCell<ArcMemo<Vec<Decision>, Arc<Vec<PlannedWrite>>>> = RefCell::default();
 }
@@ -202,13 +201,6 @@ fn stored_text(v: &Arc<Value>) -> Arc<Text> {
     STORED.with(|m| {
         m.borrow_mut()
             .get(v, 0, |v| Arc::new(text_of(&stripped(v))))
-    })
-}
-
-fn listed_text(list: &Arc<Vec<Value>>, index: usize) -> Arc<Text> {
-    LISTED.with(|m| {
-        m.borrow_mut()
-            .get(list, index, |l| Arc::new(text_of(&stripped(&l[index]))))
     })
 }
 
@@ -240,10 +232,12 @@ enum Item {
     Stamp(i64),
 }
 
-fn push_list(items: &mut Vec<Item>, store: &Store, list: &Arc<Vec<Value>>) {
+/// What a pass listed: the objects (listed objects are stored ones, see `state::Objects`) and
+/// whether each is still the stored one.
+fn push_list(items: &mut Vec<Item>, store: &Store, list: &[Arc<Value>]) {
     items.push(Item::Tag(list.len() as u128 | 1 << 100));
-    for (i, obj) in list.iter().enumerate() {
-        items.push(Item::Text(listed_text(list, i)));
+    for obj in list {
+        items.push(Item::Text(stored_text(obj)));
         items.push(Item::Tag(held_flags(store, obj)));
     }
 }

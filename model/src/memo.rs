@@ -121,3 +121,34 @@ pub fn profile_content(profile: &Arc<Value>) -> u64 {
         })
     })
 }
+
+/// An object decoded as some type, or why it does not decode.
+type Decoded = Result<Arc<dyn std::any::Any>, String>;
+
+thread_local! {
+    static DECODED: RefCell<ArcMemo<Value, Decoded>> = RefCell::default();
+}
+
+/// A stored object decoded as `observe` decodes it ([`observe::decode`]), once per object: a pass
+/// lists every object, and most are the same `Arc` as in the state it came from. (Keyed by the
+/// object and its type: a memoised value of another type is decoded again, never misread.)
+pub fn decoded<K: serde::de::DeserializeOwned + Clone + 'static>(
+    v: &Arc<Value>,
+) -> Result<K, String> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::any::TypeId::of::<K>().hash(&mut h);
+    let kind = h.finish() as usize;
+    let found = DECODED.with(|m| {
+        m.borrow_mut().get(v, kind, |v| {
+            observe::decode::<K>(v).map(|k| Arc::new(k) as Arc<dyn std::any::Any>)
+        })
+    });
+    match found {
+        Ok(any) => match any.downcast_ref::<K>() {
+            Some(k) => Ok(k.clone()),
+            None => observe::decode(v),
+        },
+        Err(e) => Err(e),
+    }
+}

@@ -178,11 +178,15 @@ impl Step {
     }
 }
 
+/// Objects as a pass listed them: the stored objects themselves, shared with the store (a list
+/// copies no object, and each is decoded once, see `memo::decoded`).
+pub type Objects = Arc<Vec<Arc<Value>>>;
+
 /// What a pass listed.
 #[derive(Clone, Debug, Default)]
 pub struct Listed {
-    pub promotions: Arc<Vec<Value>>,
-    pub profiles: Option<Arc<Vec<Value>>>,
+    pub promotions: Objects,
+    pub profiles: Option<Objects>,
 }
 
 /// A pass that has decided and is writing.
@@ -191,11 +195,11 @@ pub struct Acting {
     /// The epoch it observed at (its clock).
     pub now: u32,
     /// What it listed (profiles, then promotions; summaries).
-    pub promotions: Arc<Vec<Value>>,
-    pub profiles: Arc<Vec<Value>>,
-    pub summaries: Arc<Vec<Value>>,
+    pub promotions: Objects,
+    pub profiles: Objects,
+    pub summaries: Objects,
     /// Profiles read just before acting (`Prepare`).
-    pub fetched: Arc<Vec<Value>>,
+    pub fetched: Objects,
     pub world: Arc<World>,
     pub decoded: Arc<Vec<ClusterPromotion>>,
     pub decisions: Arc<Vec<Decision>>,
@@ -451,21 +455,26 @@ impl State {
                 return Ok(true);
             }
         }
-        listed.promotions = Arc::new(self.store.all(&cluster_promotion_type()));
+        listed.promotions = Arc::new(
+            self.store
+                .stored(&cluster_promotion_type())
+                .cloned()
+                .collect(),
+        );
         let acting = self.decide(now, listed)?;
         self.passes[n] = acting;
         Ok(true)
     }
 
-    fn list_profiles(&self) -> Vec<Value> {
+    fn list_profiles(&self) -> Vec<Arc<Value>> {
         self.store
-            .all(&cluster_profile_type())
-            .into_iter()
+            .stored(&cluster_profile_type())
             .filter(|p| {
                 p.pointer("/metadata/labels")
                     .and_then(Value::as_object)
                     .is_some_and(|l| l.contains_key(PROMOTION_NAME_LABEL))
             })
+            .cloned()
             .collect()
     }
 
@@ -474,13 +483,13 @@ impl State {
         let decoded: Vec<ClusterPromotion> = listed
             .promotions
             .iter()
-            .map(observe::decode::<ClusterPromotion>)
+            .map(memo::decoded::<ClusterPromotion>)
             .collect::<Result<_, _>>()
             .map_err(|e| ModelError(format!("a promotion does not decode: {e}")))?;
         let profiles_listed = listed.profiles.clone().unwrap_or_default();
         let profiles: Vec<ClusterProfile> = profiles_listed
             .iter()
-            .map(observe::decode::<ClusterProfile>)
+            .map(memo::decoded::<ClusterProfile>)
             .collect::<Result<_, _>>()
             .map_err(|e| ModelError(format!("a profile does not decode: {e}")))?;
         let mut watched: Vec<String> = decoded.iter().flat_map(watched_profiles).collect();
@@ -492,17 +501,20 @@ impl State {
         } else {
             (
                 summaries_of(&self.store, &watched),
-                self.store.all(&sveltos_cluster_type()),
+                self.store
+                    .stored(&sveltos_cluster_type())
+                    .cloned()
+                    .collect(),
             )
         };
         let typed_summaries: Vec<ClusterSummary> = summaries
             .iter()
-            .map(observe::decode::<ClusterSummary>)
+            .map(memo::decoded::<ClusterSummary>)
             .collect::<Result<_, _>>()
             .map_err(|e| ModelError(format!("a summary does not decode: {e}")))?;
         let typed_clusters: Vec<SveltosCluster> = clusters
             .iter()
-            .map(observe::decode::<SveltosCluster>)
+            .map(memo::decoded::<SveltosCluster>)
             .collect::<Result<_, _>>()
             .map_err(|e| ModelError(format!("a cluster does not decode: {e}")))?;
         let mut world = world_from_listed(profiles, typed_summaries, &typed_clusters);
@@ -512,9 +524,8 @@ impl State {
         }
         world.freezes = self
             .store
-            .all(&promotion_freeze_type())
-            .iter()
-            .map(observe::decode::<PromotionFreeze>)
+            .stored(&promotion_freeze_type())
+            .map(memo::decoded::<PromotionFreeze>)
             .collect::<Result<_, _>>()
             .map_err(|e| ModelError(format!("a freeze does not decode: {e}")))?;
         // As `pass_body`.
@@ -553,11 +564,11 @@ impl State {
         let mut world = (*a.world).clone();
         let mut found = false;
         for name in unlisted(d, &world) {
-            if let Ok(v) = self.store.get(&cluster_profile_type(), "", &name) {
+            if let Some(v) = self.store.peek(&cluster_profile_type(), "", &name) {
                 let cp: ClusterProfile =
-                    observe::decode(&v).map_err(|e| ModelError(format!("profile {name}: {e}")))?;
+                    memo::decoded(v).map_err(|e| ModelError(format!("profile {name}: {e}")))?;
                 world.profiles.insert(name, cp);
-                Arc::make_mut(&mut a.fetched).push(v);
+                Arc::make_mut(&mut a.fetched).push(v.clone());
                 found = true;
             }
         }
@@ -577,7 +588,7 @@ impl State {
                 .transpose()
                 .map_err(|e| ModelError(format!("revision {name}: {e}")))?;
             if let Some(v) = self.store.peek(&promotion_revision_type(), "", &name) {
-                Arc::make_mut(&mut a.fetched).push((**v).clone());
+                Arc::make_mut(&mut a.fetched).push(v.clone());
             }
             world.revisions.insert(name, stored);
             again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
@@ -593,7 +604,7 @@ impl State {
             let listed = summaries_of(&self.store, &needs);
             for v in &listed {
                 let cs: ClusterSummary =
-                    observe::decode(v).map_err(|e| ModelError(format!("a summary: {e}")))?;
+                    memo::decoded(v).map_err(|e| ModelError(format!("a summary: {e}")))?;
                 observe::add_summary(&mut world.summaries, cs);
             }
             Arc::make_mut(&mut a.fetched).extend(listed);
@@ -890,7 +901,7 @@ impl Acting {
             writes: Arc::new(writes),
             at,
             current: Arc::new(current),
-            current_json: Arc::new(current_json),
+            current_json,
         };
         true
     }
@@ -906,16 +917,16 @@ fn skip_nothing(writes: &[PlannedWrite], mut at: usize) -> usize {
 /// Whether the pass reads more before acting on `d`: profiles it would create but did not list,
 /// or the revision a rollback restores.
 /// The stored ClusterSummaries of these profiles (by their profile label), as a pass lists them.
-fn summaries_of(store: &Store, profiles: &[String]) -> Vec<Value> {
+fn summaries_of(store: &Store, profiles: &[String]) -> Vec<Arc<Value>> {
     store
-        .all(&cluster_summary_type())
-        .into_iter()
+        .stored(&cluster_summary_type())
         .filter(|cs| {
             cs.pointer("/metadata/labels")
                 .and_then(|l| l.get(CLUSTER_PROFILE_NAME_LABEL))
                 .and_then(Value::as_str)
                 .is_some_and(|p| profiles.iter().any(|w| w == p))
         })
+        .cloned()
         .collect()
 }
 
