@@ -63,19 +63,59 @@ pub fn promotion(v: &Arc<Value>) -> Option<Arc<Promotion>> {
     PROMOTIONS.with(|m| {
         m.borrow_mut().get(v, 0, |v| {
             let p: ClusterPromotion = observe::decode(v).ok()?;
+            let (revision, stages, contents) = derived(v, &p);
             Some(Arc::new(Promotion {
-                revision: revision_hash(&p),
-                stages: stages_hash(&p.spec.stages),
-                contents: p
-                    .spec
-                    .stages
-                    .iter()
-                    .map(|s| (s.name.clone(), content_of(&main_profile(&p, s).spec)))
-                    .collect(),
+                revision,
+                stages,
+                contents,
                 p,
             }))
         })
     })
+}
+
+/// What [`Promotion`] derives from a promotion's spec and labels.
+type Derived = (String, String, std::collections::BTreeMap<String, u64>);
+
+thread_local! {
+    /// By the spec and labels they are derived from (compared whole): most writes of a promotion
+    /// are its status and records, and a model has a handful of distinct specs.
+    static DERIVED: RefCell<Vec<((Value, Value), Derived)>> = RefCell::default();
+}
+
+/// The revision and stages hashes and the stages' contents of `p` (stored as `v`): functions of
+/// its spec (`revision_hash` also of its tenant labels, `main_profile`'s spec of the
+/// profileSpec and the stage's selector), computed once per distinct spec and labels.
+fn derived(v: &Value, p: &ClusterPromotion) -> Derived {
+    let key = (
+        v.get("spec").cloned().unwrap_or_default(),
+        v.pointer("/metadata/labels").cloned().unwrap_or_default(),
+    );
+    if let Some(found) = DERIVED.with(|d| {
+        d.borrow()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, x)| x.clone())
+    }) {
+        return found;
+    }
+    let out: Derived = (
+        revision_hash(p),
+        stages_hash(&p.spec.stages),
+        p.spec
+            .stages
+            .iter()
+            .map(|s| (s.name.clone(), content_of(&main_profile(p, s).spec)))
+            .collect(),
+    );
+    DERIVED.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.len() >= 256 {
+            d.clear();
+        }
+        d.push((key, out.clone()));
+    });
+    out
 }
 
 thread_local! {
