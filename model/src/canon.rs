@@ -276,7 +276,7 @@ fn push_acting(items: &mut Vec<Item>, store: &Store, a: &Acting) {
     let mut needs_observation = false;
     for i in a.index + 1..a.decisions.len() {
         let d = &a.decisions[i];
-        if !d.writes() {
+        if !super::state::acts(d) {
             continue;
         }
         items.push(Item::Tag(i as u128 | 17 << 96));

@@ -21,17 +21,22 @@
 //!   differs from the run's.
 
 use super::memo;
-use super::setup::{Bounds, CLUSTER_NAMESPACE, CLUSTERS, STAGES, promotion_name};
-use super::state::{Pass, State, Step, promotion};
+use super::setup::{Bounds, CLUSTER_NAMESPACE, CLUSTERS, STAGES, fixed_time, promotion_name, tier};
+use super::state::{FREEZE, Pass, State, Step, person, promotion};
+use chrono::{DateTime, Utc};
 use promoter::annotations::{self, Run};
 use promoter::api::{ClusterPromotion, Stage};
+use promoter::fake::promotion_freeze_type;
 use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
 use promoter::labels::LabelSelector;
+use promoter::ops::control::resume_ops;
 use promoter::sim::addon::labels;
 use promoter::sim::feature_hash::feature_hash;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{LazyLock, Mutex};
 
 /// What the approval of an approval token allows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -58,17 +63,35 @@ pub struct PromotionGhost {
     pub deployed: BTreeMap<String, bool>,
     /// `<stage>/<content>` a status recorded as reached.
     pub recorded: BTreeSet<String>,
+    /// The revisions every stage ran on all its clusters at once (as the world showed it: the
+    /// last completed last), with the content each stage ran: what a rollback may restore.
+    pub good: Vec<(String, BTreeMap<String, u64>)>,
+    /// Revisions a rollback moved a stage away from, not given back by a person since
+    /// (`resume` that says it redeploys them).
+    pub rolled_back: BTreeSet<String>,
+    /// The run whose status showed a stage failed by its progress deadline, not resumed since.
+    pub missed: Option<Run>,
+    /// The run a rollback was asked for: by `promoter rollback`, or by a miss under the failure
+    /// policy `rollback`. No profile goes back to an earlier revision otherwise.
+    pub rollback_asked: Option<Run>,
+    /// The revision a person's `resume` rolls out again after its rollback (a new run of the
+    /// same spec may start once for it).
+    pub retry: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Ghost {
     pub promotions: Vec<PromotionGhost>,
+    /// Per pass: a freeze was created after it read the freezes (it takes effect from the next
+    /// pass, README).
+    pub fresh_freeze: Vec<bool>,
 }
 
 impl Ghost {
     pub fn initial(_: &State, bounds: &Bounds) -> Ghost {
         Ghost {
             promotions: vec![PromotionGhost::default(); bounds.promotions],
+            fresh_freeze: vec![false; bounds.passes],
         }
     }
 }
@@ -198,7 +221,11 @@ fn actor(pre: &State, step: Step) -> Actor {
             | Step::Pause(_)
             | Step::Resume(_)
             | Step::Abort(_)
-            | Step::Change { .. } => Actor::Person,
+            | Step::Change { .. }
+            | Step::Rollback { .. }
+            | Step::Freeze { .. }
+            | Step::Unfreeze
+            | Step::Bypass(_) => Actor::Person,
             _ => Actor::Other,
         },
     }
@@ -215,6 +242,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
             }
         }
     }
+    freezes_read(pre, step, post);
     held(pre, step, post, &mut out);
     for i in 0..bounds.promotions {
         if !touched(&pre.store, &post.store, i) {
@@ -352,6 +380,7 @@ fn check_promotion(
         (Some(x), Some(y)) => {
             if (x.revision.as_str(), x.stages.as_str())
                 == (mb.revision.clone().as_str(), mb.stages.clone().as_str())
+                && g.retry.take().as_ref() != Some(&x.revision)
             {
                 out.push(format!(
                     "{name}: a new run started for the spec of the run it superseded"
@@ -543,9 +572,274 @@ fn check_promotion(
         }
     }
     // What runs everywhere now.
+    let mut everywhere = BTreeMap::new();
     for stage in &b.spec.stages {
         if let Some(c) = ran_everywhere(&post.store, i, stage) {
             g.deployed.entry(key(&stage.name, c)).or_insert(false);
+            everywhere.insert(stage.name.clone(), c);
+        }
+    }
+    incident(out, i, ma, mb, pre, post, step, who, g);
+    // Every stage runs the spec's revision on all its clusters: it completed (a good revision).
+    if everywhere == mb.contents {
+        g.good.retain(|(r, _)| *r != mb.revision);
+        g.good.push((mb.revision.clone(), everywhere));
+    }
+}
+
+/// The content each stage's profile gets from a revision of a promotion, by (promotion,
+/// revision hash): a function of the spec, learnt from every stored spec the checks read (a run's
+/// revision was a stored spec's before its status recorded it).
+type Contents = BTreeMap<String, u64>;
+
+static REVISION_CONTENTS: LazyLock<Mutex<HashMap<(usize, String), Contents>>> =
+    LazyLock::new(Mutex::default);
+
+fn learn_contents(index: usize, m: &memo::Promotion) {
+    let mut map = REVISION_CONTENTS.lock().unwrap_or_else(|p| p.into_inner());
+    map.entry((index, m.revision.clone()))
+        .or_insert_with(|| m.contents.clone());
+}
+
+/// The content each stage's profile gets from `revision` of promotion `index`.
+fn contents_of(index: usize, revision: &str) -> Option<BTreeMap<String, u64>> {
+    let map = REVISION_CONTENTS.lock().unwrap_or_else(|p| p.into_inner());
+    map.get(&(index, revision.to_string())).cloned()
+}
+
+/// Keeps [`Ghost::fresh_freeze`]: a pass reads the freezes with its last list.
+fn freezes_read(pre: &State, step: Step, post: &mut State) {
+    let fresh = &mut post.ghost.fresh_freeze;
+    fresh.resize(post.passes.len(), false);
+    let created = matches!(step, Step::Freeze { .. })
+        && pre
+            .store
+            .peek(&promotion_freeze_type(), "", FREEZE)
+            .is_none();
+    for (n, pass) in post.passes.iter().enumerate() {
+        if matches!(pass, Pass::Idle)
+            || (step == Step::Observe(n as u8) && !matches!(pass, Pass::Observing { .. }))
+        {
+            fresh[n] = false;
+        } else if created {
+            fresh[n] = true;
+        }
+    }
+}
+
+/// Whether freeze `f` holds promotion `index` at `now`, judged from its stored object (start,
+/// end, selector over the promotion's labels), and no valid bypass is recorded on the promotion
+/// (README: with the authenticated `user`, `by` that user, a reason, an `until` ahead, for this
+/// freeze or any).
+fn frozen(store: &Store, index: usize, now: DateTime<Utc>) -> bool {
+    let Some(f) = store.peek(&promotion_freeze_type(), "", FREEZE) else {
+        return false;
+    };
+    let time = |pointer: &str| {
+        f.pointer(pointer)
+            .and_then(Value::as_str)
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+    };
+    if time("/spec/start").is_some_and(|s| now < s) || time("/spec/end").is_some_and(|e| now >= e) {
+        return false;
+    }
+    let selector: LabelSelector = f
+        .pointer("/spec/promotionSelector")
+        .and_then(|s| serde_json::from_value(s.clone()).ok())
+        .unwrap_or_default();
+    let labels: BTreeMap<String, String> = BTreeMap::from([("tier".into(), tier(index).into())]);
+    if !selector.selects(&labels).unwrap_or(true) {
+        return false;
+    }
+    let bypass: Option<Value> = store
+        .peek(
+            &promoter::fake::cluster_promotion_type(),
+            "",
+            &promotion_name(index),
+        )
+        .and_then(|p| {
+            p.pointer("/metadata/annotations/promoter.dev~1freeze-bypass")
+                .cloned()
+        })
+        .and_then(|v| v.as_str().and_then(|t| serde_json::from_str(t).ok()));
+    let valid = bypass.is_some_and(|b| {
+        let text = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or_default();
+        !text("user").is_empty()
+            && text("by").starts_with(text("user"))
+            && !text("reason").is_empty()
+            && (b.get("freeze").is_none() || text("freeze") == FREEZE)
+            && DateTime::parse_from_rfc3339(text("until")).is_ok_and(|u| u > now)
+    });
+    !valid
+}
+
+/// The incident path's invariants (README: a rollback never skips a stage's completion, a
+/// rolled-back revision is never promoted again without a person, a freeze is never bypassed
+/// without a record, a missed deadline is final for the run), judged from what the world shows:
+/// which content each profile gets, what runs everywhere, the status a person reads.
+#[allow(clippy::too_many_arguments)]
+fn incident(
+    out: &mut Vec<String>,
+    i: usize,
+    ma: &memo::Promotion,
+    mb: &memo::Promotion,
+    pre: &State,
+    post: &State,
+    step: Step,
+    who: Actor,
+    g: &mut PromotionGhost,
+) {
+    let name = promotion_name(i);
+    learn_contents(i, ma);
+    learn_contents(i, mb);
+    let b = &mb.p;
+    let run_a = ma.p.status.as_ref().and_then(Run::of);
+    let run_b = b.status.as_ref().and_then(Run::of);
+    // The person's `resume`: it gives a rolled-back revision back when it says it redeploys it
+    // (what the person confirms with `--yes`), and lifts a miss.
+    if step == Step::Resume(i as u8) {
+        let r = resume_ops(&ma.p, &person(), fixed_time());
+        if r.redeploys.is_some() {
+            g.retry = Some(ma.revision.clone());
+            g.rolled_back.remove(&ma.revision);
+            if let Some(run) = &run_a {
+                g.rolled_back.remove(&run.revision);
+            }
+        }
+        g.missed = None;
+    }
+    // A miss is final for its run: a new run (a new spec) forgets it.
+    if g.missed.is_some() && g.missed != run_b {
+        g.missed = None;
+    }
+    // A stage the status a person reads newly shows failed by its progress deadline.
+    let misses = |m: &memo::Promotion| -> BTreeSet<String> {
+        m.p.status
+            .iter()
+            .flat_map(|s| s.stages.iter().flatten())
+            .filter_map(|st| st.failure_message.clone())
+            .filter(|m| m.starts_with("progress deadline"))
+            .collect()
+    };
+    let shows_miss = !misses(mb).is_subset(&misses(ma));
+    let missed_before = g.missed.is_some() && g.missed == run_a;
+    if missed_before
+        && run_a == run_b
+        && let Actor::Pass(_) = who
+    {
+        let current = |m: &memo::Promotion| {
+            m.p.status
+                .as_ref()
+                .and_then(|s| s.current_stage_name.clone())
+        };
+        if current(ma) != current(mb) {
+            out.push(format!(
+                "{name}: the run that missed its progress deadline moved on from {:?} to {:?} without a person",
+                current(ma),
+                current(mb)
+            ));
+        }
+    }
+    if shows_miss && run_b.is_some() && g.missed.is_none() && !matches!(step, Step::Resume(_)) {
+        g.missed = run_b.clone();
+    }
+    let annotation = |key: &str| {
+        b.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .cloned()
+    };
+    if shows_miss && annotation(promoter::settings::FAILURE_POLICY).as_deref() == Some("rollback") {
+        g.rollback_asked = run_b.clone();
+    }
+    if let Step::Rollback { promotion, .. } = step
+        && promotion as usize == i
+    {
+        g.rollback_asked = run_a.clone();
+    }
+    let order_reverse =
+        annotation(promoter::settings::ROLLBACK_ORDER).is_none_or(|o| o != "all-at-once");
+    for (j, stage) in b.spec.stages.iter().enumerate() {
+        let before = stored_content(&pre.store, i, &stage.name);
+        let Some(c) = stored_content(&post.store, i, &stage.name).filter(|c| Some(*c) != before)
+        else {
+            continue;
+        };
+        // Forward: the content of the revision of the run the status records.
+        let run_revision = run_b
+            .as_ref()
+            .map(|r| r.revision.as_str())
+            .unwrap_or_default();
+        let forward = contents_of(i, run_revision)
+            .is_some_and(|contents| contents.get(&stage.name) == Some(&c));
+        if forward {
+            if g.rolled_back.contains(run_revision) {
+                out.push(format!(
+                    "{name}: profile {name}-{} got rolled-back revision {run_revision} again without a person",
+                    stage.name
+                ));
+            }
+            if missed_before && run_a == run_b {
+                out.push(format!(
+                    "{name}: profile {name}-{} got the revision of a run that missed its progress deadline",
+                    stage.name
+                ));
+            }
+            if let (Some(n), Actor::Pass(now)) = (step.pass(), who)
+                && !pre
+                    .ghost
+                    .fresh_freeze
+                    .get(n as usize)
+                    .copied()
+                    .unwrap_or(false)
+                && frozen(&post.store, i, super::setup::at(now))
+            {
+                out.push(format!(
+                    "{name}: stage {} started under freeze {FREEZE} without a valid bypass",
+                    stage.name
+                ));
+            }
+            continue;
+        }
+        // Any other content is a rollback, asked for this run, to the last good revision other
+        // than the run's.
+        if g.rollback_asked.is_none() || g.rollback_asked != run_b {
+            out.push(format!(
+                "{name}: profile {name}-{} went back to an earlier revision without a rollback asked for the run",
+                stage.name
+            ));
+        }
+        let from = run_b
+            .as_ref()
+            .map(|r| r.revision.clone())
+            .unwrap_or_default();
+        let Some((_, target)) = g.good.iter().rev().find(|(r, _)| *r != from) else {
+            out.push(format!(
+                "{name}: profile {name}-{} got a revision that never completed (no good revision to roll back to)",
+                stage.name
+            ));
+            continue;
+        };
+        if target.get(&stage.name) != Some(&c) {
+            out.push(format!(
+                "{name}: profile {name}-{} rolled back to another revision than the last good one",
+                stage.name
+            ));
+        }
+        g.rolled_back.insert(from);
+        if order_reverse {
+            for higher in &b.spec.stages[j + 1..] {
+                if stored_content(&post.store, i, &higher.name).is_some()
+                    && ran_everywhere(&post.store, i, higher) != target.get(&higher.name).copied()
+                {
+                    out.push(format!(
+                        "{name}: reverse rollback changed profile {name}-{} while stage {} did not run the good revision everywhere",
+                        stage.name, higher.name
+                    ));
+                }
+            }
         }
     }
 }

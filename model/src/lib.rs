@@ -46,13 +46,25 @@
 //! [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash, a new revision);
 //! larger bounds run on demand (BENCHMARKS.md has their sizes and times).
 //!
-//! # Not modelled (yet)
+//! # The incident path (issue 33 §1)
 //!
-//! The issue-24 actors and rules other than `promoter abort` (modelled, with its hold checked in
-//! `ghost`): `promoter rollback`, freezes, progress deadlines (the
-//! model's promotions set none, so no pass starts a rollback; the write plan's revision writes and
-//! the pass's revision read are wired in but never exercised). Health checks, Cluster API
-//! clusters, sharding and notifications are out of the model.
+//! On demand (`Bounds::parse` overrides, not in [`Bounds::ci`]): progress deadlines with the
+//! failure policy `halt` or `rollback` in either order (`policy=`; a deadline of 10m, shorter than
+//! a step, so a stage Sveltos does not finish within its step misses it), `promoter rollback`
+//! (`rollbacks=`, also `--to-revision`), `resume` of a held or rolled-back revision (unbounded),
+//! a PromotionFreeze of `tier=prod` created (`freezes=`), deleted, or expiring with the clock, and
+//! `freeze bypass` (`bypasses=`). The commands are their own pure functions (`ops::rollback`,
+//! `ops::freeze`, `ops::control`). `ghost` judges them from the world: a profile goes back to an
+//! earlier revision only for a rollback asked for the run, only to the last revision every stage
+//! ran on all its clusters, in reverse order only once every higher stage runs it everywhere; a
+//! rolled-back revision starts again only after a `resume` that says it redeploys it; a run whose
+//! status showed a missed deadline neither moves on nor gets its revision on a profile until a
+//! person resumes; no stage starts under an active freeze (read by the pass) without a valid
+//! bypass. CI replays the rollback path (`a_missed_deadline_rolls_back_to_the_good_revision`).
+//! Not modelled: a rollback's own deadline (set to `none`: its default, 1h, is two steps, which
+//! the fingerprint cannot tell apart), deadlines together with pauses (the time held is summed
+//! from timestamps older than the horizon), health checks, Cluster API clusters, sharding and
+//! notifications.
 
 pub mod canon;
 pub mod explore;
@@ -65,5 +77,5 @@ pub mod sveltos;
 pub mod trace;
 
 pub use explore::{Report, Violation, explore};
-pub use setup::{Bounds, Observe, SpecChange};
+pub use setup::{Bounds, Observe, Policy, SpecChange};
 pub use state::{State, Step};

@@ -36,6 +36,26 @@ pub const REVISIONS: [&str; 2] = ["1.0.0", "2.0.0"];
 /// The delay of `dev`: shorter than a step.
 pub const DELAY: &str = "5m";
 
+/// The progress deadline of every stage when the promotion carries one ([`Bounds::policy`]):
+/// shorter than a step, so a stage reached in one step and not complete (deployed, soaked) by the
+/// next has missed it; with the soak of `dev` (5m) it still falls within the step.
+pub const PROGRESS_DEADLINE: &str = "10m";
+
+/// What a promotion does when a stage misses its progress deadline (`promoter.dev/failure-policy`
+/// and `promoter.dev/rollback-order`); `None`: it carries no deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    None,
+    Halt,
+    Reverse,
+    AllAtOnce,
+}
+
+/// The label of promotion `index` a freeze selects (`tier=prod` holds `p0` only).
+pub fn tier(index: usize) -> &'static str {
+    if index == 0 { "prod" } else { "dev" }
+}
+
 /// One tick of the clock.
 pub fn step() -> Duration {
     Duration::minutes(30)
@@ -120,6 +140,16 @@ pub struct Bounds {
     /// Whether the person also approves with `promoter approve` (with its record), besides
     /// `kubectl patch … approved: true`.
     pub approve_command: bool,
+    /// Progress deadlines and what a miss does (the automatic rollback in either order).
+    pub policy: Policy,
+    /// `promoter rollback` (to the last good revision, or `--to-revision` the oldest completed
+    /// one); `resume` is unbounded.
+    pub rollbacks: u8,
+    /// `promoter freeze create` (a freeze of `tier=prod` until deleted, or one ending within the
+    /// step: it expires by the clock); `freeze delete` is unbounded.
+    pub freezes: u8,
+    /// `promoter freeze bypass` (until within the step: it expires by the clock).
+    pub bypasses: u8,
     /// Give up beyond this many states (an error, not a pass).
     pub max_states: usize,
 }
@@ -143,6 +173,10 @@ impl Bounds {
             lags: 0,
             api_clock: false,
             approve_command: false,
+            policy: Policy::None,
+            rollbacks: 0,
+            freezes: 0,
+            bypasses: 0,
             max_states: 20_000_000,
         }
     }
@@ -160,7 +194,8 @@ impl Bounds {
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
-    /// `approve_command=true|false`, `max_states`).
+    /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`, `rollbacks`,
+    /// `freezes`, `bypasses`, `max_states`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -205,6 +240,22 @@ impl Bounds {
                 "lags" => b.lags = number()?,
                 "api_clock" => b.api_clock = value == "true",
                 "approve_command" => b.approve_command = value == "true",
+                "policy" => {
+                    b.policy = match value {
+                        "none" => Policy::None,
+                        "halt" => Policy::Halt,
+                        "reverse" => Policy::Reverse,
+                        "all-at-once" => Policy::AllAtOnce,
+                        _ => {
+                            return Err(format!(
+                                "policy: {value:?}: none, halt, reverse or all-at-once"
+                            ));
+                        }
+                    }
+                }
+                "rollbacks" => b.rollbacks = number()?,
+                "freezes" => b.freezes = number()?,
+                "bypasses" => b.bypasses = number()?,
                 "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
                 _ => return Err(format!("{key:?}: unknown bound")),
             }
@@ -215,7 +266,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}",
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?}, rollbacks {}, freezes {}, bypasses {}",
             self.promotions,
             self.passes,
             match self.observe {
@@ -232,7 +283,11 @@ impl Bounds {
             self.failures,
             self.lags,
             self.api_clock,
-            self.approve_command
+            self.approve_command,
+            self.policy,
+            self.rollbacks,
+            self.freezes,
+            self.bypasses
         )
     }
 }
@@ -250,12 +305,34 @@ fn selector(env: &str) -> Value {
     json!({"matchLabels": {"env": env}})
 }
 
+/// The `promoter.dev/` settings of a promotion under `policy` (README, "Operating a rollout"): a
+/// progress deadline on every stage, what a miss does, and no deadline of the rollback's own (its
+/// default, 1h, is two steps: the fingerprint names times older than the horizon only by rank, so
+/// it could not tell 30m from 60m).
+pub fn settings(policy: Policy) -> Value {
+    use promoter::settings::{
+        FAILURE_POLICY, PROGRESS_DEADLINE as KEY, ROLLBACK_DEADLINE, ROLLBACK_ORDER,
+    };
+    let (failure, order) = match policy {
+        Policy::None => return json!({}),
+        Policy::Halt => ("halt", None),
+        Policy::Reverse => ("rollback", Some("reverse")),
+        Policy::AllAtOnce => ("rollback", Some("all-at-once")),
+    };
+    let mut a = json!({KEY: PROGRESS_DEADLINE, FAILURE_POLICY: failure, ROLLBACK_DEADLINE: "none"});
+    if let Some(order) = order {
+        a[ROLLBACK_ORDER] = json!(order);
+    }
+    a
+}
+
 /// Promotion `index` as a person creates it.
-pub fn promotion_object(index: usize) -> Value {
-    json!({
+pub fn promotion_object(index: usize, policy: Policy) -> Value {
+    let mut p = json!({
         "apiVersion": "config.projectsveltos.io/v1beta1",
         "kind": "ClusterPromotion",
-        "metadata": {"name": promotion_name(index), "uid": promotion_uid(index)},
+        "metadata": {"name": promotion_name(index), "uid": promotion_uid(index),
+                     "labels": {"tier": tier(index)}, "annotations": settings(policy)},
         "spec": {
             "profileSpec": {
                 "syncMode": "Continuous",
@@ -278,7 +355,13 @@ pub fn promotion_object(index: usize) -> Value {
                  "trigger": {"auto": {"promotionWindow": {"from": "0 * * * *", "to": "30 * * * *"}}}}
             ]
         }
-    })
+    });
+    if policy == Policy::None
+        && let Some(m) = p.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        m.remove("annotations");
+    }
+    p
 }
 
 thread_local! {
@@ -315,7 +398,10 @@ pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
     }
     for i in 0..bounds.promotions {
         store
-            .seed(&cluster_promotion_type(), promotion_object(i))
+            .seed(
+                &cluster_promotion_type(),
+                promotion_object(i, bounds.policy),
+            )
             .map_err(|e| anyhow::anyhow!("seeding promotion {i}: {}", e.message))?;
     }
     Ok(store)

@@ -12,7 +12,9 @@ use super::memo;
 use super::setup::{self, Bounds, Observe, STAGES, SpecChange, at};
 use super::sveltos;
 use promoter::annotations;
+use promoter::annotations::History;
 use promoter::api::PromotionFreeze;
+use promoter::api::revision_name;
 use promoter::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
 use promoter::api::{ClusterProfile, ClusterPromotion, ClusterSummary, SveltosCluster};
 use promoter::fake::store::{DeleteOptions, PatchType};
@@ -21,6 +23,8 @@ use promoter::fake::{
     promotion_freeze_type, promotion_revision_type, sveltos_cluster_type,
 };
 use promoter::ops::control::{Actor, abort_ops, approval_ops, guarded, pause_ops, resume_ops};
+use promoter::ops::freeze::{NewFreeze, bypass_ops, bypass_record, freeze_object};
+use promoter::ops::rollback::{RollbackRequest, Targets, rollback_ops, targets};
 use promoter::pass::decide::watched_profiles;
 use promoter::pass::observe::{self, world_from_listed};
 use promoter::pass::write_plan::{self, Answer, PlannedWrite, Request, Verdict};
@@ -39,6 +43,9 @@ pub struct Budget {
     pub aborts: u8,
     pub failures: u8,
     pub lags: u8,
+    pub rollbacks: u8,
+    pub freezes: u8,
+    pub bypasses: u8,
 }
 
 impl Budget {
@@ -52,6 +59,9 @@ impl Budget {
             aborts: b.aborts,
             failures: b.failures,
             lags: b.lags,
+            rollbacks: b.rollbacks,
+            freezes: b.freezes,
+            bypasses: b.bypasses,
         }
     }
 }
@@ -109,6 +119,21 @@ pub enum Step {
         promotion: u8,
         stage: u8,
     },
+    /// `promoter rollback` of the current run: to the last good revision, or `--to-revision`
+    /// the first completed one the history lists (`to_revision`).
+    Rollback {
+        promotion: u8,
+        to_revision: bool,
+    },
+    /// `promoter freeze create f --selector tier=prod`, until deleted or (`expiring`) until a
+    /// time within the step.
+    Freeze {
+        expiring: bool,
+    },
+    /// `promoter freeze delete f`.
+    Unfreeze,
+    /// `promoter freeze bypass`, until a time within the step.
+    Bypass(u8),
     /// The clock moves one step.
     Tick,
 }
@@ -173,6 +198,24 @@ impl Step {
                 p(promotion),
                 s(stage)
             ),
+            Step::Rollback {
+                promotion,
+                to_revision,
+            } => format!(
+                "person: promoter rollback {}{}",
+                p(promotion),
+                if to_revision {
+                    " --to-revision <first completed>"
+                } else {
+                    ""
+                }
+            ),
+            Step::Freeze { expiring } => format!(
+                "person: promoter freeze create {FREEZE} --selector tier=prod{}",
+                if expiring { " --end <now+15m>" } else { "" }
+            ),
+            Step::Unfreeze => format!("person: promoter freeze delete {FREEZE}"),
+            Step::Bypass(i) => format!("person: promoter freeze bypass {} --until <now+15m>", p(i)),
             Step::Tick => "clock: +30m".into(),
         }
     }
@@ -353,6 +396,26 @@ impl State {
                 }
             }
         }
+        for i in 0..bounds.promotions as u8 {
+            if self.budget.rollbacks > 0 {
+                for to_revision in [false, true] {
+                    out.push(Step::Rollback {
+                        promotion: i,
+                        to_revision,
+                    });
+                }
+            }
+            if self.budget.bypasses > 0 {
+                out.push(Step::Bypass(i));
+            }
+        }
+        if self.budget.freezes > 0 {
+            out.push(Step::Freeze { expiring: false });
+            out.push(Step::Freeze { expiring: true });
+        }
+        if bounds.freezes > 0 {
+            out.push(Step::Unfreeze);
+        }
         // Sveltos reconciles a copied spec within the grace (see `sveltos::lagging`).
         if bounds.lags == 0 || !sveltos::lagging(&self.store) {
             out.push(Step::Tick);
@@ -423,6 +486,39 @@ impl State {
                 let changed = next.sveltos(promotion, stage, sveltos::Outcome::SpecOnly);
                 if changed {
                     next.budget.lags -= 1;
+                }
+                changed
+            }
+            Step::Rollback {
+                promotion,
+                to_revision,
+            } => {
+                let changed = next.rollback(promotion as usize, to_revision)?;
+                if changed {
+                    next.budget.rollbacks -= 1;
+                }
+                changed
+            }
+            Step::Freeze { expiring } => {
+                let changed = next.freeze(expiring)?;
+                if changed {
+                    next.budget.freezes -= 1;
+                }
+                changed
+            }
+            Step::Unfreeze => next
+                .store
+                .delete(
+                    &promotion_freeze_type(),
+                    "",
+                    FREEZE,
+                    &DeleteOptions::default(),
+                )
+                .is_ok(),
+            Step::Bypass(i) => {
+                let changed = next.bypass(i as usize)?;
+                if changed {
+                    next.budget.bypasses -= 1;
                 }
                 changed
             }
@@ -536,6 +632,7 @@ impl State {
             .iter()
             .map(|p| decide(p, &world, &HealthResults::new(), &ctx))
             .collect();
+
         let mut acting = Acting {
             now,
             promotions: listed.promotions,
@@ -809,6 +906,91 @@ impl State {
         }
     }
 
+    /// `promoter rollback` as `ops::rollback::planned` decides it (the first candidate whose
+    /// PromotionRevision is stored), its guarded patch written; a refusal writes nothing.
+    fn rollback(&mut self, index: usize, to_revision: bool) -> Res<bool> {
+        let Some(m) = promotion(&self.store, index) else {
+            return Ok(false);
+        };
+        let p = &m.p;
+        let name = setup::promotion_name(index);
+        let request = RollbackRequest {
+            to_revision: if to_revision {
+                match History::of(p).0.iter().find(|e| e.completed_at.is_some()) {
+                    Some(e) => Some(e.id.clone()),
+                    None => return Ok(false),
+                }
+            } else {
+                None
+            },
+            order: None,
+        };
+        let Ok(Targets::Candidates(candidates)) = targets(p, &request) else {
+            return Ok(false);
+        };
+        let revisions = promotion_revision_type();
+        let Some(target) = candidates.iter().find(|e| {
+            self.store
+                .peek(&revisions, "", &revision_name(&name, &e.revision))
+                .is_some_and(|r| {
+                    r.pointer("/spec/revision").and_then(Value::as_str) == Some(&e.revision)
+                        && r.pointer("/spec/promotion").and_then(Value::as_str) == Some(&name)
+                })
+        }) else {
+            return Ok(false);
+        };
+        let Some((_, ops)) = rollback_ops(p, target, &request, &person(), setup::fixed_time())
+        else {
+            return Ok(false);
+        };
+        self.json_patch(index, guarded(p, ops))
+    }
+
+    /// `promoter freeze create`, with the model's clock as the command's.
+    fn freeze(&mut self, expiring: bool) -> Res<bool> {
+        if self
+            .store
+            .peek(&promotion_freeze_type(), "", FREEZE)
+            .is_some()
+        {
+            return Ok(false);
+        }
+        let now = at(self.epoch);
+        let new = NewFreeze {
+            name: FREEZE.into(),
+            reason: "incident".into(),
+            selector: Some("tier=prod".into()),
+            start: None,
+            end: expiring.then(|| now + chrono::Duration::minutes(15)),
+        };
+        let object = freeze_object(&new, &person(), now).map_err(ModelError)?;
+        match self
+            .store
+            .create(&promotion_freeze_type(), "", value(&object)?)
+        {
+            Ok(_) => Ok(true),
+            Err(e) => err(format!(
+                "creating freeze {FREEZE}: {} {}",
+                e.code, e.message
+            )),
+        }
+    }
+
+    /// `promoter freeze bypass --reason … --until <now+15m>`, with the model's clock.
+    fn bypass(&mut self, index: usize) -> Res<bool> {
+        let Some(m) = promotion(&self.store, index) else {
+            return Ok(false);
+        };
+        let now = at(self.epoch);
+        let actor = Actor {
+            reason: Some("hotfix".into()),
+            ..person()
+        };
+        let record = bypass_record(None, now + chrono::Duration::minutes(15), &actor, now)
+            .map_err(ModelError)?;
+        self.json_patch(index, guarded(&m.p, bypass_ops(&m.p, &record)))
+    }
+
     fn change(&mut self, index: usize, change: SpecChange) -> Res<bool> {
         let Some(p) = promotion_value(&self.store, index) else {
             return Ok(false);
@@ -867,7 +1049,7 @@ impl Acting {
         let mut i = index;
         while i < self.decisions.len() {
             let d = &self.decisions[i];
-            if d.writes() {
+            if acts(d) {
                 self.index = i;
                 if !needs_reads(d, &self.world) {
                     if self.plan(i) {
@@ -905,6 +1087,12 @@ impl Acting {
         };
         true
     }
+}
+
+/// Whether a pass does anything for decision `d`: it writes, or (as `pass_body`) it reads the
+/// revision a rollback restores first and decides again, whatever the first decision wrote.
+pub fn acts(d: &Decision) -> bool {
+    d.writes() || d.needs_revision.is_some()
 }
 
 fn skip_nothing(writes: &[PlannedWrite], mut at: usize) -> usize {
@@ -956,7 +1144,10 @@ pub fn context(epoch: u32) -> Context {
     }
 }
 
-fn person() -> Actor {
+/// The name of the one freeze the model's person creates.
+pub const FREEZE: &str = "f";
+
+pub fn person() -> Actor {
     Actor {
         by: "person".into(),
         reason: None,

@@ -5,7 +5,7 @@
 //! `PROMOTER_MODEL=large cargo test --profile bench -p promoter-model --test model_check -- --ignored
 //! --nocapture`).
 
-use promoter_model::{Bounds, SpecChange, Step, explore, trace};
+use promoter_model::{Bounds, Policy, SpecChange, Step, explore, trace};
 
 fn check(bounds: &Bounds) {
     let report = explore(bounds).unwrap();
@@ -274,4 +274,135 @@ fn a_status_written_between_the_record_and_the_profile_write_never_passes_a_stag
     finish_pass(&bounds, &mut steps);
     replays_clean(&bounds, &steps);
     assert_eq!(current_stage(&bounds, &steps).0, "staging");
+}
+
+/// What the store shows of p0's profile of `stage` at each step of `steps`: its chart version.
+fn charts(bounds: &Bounds, steps: &[Step], stage: &str) -> Vec<String> {
+    trace::replay(bounds, steps)
+        .unwrap()
+        .iter()
+        .map(|(_, state, _)| {
+            state
+                .store
+                .peek(
+                    &promoter::fake::cluster_profile_type(),
+                    "",
+                    &format!("p0-{stage}"),
+                )
+                .and_then(|p| p.pointer("/spec/helmCharts/0/chartVersion").cloned())
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Issue 33 §1, the automatic rollback (`PROMOTER_MODEL=ci,crashes=0,policy=reverse` explores
+/// it exhaustively on demand): p0's first revision rolls out within every stage's progress
+/// deadline (dev soaks, staging is approved, prod is reached and deployed in epoch 1 and meets
+/// its deadline while its window is closed, the completion is recorded in epoch 2); a new
+/// revision restarts dev, Sveltos does not deploy it within the step, and dev misses its
+/// deadline: the pass records the miss and the rollback (reverse), reads the stored revision and
+/// puts dev's profile back to 1.0.0 (Sveltos shows it running still), and records the rollback
+/// complete. Nothing of 2.0.0 starts again until `promoter resume` gives it back, then dev gets it
+/// in a new run. Every state of the trace keeps every invariant.
+#[test]
+fn a_missed_deadline_rolls_back_to_the_good_revision() {
+    use Step::*;
+    let bounds = Bounds {
+        crashes: 0,
+        policy: Policy::Reverse,
+        ..Bounds::ci()
+    };
+    let steps = [
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Write(0),
+        Deploy {
+            promotion: 0,
+            stage: 0,
+        },
+        Observe(0),
+        Write(0),
+        Approve {
+            promotion: 0,
+            stage: 1,
+            command: false,
+        },
+        Tick,
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Deploy {
+            promotion: 0,
+            stage: 1,
+        },
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Write(0),
+        Deploy {
+            promotion: 0,
+            stage: 2,
+        },
+        Observe(0),
+        Write(0),
+        Write(0),
+        Tick,
+        Observe(0),
+        Write(0),
+        Write(0),
+        Write(0),
+        Change {
+            promotion: 0,
+            change: SpecChange::Revision,
+        },
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Write(0),
+        Tick,
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Write(0),
+        Tick,
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Resume(0),
+        Observe(0),
+        Prepare(0),
+        Write(0),
+        Write(0),
+        Write(0),
+    ];
+    replays_clean(&bounds, &steps);
+    let dev = charts(&bounds, &steps, "dev");
+    let prod = charts(&bounds, &steps, "prod");
+    let change = steps
+        .iter()
+        .position(|s| *s == NEW_REVISION)
+        .unwrap_or_default();
+    let resume = steps
+        .iter()
+        .position(|s| *s == Resume(P))
+        .unwrap_or_default();
+    // The first revision completed everywhere; the second reached dev only.
+    assert_eq!(prod[change], "1.0.0");
+    assert!(dev[change + 1..].iter().any(|c| c == "2.0.0"));
+    assert!(prod.iter().all(|c| c.is_empty() || c == "1.0.0"));
+    // Rolled back before the resume, and back on the new revision only after it.
+    assert_eq!(dev[resume], "1.0.0", "{}", trace::render(&bounds, &steps));
+    assert_eq!(dev.last().map(String::as_str), Some("2.0.0"));
 }
