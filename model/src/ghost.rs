@@ -803,8 +803,13 @@ fn incident(
             }
             continue;
         }
-        // Any other content is a rollback, asked for this run, to the last good revision other
-        // than the run's.
+        // Any other content of a profile that had one is a rollback, asked for this run, to the
+        // last good revision other than the run's. (A profile created with the revision of a run
+        // a concurrent pass superseded after this pass's status write is not: the next pass
+        // writes the run's revision over it.)
+        if before.is_none() {
+            continue;
+        }
         if g.rollback_asked.is_none() || g.rollback_asked != run_b {
             out.push(format!(
                 "{name}: profile {name}-{} went back to an earlier revision without a rollback asked for the run",
