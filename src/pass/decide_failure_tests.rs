@@ -50,6 +50,14 @@ fn events(d: &Decision) -> Vec<&str> {
     d.events.iter().map(|e| e.reason.as_str()).collect()
 }
 
+/// The Events' reasons with the stage each is about.
+fn staged_events(d: &Decision) -> Vec<(&str, &str)> {
+    d.events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.stage.as_deref().unwrap_or_default()))
+        .collect()
+}
+
 /// A promotion whose first revision (chart 3.5.2) completed on all three stages, with `policy`
 /// annotations; returns the minute after completion.
 fn completed(annotations: &[(&str, &str)]) -> (ClusterPromotion, World, i64) {
@@ -238,14 +246,18 @@ fn a_missed_deadline_rolls_back_in_reverse_stage_by_stage_then_holds() {
     assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
     sveltos(&mut w, &[]);
     let d = run(&mut p, &mut w, min + 12);
-    assert_eq!(events(&d), ["StageRolledBack"]);
+    assert_eq!(staged_events(&d), [("StageRolledBack", "staging")]);
     assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
     assert!(d.summary.contains("stage dev"), "{}", d.summary);
     run(&mut p, &mut w, min + 13);
     sveltos(&mut w, &[]);
     let d = run(&mut p, &mut w, min + 14);
     assert_eq!(d.phase, Phase::RolledBack);
-    assert_eq!(events(&d), ["StageRolledBack", "RolledBack"]);
+    // Each stage's Event once, about that stage.
+    assert_eq!(
+        staged_events(&d),
+        [("StageRolledBack", "dev"), ("RolledBack", "staging")]
+    );
     assert!(rollback(&p).unwrap().completed_at.is_some());
     assert!(description(&p, "staging").starts_with("Rolled back to revision"));
     // Holds, quietly; a cluster that drifts later does not re-open the rollback. A steady pass
@@ -484,6 +496,16 @@ fn a_rollback_whose_stored_revision_is_gone_says_so_and_writes_no_profile() {
             .iter()
             .all(|a| !matches!(a, Action::Apply(_)))
     );
+    // Said once: a Warning Event when it blocks, none while it stays blocked.
+    assert_eq!(
+        events(&d),
+        ["ProgressDeadlineExceeded", "Blocked"],
+        "{:?}",
+        d.events
+    );
+    let d = run(&mut p, &mut w, min + 11);
+    assert_eq!(d.phase, Phase::Blocked);
+    assert!(d.events.is_empty(), "{:?}", d.events);
 }
 
 #[test]
@@ -1628,5 +1650,275 @@ fn explain_predicts_the_rollback_deadline_the_pass_keeps() {
         predicted_rollback_due(&p, t(start + 91)),
         None,
         "missed: nothing to predict"
+    );
+}
+
+// Mutation campaign (issue 33 §3, MUTANTS.md): what the tests of `rollback.rs` did not pin.
+
+/// A rollback is announced once (`RollbackStarted`, from the pass that starts it), whichever of
+/// its texts its stages show afterwards: all `Rolling back` (one target, or all at once), all
+/// `Waiting` (in reverse, the active target a stage the run did not reach), or `Rollback failed`
+/// (resumed after missing its own deadline). Each text alone used to be unpinned.
+#[test]
+fn a_rollback_is_announced_once_whatever_its_stages_show() {
+    use crate::annotations::DEADLINE_CLOCK;
+    use crate::pass::rollback::{ROLLBACK_FAILED, ROLLING_BACK, WAITING};
+    // 9.9.9 never deploys on dev, the only stage it reached.
+    let (mut p, mut w, min) =
+        completed(&[(PROGRESS_DEADLINE, "10m"), (FAILURE_POLICY, "rollback")]);
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    summarize(&mut w, "kyverno-dev", "Provisioning");
+    let d = run(&mut p, &mut w, min + 10);
+    assert_eq!(
+        events(&d),
+        ["ProgressDeadlineExceeded", "RollbackStarted"],
+        "{}",
+        d.summary
+    );
+    // dev gets 3.5.2 back but its clusters never run it: every stage shows `Rolling back`.
+    let d = run(&mut p, &mut w, min + 11);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert!(description(&p, "dev").starts_with(ROLLING_BACK));
+    assert!(d.events.is_empty(), "{:?}", d.events);
+    // Its own deadline (1h from its first pass) passes: `Rollback failed`, then resumed.
+    let d = run(&mut p, &mut w, min + 70);
+    assert_eq!(d.phase, Phase::RollbackFailed, "{}", d.summary);
+    assert!(description(&p, "dev").starts_with(ROLLBACK_FAILED));
+    let mut r = rollback(&p).unwrap();
+    r.missed = None;
+    annotate(&mut p, ROLLBACK, &serde_json::to_string(&r).unwrap());
+    unannotate(&mut p, DEADLINE_CLOCK);
+    let d = run(&mut p, &mut w, min + 80);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert!(d.events.is_empty(), "{:?}", d.events);
+
+    // Reverse, production first (a stage the run did not reach): dev, the only stage the run
+    // reached, shows `Waiting`.
+    let (mut p, mut w, min) = leftover_above("reverse");
+    let d = run(&mut p, &mut w, min + 13);
+    assert_eq!(events(&d), ["ProgressDeadlineExceeded", "RollbackStarted"]);
+    let d = run(&mut p, &mut w, min + 14);
+    assert!(description(&p, "dev").starts_with(WAITING));
+    assert!(d.events.is_empty(), "{:?}", d.events);
+}
+
+/// The targets of a rollback: a stage the run reached, whatever its profile (one deleted by hand is
+/// re-created with the revision rolled back to), and a stage the run did not reach only while it
+/// has a profile; one without stays as it is (no profile is created for a stage the run never
+/// deployed).
+#[test]
+fn a_rollback_recreates_a_reached_stage_and_leaves_an_unreached_one_without_profile_alone() {
+    let (mut p, mut w, min) = stuck_in_staging("all-at-once");
+    w.profiles.remove("kyverno-dev");
+    w.profiles.remove("kyverno-production");
+    let d = run(&mut p, &mut w, min + 10);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
+    assert_eq!(version_of(&w, "kyverno-staging"), "3.5.2");
+    assert!(
+        !w.profiles.contains_key("kyverno-production"),
+        "a profile created for a stage the run never reached: {:?}",
+        d.after_status
+    );
+    // What the active target waits for: its profile to get the revision (not yet a deployment).
+    assert!(
+        d.summary.contains(
+            "stage staging: applying the revision to ClusterProfile kyverno-staging (0/2 stages done)"
+        ),
+        "{}",
+        d.summary
+    );
+}
+
+/// A rolled-back promotion repairs a profile edited by hand back to the revision rolled back to;
+/// once every target holds it again, that is recorded (`kept`), and later passes are steady again:
+/// they write nothing and need not read the stored revision.
+#[test]
+fn a_rolled_back_promotion_repairs_a_hand_edit_then_is_steady_again() {
+    let (mut p, mut w, min) = stuck_in_staging("all-at-once");
+    run(&mut p, &mut w, min + 10);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    assert_eq!(run(&mut p, &mut w, min + 12).phase, Phase::RolledBack);
+    let steady = |p: &ClusterPromotion, w: &World, min: i64| {
+        let mut without = w.clone();
+        without.revisions.clear();
+        decide(p, &without, &HealthResults::new(), &ctx(min))
+    };
+    let d = steady(&p, &w, min + 13);
+    assert_eq!((d.phase, d.needs_revision), (Phase::RolledBack, None));
+    // Someone edits dev's profile (the API server moves its generation).
+    let cp = w.profiles.get_mut("kyverno-dev").unwrap();
+    cp.spec.fields["helmCharts"][0]["chartVersion"] = json!("9.9.9");
+    cp.metadata.generation = Some(cp.metadata.generation.unwrap_or(1) + 1);
+    let d = run(&mut p, &mut w, min + 13);
+    assert_eq!(d.phase, Phase::RolledBack, "{}", d.summary);
+    assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
+    let kept = rollback(&p).unwrap().kept;
+    run(&mut p, &mut w, min + 14);
+    assert_ne!(
+        rollback(&p).unwrap().kept,
+        kept,
+        "the repaired profiles are recorded"
+    );
+    let d = steady(&p, &w, min + 15);
+    assert_eq!(
+        (d.phase, d.needs_revision.clone()),
+        (Phase::RolledBack, None),
+        "{}",
+        d.summary
+    );
+    assert!(!d.writes(), "{:?}", d.actions);
+    // production is a target the run never reached (its profile is the completed revision's):
+    // an edit of it is repaired as well.
+    let cp = w.profiles.get_mut("kyverno-production").unwrap();
+    cp.spec.fields["helmCharts"][0]["chartVersion"] = json!("9.9.9");
+    cp.metadata.generation = Some(cp.metadata.generation.unwrap_or(1) + 1);
+    run(&mut p, &mut w, min + 16);
+    assert_eq!(version_of(&w, "kyverno-production"), "3.5.2");
+}
+
+/// A rollback that missed its own deadline holds for a person: a later pass that finds a target's
+/// profile changed (here an annotation added by hand) looks again, and misses nothing new: no
+/// second `RollbackDeadlineExceeded`, the recorded miss kept as it was.
+#[test]
+fn a_failed_rollback_that_sees_a_profile_change_misses_nothing_new() {
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    run(&mut p, &mut w, min + 10);
+    assert_eq!(run(&mut p, &mut w, min + 70).phase, Phase::RollbackFailed);
+    let miss = rollback(&p).unwrap().missed;
+    w.profiles
+        .get_mut("kyverno-staging")
+        .unwrap()
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("example.com/note".into(), "looked at".into());
+    let d = run(&mut p, &mut w, min + 80);
+    assert_eq!(d.phase, Phase::RollbackFailed, "{}", d.summary);
+    assert!(d.events.is_empty(), "{:?}", d.events);
+    assert_eq!(rollback(&p).unwrap().missed, miss);
+    assert_eq!(version_of(&w, "kyverno-dev"), "9.9.9");
+}
+
+/// A rollback that misses its own deadline records what its stage waited for: the deployment when
+/// the stage's profile holds the revision, else the profile itself (here one stuck being deleted).
+#[test]
+fn a_missed_rollback_deadline_says_what_its_stage_waited_for() {
+    for deleting in [false, true] {
+        let (mut p, mut w, min) = stuck_in_staging("reverse");
+        run(&mut p, &mut w, min + 10);
+        if deleting {
+            being_deleted(&mut w, "kyverno-staging");
+        }
+        let d = run(&mut p, &mut w, min + 70);
+        assert_eq!(d.phase, Phase::RollbackFailed, "{}", d.summary);
+        let miss = rollback(&p).unwrap().missed.unwrap();
+        let why = if deleting {
+            "the revision was not applied to ClusterProfile kyverno-staging"
+        } else {
+            // Sveltos still runs 9.9.9 there.
+            "ClusterSummary HelmCharts kyverno-staging-sveltos-stg01 is not in sync."
+        };
+        assert_eq!(miss.why, why, "deleting: {deleting}");
+        assert!(d.summary.contains(why), "{}", d.summary);
+    }
+}
+
+/// The failureMessage of a rollback that missed its own deadline goes on the stage it waited for
+/// (not the current one), replaces an earlier Sveltos failure, keeps an earlier progress miss
+/// after it, and stays as it is on later passes.
+#[test]
+fn a_failed_rollback_says_why_on_the_stage_it_waited_for() {
+    let failure = |p: &ClusterPromotion, stage: &str| {
+        stage_status(p, stage)
+            .failure_message
+            .clone()
+            .unwrap_or_default()
+    };
+    // staging missed its progress deadline, then the rollback its own.
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    run(&mut p, &mut w, min + 10);
+    assert_eq!(run(&mut p, &mut w, min + 70).phase, Phase::RollbackFailed);
+    let message = failure(&p, "staging");
+    assert!(
+        message.starts_with("rollback deadline 1h exceeded at ")
+            && message.contains("; earlier: progress deadline 10m exceeded"),
+        "{message}"
+    );
+    // A later pass that looks again (a target's profile changed) keeps it as it is.
+    w.profiles
+        .get_mut("kyverno-staging")
+        .unwrap()
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("example.com/note".into(), "looked at".into());
+    assert_eq!(run(&mut p, &mut w, min + 80).phase, Phase::RollbackFailed);
+    assert_eq!(failure(&p, "staging"), message);
+
+    // staging rolled back; dev (below the current stage) never runs the revision.
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    run(&mut p, &mut w, min + 10);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, min + 12);
+    assert!(description(&p, "staging").starts_with("Rolled back to revision"));
+    assert_eq!(run(&mut p, &mut w, min + 70).phase, Phase::RollbackFailed);
+    assert!(
+        failure(&p, "dev").starts_with("rollback deadline 1h exceeded at "),
+        "{:?}",
+        stage_status(&p, "dev")
+    );
+    assert!(description(&p, "dev").starts_with(crate::pass::rollback::ROLLBACK_FAILED));
+    assert!(description(&p, "staging").starts_with("Rolled back to revision"));
+
+    // production, a target the run did not reach, never runs the revision: the current stage
+    // (dev) says why; production gets no status entry.
+    let (mut p, mut w, min) = leftover_above("reverse");
+    run(&mut p, &mut w, min + 13);
+    assert_eq!(run(&mut p, &mut w, min + 73).phase, Phase::RollbackFailed);
+    assert!(
+        failure(&p, "dev").starts_with("rollback deadline 1h exceeded at "),
+        "{:?}",
+        stage_status(&p, "dev")
+    );
+    let stages = p.status.as_ref().unwrap().stages.as_ref().unwrap();
+    assert!(stages.iter().all(|s| s.name == "dev"), "{stages:?}");
+
+    // `promoter rollback` of a run whose staging deployment fails (a failureMessage of its own).
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    summarize(&mut w, "kyverno-staging", "Failed");
+    assert_eq!(run(&mut p, &mut w, min).phase, Phase::Failing);
+    assert_eq!(
+        failure(&p, "staging"),
+        "ClusterSummary kyverno-staging-sveltos-stg01 is not yet provisioned."
+    );
+    let first = History::of(&p).0[0].revision.clone();
+    let from = Run::of(p.status.as_ref().unwrap()).unwrap();
+    annotate(
+        &mut p,
+        ROLLBACK,
+        &serde_json::to_string(&Rollback {
+            from,
+            to: first,
+            order: crate::settings::RollbackOrder::Reverse,
+            cause: crate::annotations::Cause::Manual,
+            by: "alice".into(),
+            at: Timestamp::new(t(min + 1)),
+            reason: None,
+            completed_at: None,
+            kept: None,
+            missed: None,
+        })
+        .unwrap(),
+    );
+    assert_eq!(run(&mut p, &mut w, min + 1).phase, Phase::RollingBack);
+    assert_eq!(run(&mut p, &mut w, min + 61).phase, Phase::RollbackFailed);
+    let message = failure(&p, "staging");
+    assert!(
+        message.starts_with("rollback deadline 1h exceeded at ") && !message.contains("earlier"),
+        "{message}"
     );
 }
