@@ -1922,3 +1922,41 @@ fn a_failed_rollback_says_why_on_the_stage_it_waited_for() {
         "{message}"
     );
 }
+
+// Mutation campaign: `gates/freeze.rs`.
+
+/// The freeze gate names the stage it holds (the next one) and never holds the last stage:
+/// completing a rollout starts nothing.
+#[test]
+fn a_freeze_holds_the_next_stage_by_name_and_never_the_last_one() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    w.freezes = vec![freeze("holidays", None, Some(1), None)];
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    assert!(
+        d.summary
+            .starts_with("stage dev done; stage staging held by freeze holidays"),
+        "{}",
+        d.summary
+    );
+    assert!(
+        description(&p, "dev").contains("; stage staging waits"),
+        "{}",
+        description(&p, "dev")
+    );
+    w.freezes.clear();
+    assert_eq!(run(&mut p, &mut w, 3).summary, "promoted dev -> staging");
+    sveltos(&mut w, &[]);
+    assert_eq!(
+        run(&mut p, &mut w, 4).summary,
+        "promoted staging -> production"
+    );
+    w.freezes = vec![freeze("holidays", None, Some(4), None)];
+    sveltos(&mut w, &[]);
+    let d = run(&mut p, &mut w, 5);
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert!(is_complete(&p));
+}
