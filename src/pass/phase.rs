@@ -344,6 +344,56 @@ mod tests {
         );
     }
 
+    /// `step --fail-on promotions` fails on exactly these; `Display` is the name everywhere.
+    #[test]
+    fn phases_in_error_and_their_display() {
+        let in_error: Vec<Phase> = Phase::ALL.into_iter().filter(|p| p.in_error()).collect();
+        assert_eq!(
+            in_error,
+            [
+                Phase::Failing,
+                Phase::Failed,
+                Phase::Blocked,
+                Phase::RollingBack,
+                Phase::RolledBack,
+                Phase::RollbackFailed,
+            ]
+        );
+        for p in Phase::ALL {
+            assert_eq!(p.to_string(), p.as_str());
+        }
+        assert_eq!(
+            format!("phase {}", Phase::RollbackFailed),
+            "phase RollbackFailed"
+        );
+    }
+
+    /// `status` of a promotion a pass could not decide: the current stage's stored description.
+    #[test]
+    fn the_recorded_phase_is_the_current_stages() {
+        let promotion = |current: &str| -> crate::api::ClusterPromotion {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                "metadata": {"name": "kyverno"},
+                "spec": {"profileSpec": {}, "stages": [
+                    {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
+                    {"name": "prod", "clusterSelector": {"matchLabels": {"env": "prod"}}}]},
+                "status": {"currentStageName": current, "stages": [
+                    {"name": "dev", "currentStatusDescription": "Successfully provisioned (2026-02-16T06:00:00Z)"},
+                    {"name": "prod", "currentStatusDescription": "Paused: Awaiting Manual Approval (2026-02-16T06:00:00Z)"}]}
+            }))
+            .unwrap()
+        };
+        assert_eq!(recorded(&promotion("")), Phase::Pending);
+        assert_eq!(recorded(&promotion("prod")), Phase::AwaitingApproval);
+        // Provisioned on a stage that is not the last: the rollout goes on.
+        assert_eq!(recorded(&promotion("dev")), Phase::Progressing);
+        let mut done = promotion("prod");
+        done.status.as_mut().unwrap().stages.as_mut().unwrap()[1].current_status_description =
+            Some("Successfully provisioned (2026-02-16T06:00:00Z)".into());
+        assert_eq!(recorded(&done), Phase::Complete);
+    }
+
     #[test]
     fn descriptions_map_to_their_phase() {
         let cases = [
