@@ -657,9 +657,17 @@ impl Lab {
 
     /// `promoter pause`'s record, or `resume` removing it.
     async fn pause(&self, name: &str, paused: bool) {
-        let value = paused.then(|| json!({"by": HUMAN, "at": promoter::api::Timestamp::new(self.env.now()).to_string()}).to_string());
+        let value = paused.then(|| {
+            json!({"by": HUMAN, "at": promoter::api::Timestamp::new(self.env.now()).to_string()})
+                .to_string()
+        });
+        self.annotate(name, "promoter.dev/paused", value).await;
+    }
+
+    /// A person sets (or, with None, removes) one annotation of the promotion.
+    async fn annotate(&self, name: &str, key: &str, value: Option<String>) {
         let api: kube::Api<ClusterPromotion> = kube::Api::all(self.human.clone());
-        let patch = json!({"metadata": {"annotations": {"promoter.dev/paused": value}}});
+        let patch = json!({"metadata": {"annotations": {key: value}}});
         let _ = api
             .patch(
                 name,
@@ -795,14 +803,7 @@ impl Lab {
         let record =
             json!({"by": HUMAN, "user": HUMAN, "reason": "hotfix", "until": until.to_string()})
                 .to_string();
-        let api: kube::Api<ClusterPromotion> = kube::Api::all(self.human.clone());
-        let patch = json!({"metadata": {"annotations": {"promoter.dev/freeze-bypass": record}}});
-        let _ = api
-            .patch(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(patch),
-            )
+        self.annotate(name, "promoter.dev/freeze-bypass", Some(record))
             .await;
     }
 
