@@ -439,21 +439,19 @@ async fn health_check_reads_stop_at_the_pass_deadline() {
         FaultAction::Status(503),
     ));
     let engine = env.health_engine();
-    let started = tokio::time::Instant::now();
-    let deadline = started + Duration::from_millis(400);
+    // Under the 750 ms that the first four backoffs take at the least (50 + 100 + 200 + 400 ms), so
+    // a read cannot reach its fifth attempt before the deadline, however fast the machine is.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(700);
     let v = promoter::client::retry::within_deadline(deadline, engine.evaluate(&p, "dev", &world))
         .await;
-    let took = started.elapsed();
+    // Judged by what was sent, not by when it arrived: an attempt the client starts just before
+    // the deadline can reach a busy server just after it. That no attempt *starts* after the
+    // deadline, and that one running at it is abandoned there, is proven on tokio's virtual clock
+    // by `client::retry`'s unit tests; here, end to end through kube's client and the fake
+    // cluster, the deadline cut the retries short and the verdict says why.
     let requests = cluster.requests();
     assert!(!requests.is_empty());
     for r in &requests {
-        assert!(
-            r.at < deadline.into_std(),
-            "no read after the deadline: {:?} after the start, {} {}",
-            r.at - started.into_std(),
-            r.verb,
-            r.path
-        );
         let tries = requests.iter().filter(|x| x.path == r.path).count();
         assert!(
             tries < promoter::client::retry::ATTEMPTS as usize,
@@ -461,7 +459,6 @@ async fn health_check_reads_stop_at_the_pass_deadline() {
             r.path
         );
     }
-    assert!(took < Duration::from_millis(900), "{took:?}");
     match v {
         HealthVerdict::NotEvaluated(why) => assert!(why.contains("deadline"), "{why}"),
         other => panic!("cut short by the deadline, not a verdict: {other:?}"),

@@ -242,6 +242,145 @@ mod tests {
         assert_eq!(backoff(30, 0), MAX_BACKOFF / 2);
     }
 
+    /// When each request was sent, on the test's clock.
+    type Sent = std::sync::Arc<std::sync::Mutex<Vec<Instant>>>;
+    type Answered = BoxFuture<'static, Result<Response<Full<Bytes>>, BoxError>>;
+
+    /// A service that answers every request with `status` (or an hour later, with `None`), and notes the
+    /// virtual time each request was sent at.
+    fn server(
+        status: Option<u16>,
+    ) -> (
+        impl Service<
+            Request<Body>,
+            Response = Response<Full<Bytes>>,
+            Error = BoxError,
+            Future = Answered,
+        > + Clone
+        + Send
+        + 'static,
+        Sent,
+    ) {
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = sent.clone();
+        let svc = tower::service_fn(move |_req: Request<Body>| {
+            if let Ok(mut v) = log.lock() {
+                v.push(Instant::now());
+            }
+            let fut: Answered = Box::pin(async move {
+                let Some(code) = status else {
+                    // Hung: an answer an hour later (not never, so a regression fails
+                    // instead of hanging the test).
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    return Ok(Response::new(Full::new(Bytes::from_static(b"{}"))));
+                };
+                let mut r = Response::new(Full::new(Bytes::from_static(b"{}")));
+                *r.status_mut() = StatusCode::from_u16(code)?;
+                Ok(r)
+            });
+            fut
+        });
+        (svc, sent)
+    }
+
+    fn request(method: Method) -> Request<Body> {
+        let mut req = Request::new(Body::empty());
+        *req.method_mut() = method;
+        *req.uri_mut() = http::Uri::from_static("/api/v1/namespaces");
+        req
+    }
+
+    fn sent(log: &Sent) -> Vec<Instant> {
+        log.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    // The tests below run on tokio's virtual clock (paused; it moves only when every task waits on
+    // a timer), so the deadline, the backoffs and a hung answer are timers of that clock and a busy
+    // machine cannot change what they see (issue 33: no timing-sensitive test).
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_read_is_retried_until_the_deadline_and_no_attempt_starts_after_it() {
+        // The jitter is random: twenty reads see different backoffs.
+        for _ in 0..20 {
+            let (svc, log) = server(Some(503));
+            let start = Instant::now();
+            let deadline = start + Duration::from_millis(400);
+            let answer = within_deadline(
+                deadline,
+                RetryReads { inner: svc }.oneshot(request(Method::GET)),
+            )
+            .await
+            .map(|r| r.status());
+            let ended = Instant::now();
+            let sent = sent(&log);
+            // The last attempt's answer, as it came: the caller sees the 503, not a made-up error.
+            assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE));
+            // The backoffs (50–100, 100–200, 200–400 ms…) leave room for two to four attempts in
+            // 400 ms: more than one (it was retried), fewer than ATTEMPTS (the deadline stopped it).
+            assert!(
+                (2..ATTEMPTS as usize).contains(&sent.len()),
+                "{} attempts",
+                sent.len()
+            );
+            assert!(
+                sent.iter().all(|t| *t < deadline),
+                "an attempt started at or after the deadline"
+            );
+            // It gave up as soon as the next backoff would end past the deadline: it did not wait.
+            assert!(
+                ended < deadline,
+                "returned {:?} after the start",
+                ended - start
+            );
+            assert_eq!(
+                ended,
+                *sent.last().unwrap_or(&start),
+                "it waited after its last attempt"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_still_running_at_the_deadline_is_abandoned_at_the_deadline() {
+        let (svc, log) = server(None);
+        let start = Instant::now();
+        let deadline = start + Duration::from_millis(400);
+        let answer = within_deadline(
+            deadline,
+            RetryReads { inner: svc }.oneshot(request(Method::GET)),
+        )
+        .await;
+        let why = answer.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            why.contains("the pass deadline passed while reading"),
+            "{why}"
+        );
+        assert!(why.contains("/api/v1/namespaces"), "{why}");
+        assert_eq!(Instant::now(), deadline);
+        assert_eq!(sent(&log).len(), 1, "no attempt after an abandoned one");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_deadline_a_read_is_tried_attempts_times_and_a_write_once() {
+        let (svc, log) = server(Some(503));
+        let start = Instant::now();
+        let answer = RetryReads { inner: svc }
+            .oneshot(request(Method::GET))
+            .await
+            .map(|r| r.status());
+        assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE));
+        assert_eq!(sent(&log).len(), ATTEMPTS as usize);
+        // Each wait is at least half of its backoff: 50 + 100 + 200 + 400 ms.
+        assert!(Instant::now() - start >= Duration::from_millis(750));
+        let (svc, log) = server(Some(503));
+        let answer = RetryReads { inner: svc }
+            .oneshot(request(Method::POST))
+            .await
+            .map(|r| r.status());
+        assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE));
+        assert_eq!(sent(&log).len(), 1, "a write is never replayed");
+    }
+
     #[test]
     fn only_transient_statuses_are_retried() {
         for code in [408, 409, 429, 500, 502, 503, 504] {
