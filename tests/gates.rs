@@ -105,6 +105,12 @@ fn paused_by_a_person(p: &ClusterPromotion) -> bool {
 
 /// The revision a generated profile carries, by its chart version (the scenarios' revisions differ
 /// only there).
+/// `run` missed a deadline and halted: its miss is recorded, not resumed, and no rollback of it.
+fn halted_run(p: &ClusterPromotion, run: Option<&Run>) -> bool {
+    annotations::failed(p).is_some_and(|f| Some(&f.run) == run && f.resumed.is_none())
+        && annotations::rollback(p).is_none_or(|r| Some(&r.from) != run)
+}
+
 fn version_of(profile: &Value) -> Option<String> {
     profile["spec"]["helmCharts"][0]["chartVersion"]
         .as_str()
@@ -210,9 +216,7 @@ impl Oracle {
                     .get(&name)
                     .is_some_and(|w| *w <= self.passes_began);
             // A halted miss of the current run (no rollback of it recorded, not resumed).
-            let halted = annotations::failed(&p)
-                .is_some_and(|f| Some(&f.run) == run.as_ref() && f.resumed.is_none())
-                && annotations::rollback(&p).is_none_or(|r| Some(&r.from) != run.as_ref());
+            let halted = halted_run(&p, run.as_ref());
             let rollback = annotations::rollback(&p).filter(|r| Some(&r.from) == run.as_ref());
             let good = rollback
                 .as_ref()
@@ -756,6 +760,13 @@ impl Lab {
         })
     }
 
+    /// The current run missed a deadline and halted: no rollback of it, not resumed.
+    fn halted(&self, name: &str) -> bool {
+        self.env
+            .promotion(name)
+            .is_some_and(|p| halted_run(&p, p.status.as_ref().and_then(Run::of).as_ref()))
+    }
+
     /// The current run's rollback missed its own deadline (it holds for a person).
     fn rollback_failed(&self, name: &str) -> bool {
         self.env.promotion(name).is_some_and(|p| {
@@ -861,7 +872,14 @@ struct Plan {
     /// revision's too: the rollback cannot finish, misses its own deadline and holds. The
     /// scenario ends there.
     rollback_fails: bool,
+    /// The promotion's failure policy is `halt` (the default) instead of the example's rollback:
+    /// the miss holds the run where it is. The scenario runs `HELD_TICKS` past the halt, so the
+    /// oracle sees the passes that follow it.
+    halts: bool,
 }
+
+/// Ticks a halted scenario goes on after the halt is recorded.
+const HELD_TICKS: usize = 8;
 
 #[derive(Debug)]
 struct Outcome {
@@ -912,6 +930,12 @@ async fn scenario(plan: &Plan) -> Outcome {
             json!([{"op": "add", "path": "/metadata/labels", "value": {k: v}}]),
         );
     }
+    if plan.halts {
+        lab.env.store_json_patch(
+            &name,
+            json!([{"op": "replace", "path": "/metadata/annotations/promoter.dev~1failure-policy", "value": "halt"}]),
+        );
+    }
     if let Some((from, to)) = plan.window {
         lab.env.store_json_patch(
             &name,
@@ -926,6 +950,7 @@ async fn scenario(plan: &Plan) -> Outcome {
     let mut revisions = 0;
     let mut tick = 0;
     let mut quiet_after_revision = plan.revision_at.is_none();
+    let mut halted_at = None;
     while tick < plan.ticks {
         if let Some((from, to)) = plan.freeze {
             if tick == from {
@@ -1024,7 +1049,14 @@ async fn scenario(plan: &Plan) -> Outcome {
         }
         lab.world_moves();
         tick += 1;
-        if plan.rollback_fails {
+        if plan.halts {
+            if lab.halted(&name) {
+                let since = *halted_at.get_or_insert(tick);
+                if tick >= since + HELD_TICKS {
+                    break;
+                }
+            }
+        } else if plan.rollback_fails {
             if lab.rollback_failed(&name) {
                 break;
             }
@@ -1038,7 +1070,18 @@ async fn scenario(plan: &Plan) -> Outcome {
     }
     // Late answers and late writes land now; then the oracle's last word.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let (complete, current) = if plan.rollback_fails {
+    let (complete, current) = if plan.halts {
+        // Held where the miss found it: the new revision on dev and on the failing staging, the
+        // good one still on production, nothing rolled back.
+        let new_version = lab.version(&name);
+        let at = |stage: &str| lab.env.chart_version(&format!("{name}-{stage}"));
+        (
+            lab.halted(&name),
+            at("dev").as_ref() == Some(&new_version)
+                && at("staging").as_ref() == Some(&new_version)
+                && at("production") == Some(first_version.clone()),
+        )
+    } else if plan.rollback_fails {
         // Held for a person: staging went back (its turn came), dev never did.
         (
             lab.rollback_failed(&name),
@@ -1328,6 +1371,22 @@ async fn a_rollback_that_cannot_finish_holds_under_crashes() {
     let reference = scenario(&plan).await;
     assert_safe_and_done("failed rollback", &reference);
     crash_after_each_write(&plan, reference.writes, 6, "failed rollback").await;
+}
+
+/// The default policy: 9.1.0 misses staging's deadline and the run halts where it is (dev and
+/// staging on 9.1.0, production on 3.5.2), with a crash after every write (CI: about four of them)
+/// and passes going on after the halt: no pass changes a profile after the miss (the oracle), and
+/// the miss reaches the status once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_halted_miss_changes_no_profile_under_crashes() {
+    let plan = Plan {
+        halts: true,
+        ticks: 200,
+        ..rollback_plan()
+    };
+    let reference = scenario(&plan).await;
+    assert_safe_and_done("halted miss", &reference);
+    crash_after_each_write(&plan, reference.writes, 4, "halted miss").await;
 }
 
 /// A freeze from the second minute to the twentieth, with crashes: no stage starts while it holds
