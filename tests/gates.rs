@@ -13,7 +13,9 @@
 //! * a pass that began after a person paused the promotion changes none of its profiles and not
 //!   its current stage;
 //! * a stage is recorded as having missed its progress deadline only once the deadline has passed
-//!   since the oracle first saw the stage reached, and a halted miss changes no profile after it.
+//!   since the oracle first saw the stage reached, and a halted miss changes no profile after it;
+//! * a run a person has read as complete (the last stage current, "Successfully provisioned")
+//!   never reads as waiting, awaiting, delayed or at an earlier stage again.
 //!
 //! CI runs a seeded, bounded set. `PROMOTER_CAMPAIGN=1` (optionally `PROMOTER_CAMPAIGN_SEEDS=n`)
 //! runs a larger campaign and prints its figures.
@@ -78,6 +80,8 @@ struct Oracle {
     reached_at: BTreeMap<(String, String, String), DateTime<Utc>>,
     /// The (promotion, run start, stage) misses seen recorded.
     misses: std::collections::BTreeSet<(String, String, String)>,
+    /// The (promotion, revision, stages, run start) runs a person has read as complete.
+    read_complete: std::collections::BTreeSet<(String, String, String, String)>,
     violations: Vec<String>,
     writes: usize,
 }
@@ -203,6 +207,7 @@ impl Oracle {
             }
             self.check_deadline_and_revisions(store, &p, run.as_ref(), user);
             self.check_deadline_timing(&p, run.as_ref(), user, now);
+            self.check_completion_stays(&p, run.as_ref(), user);
             let pass = user.starts_with("pass");
             if paused_by_a_person(&p) {
                 self.paused_at.entry(name.clone()).or_insert(self.writes);
@@ -508,6 +513,57 @@ impl Oracle {
 }
 
 impl Oracle {
+    /// Issue 33: a run a person has read as complete (the last stage current, described
+    /// "Successfully provisioned", upstream's text for it) never reads as waiting again: not an
+    /// earlier current stage, not waiting, awaiting, delayed or provisioning, whatever passes,
+    /// crashes and late writes follow. Judged from the status text a person reads, not from
+    /// promoter's own completion record.
+    fn check_completion_stays(&mut self, p: &ClusterPromotion, run: Option<&Run>, user: &str) {
+        let (Some(run), Some(status), Some(last)) = (run, p.status.as_ref(), p.spec.stages.last())
+        else {
+            return;
+        };
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let key = (
+            name.clone(),
+            run.revision.clone(),
+            run.stages.clone(),
+            run.since.clone(),
+        );
+        let current = status.current_stage_name.as_deref().unwrap_or_default();
+        let description = status
+            .stages
+            .iter()
+            .flatten()
+            .find(|e| e.name == current)
+            .and_then(|e| e.current_status_description.as_deref())
+            .unwrap_or_default();
+        if current == last.name && description.starts_with("Successfully provisioned") {
+            self.read_complete.insert(key);
+            return;
+        }
+        if !self.read_complete.contains(&key) {
+            return;
+        }
+        // Reported once per run (every later write would show the same).
+        const WAITING: [&str; 7] = [
+            "Paused: Awaiting",
+            "Delayed:",
+            "Window Closed:",
+            "Awaiting",
+            "Running Post-Promotion",
+            "Clusters are being provisioned",
+            "Waiting",
+        ];
+        if current != last.name || WAITING.iter().any(|w| description.starts_with(w)) {
+            self.read_complete.remove(&key);
+            self.violations.push(format!(
+                "write {} by {user}: {name} read complete, now at stage {current:?}: {description:?}",
+                self.writes
+            ));
+        }
+    }
+
     /// A stage misses its deadline no earlier than the deadline after the oracle first saw it
     /// reached in the run (holds only move a deadline later), by the oracle's own clock.
     fn check_deadline_timing(
@@ -1070,6 +1126,14 @@ async fn scenario(plan: &Plan) -> Outcome {
     }
     // Late answers and late writes land now; then the oracle's last word.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // Issue 33: one more tick of passes after the rollout completed (the oracle: a run read as
+    // complete stays complete).
+    if !plan.rolls_back && lab.complete(&name) {
+        lab.passes_begin();
+        futures::future::join_all((0..plan.passes.max(1)).map(|i| lab.pass(i))).await;
+        lab.world_moves();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let (complete, current) = if plan.halts {
         // Held where the miss found it: the new revision on dev and on the failing staging, the
         // good one still on production, nothing rolled back.
