@@ -240,6 +240,19 @@ mod tests {
             assert!(hi <= full && hi >= lo, "attempt {attempt}: {hi:?}");
         }
         assert_eq!(backoff(30, 0), MAX_BACKOFF / 2);
+        // The random half: 50 ms fixed plus 0..=50 ms (a random number modulo 51).
+        assert_eq!(backoff(0, 7), Duration::from_millis(57));
+        assert_eq!(backoff(0, 50), Duration::from_millis(100));
+        assert_eq!(backoff(0, 51), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn each_backoff_draws_another_random_number() {
+        let draws: std::collections::BTreeSet<u64> = (0..8).map(|_| random()).collect();
+        assert!(
+            draws.len() > 1,
+            "passes started together would retry in step"
+        );
     }
 
     /// When each request was sent, on the test's clock.
@@ -363,15 +376,24 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn without_a_deadline_a_read_is_tried_attempts_times_and_a_write_once() {
         let (svc, log) = server(Some(503));
-        let start = Instant::now();
-        let answer = RetryReads { inner: svc }
-            .oneshot(request(Method::GET))
-            .await
-            .map(|r| r.status());
-        assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE));
-        assert_eq!(sent(&log).len(), ATTEMPTS as usize);
-        // Each wait is at least half of its backoff: 50 + 100 + 200 + 400 ms.
-        assert!(Instant::now() - start >= Duration::from_millis(750));
+        // A minute of the virtual clock: a read retried for ever fails here instead of hanging.
+        let answer = tokio::time::timeout(
+            Duration::from_secs(60),
+            RetryReads { inner: svc }.oneshot(request(Method::GET)),
+        )
+        .await
+        .map(|r| r.map(|r| r.status()).ok());
+        assert_eq!(answer.ok().flatten(), Some(StatusCode::SERVICE_UNAVAILABLE));
+        let reads = sent(&log);
+        assert_eq!(reads.len(), ATTEMPTS as usize);
+        // The wait before attempt i + 1 is backoff(i): its half fixed, its other half random.
+        for (i, gap) in reads.windows(2).map(|w| w[1] - w[0]).enumerate() {
+            let i = i as u32;
+            assert!(
+                (backoff(i, 0)..=backoff(i, 0) * 2).contains(&gap),
+                "wait {i}: {gap:?}"
+            );
+        }
         let (svc, log) = server(Some(503));
         let answer = RetryReads { inner: svc }
             .oneshot(request(Method::POST))
@@ -379,6 +401,43 @@ mod tests {
             .map(|r| r.status());
         assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE));
         assert_eq!(sent(&log).len(), 1, "a write is never replayed");
+    }
+
+    /// kube's stack is a `tower::buffer::Buffer`: a slot reserved by `poll_ready` serves one
+    /// call, so every attempt must wait for readiness of its own service.
+    #[tokio::test(start_paused = true)]
+    async fn every_attempt_waits_for_the_readiness_of_a_buffered_service() {
+        let (svc, log) = server(Some(503));
+        let buffered = tower::buffer::Buffer::new(svc, 1);
+        let answer = RetryReads { inner: buffered }
+            .oneshot(request(Method::GET))
+            .await
+            .map(|r| r.status());
+        assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE));
+        assert_eq!(sent(&log).len(), ATTEMPTS as usize);
+    }
+
+    /// A watch streams for as long as it runs: sent once, whatever it answers; any other GET,
+    /// query or not, is retried.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_goes_out_once_and_any_other_read_is_retried() {
+        for (uri, attempts) in [
+            ("/api/v1/pods?watch=true", 1),
+            ("/api/v1/pods?resourceVersion=5&watch=1", 1),
+            ("/api/v1/pods?watch=true&resourceVersion=5", 1),
+            ("/api/v1/pods?limit=500", ATTEMPTS as usize),
+            ("/api/v1/pods?watch=false", ATTEMPTS as usize),
+        ] {
+            let (svc, log) = server(Some(503));
+            let mut req = request(Method::GET);
+            *req.uri_mut() = http::Uri::from_static(uri);
+            let answer = RetryReads { inner: svc }
+                .oneshot(req)
+                .await
+                .map(|r| r.status());
+            assert_eq!(answer.ok(), Some(StatusCode::SERVICE_UNAVAILABLE), "{uri}");
+            assert_eq!(sent(&log).len(), attempts, "{uri}");
+        }
     }
 
     #[test]
