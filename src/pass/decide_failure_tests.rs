@@ -1960,3 +1960,291 @@ fn a_freeze_holds_the_next_stage_by_name_and_never_the_last_one() {
     assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
     assert!(is_complete(&p));
 }
+
+// Mutation campaign: `revisions.rs`.
+
+/// The pass that completes a run stores its revision before its record patch; when that patch is
+/// refused (a new spec came first), the stored revision is named by nothing. The restart marks a
+/// sweep, which deletes it; the completed revision the history names stays.
+#[test]
+fn a_restart_over_a_refused_completion_sweeps_the_revision_it_stored() {
+    let (mut p, mut w, min) = completed(&[]);
+    let good = crate::api::revision_name(
+        "kyverno",
+        &p.status.clone().unwrap().profile_spec_hash.unwrap(),
+    );
+    new_revision(&mut p, "9.9.9");
+    let mut m = min;
+    let orphan = loop {
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(m));
+        let stored = d.actions.iter().find_map(|a| match a {
+            Action::StoreRevision(r) => Some(r.clone()),
+            _ => None,
+        });
+        if let Some(r) = stored {
+            // Only the revision is stored: the record patch and the status write are refused.
+            let name = r.metadata.name.clone().unwrap();
+            w.revisions.insert(name.clone(), Some(*r));
+            break name;
+        }
+        apply(&mut p, &mut w, &d);
+        provision_all(&mut w);
+        m += 1;
+        assert!(m < min + 60, "never completed");
+    };
+    assert!(!is_complete(&p), "the completion was never recorded");
+    new_revision(&mut p, "10.0.0");
+    let d = run(&mut p, &mut w, m + 1);
+    assert!(
+        d.actions.iter().any(|a| matches!(a, Action::Record(ops)
+            if ops.iter().any(|o| matches!(o, RecordOp::SweepDue(_))))),
+        "the restart marks a sweep"
+    );
+    assert_eq!(w.revisions.get(&orphan), Some(&None), "{orphan} is deleted");
+    assert!(
+        matches!(w.revisions.get(&good), Some(Some(_))),
+        "{good} stays"
+    );
+    assert!(crate::annotations::sweep_due(&p).is_none(), "done");
+}
+
+/// What `status` and `explain` read before they predict a pass: the stored revision of a rollback
+/// in progress (absent: recorded as read and absent), and nothing for a finished rollback or a
+/// rollback of an earlier run, whose passes do not need it.
+#[tokio::test]
+async fn status_reads_the_revision_of_a_rollback_in_progress_and_no_other() {
+    use crate::api::{PromotionRevision, revision_name};
+    use crate::pass::revisions::fetch_for_rollbacks;
+    use kube::api::{Api, PostParams};
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    assert_eq!(run(&mut p, &mut w, min + 10).phase, Phase::RollingBack);
+    let r = rollback(&p).unwrap();
+    let name = revision_name("kyverno", &r.to);
+    let stored = w.revisions[&name].clone().unwrap();
+    let server = crate::fake::FakeApiServer::start_with_sveltos()
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    revisions
+        .create(&PostParams::default(), &stored)
+        .await
+        .unwrap();
+    let reads = || server.count(|r| r.resource == "promotionrevisions" && r.verb == "get");
+    let mut seen = World::default();
+    fetch_for_rollbacks(&client, std::slice::from_ref(&p), &mut seen).await;
+    let got = seen.revisions.get(&name).cloned().flatten();
+    assert_eq!(got.map(|r| r.spec), Some(stored.spec.clone()));
+    assert_eq!(reads(), 1);
+    // Read and absent.
+    revisions.delete(&name, &Default::default()).await.unwrap();
+    let mut seen = World::default();
+    fetch_for_rollbacks(&client, std::slice::from_ref(&p), &mut seen).await;
+    assert_eq!(seen.revisions.get(&name), Some(&None));
+    // A rollback of an earlier run is void: nothing to read.
+    let mut earlier = p.clone();
+    let mut void = r.clone();
+    void.from.since = "2026-01-01T00:00:00Z".into();
+    annotate(&mut earlier, ROLLBACK, &crate::annotations::encode(&void));
+    server.clear_requests();
+    let mut seen = World::default();
+    fetch_for_rollbacks(&client, std::slice::from_ref(&earlier), &mut seen).await;
+    assert!(seen.revisions.is_empty());
+    // Rolled back: a steady status reads nothing.
+    for k in 11..20 {
+        sveltos(&mut w, &[]);
+        run(&mut p, &mut w, min + k);
+    }
+    assert!(rollback(&p).unwrap().completed_at.is_some());
+    let mut seen = World::default();
+    fetch_for_rollbacks(&client, std::slice::from_ref(&p), &mut seen).await;
+    assert!(seen.revisions.is_empty());
+    assert_eq!(reads(), 0);
+}
+
+/// A fake API server holding `p` (its sweep marked due) and its stored revisions: the one its
+/// history keeps and `orphans` that nothing names.
+async fn swept(
+    orphans: usize,
+) -> (
+    crate::fake::FakeApiServer,
+    kube::Client,
+    ClusterPromotion,
+    String,
+    Vec<String>,
+) {
+    use crate::api::PromotionRevision;
+    use kube::api::{Api, PostParams};
+    let (mut p, w, _) = completed(&[]);
+    annotate(&mut p, crate::annotations::REVISION_SWEEP, "token-1");
+    let server = crate::fake::FakeApiServer::start_with_sveltos()
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    let mut stored = p.clone();
+    stored.status = None;
+    stored.metadata.finalizers = None;
+    // Only its annotations matter here; upstream's CRD wants a chart's names.
+    let chart = &mut stored.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0];
+    chart["chartName"] = json!("kyverno/kyverno");
+    chart["repositoryName"] = json!("kyverno");
+    Api::<ClusterPromotion>::all(client.clone())
+        .create(&PostParams::default(), &stored)
+        .await
+        .unwrap();
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    let (good, kept) = w.revisions.iter().next().unwrap();
+    revisions
+        .create(&PostParams::default(), kept.as_ref().unwrap())
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    for i in 0..orphans {
+        let at = crate::api::Timestamp::new(t(i as i64));
+        let r = PromotionRevision::of(&p, &format!("forgotten-{i}"), "stages", None, at);
+        names.push(r.metadata.name.clone().unwrap());
+        revisions.create(&PostParams::default(), &r).await.unwrap();
+    }
+    names.sort();
+    (server, client, p, good.clone(), names)
+}
+
+fn stored_revisions(server: &crate::fake::FakeApiServer) -> Vec<String> {
+    let store = server.store();
+    let rt = crate::fake::promotion_revision_type();
+    let mut names: Vec<String> = store
+        .all(&rt)
+        .iter()
+        .filter_map(|r| r["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    names.sort();
+    names
+}
+
+fn marker(server: &crate::fake::FakeApiServer) -> Option<String> {
+    let store = server.store();
+    let p = store
+        .get(&crate::fake::cluster_promotion_type(), "", "kyverno")
+        .unwrap();
+    p["metadata"]["annotations"][crate::annotations::REVISION_SWEEP]
+        .as_str()
+        .map(String::from)
+}
+
+/// A due sweep deletes what the history forgot, at most `SWEEP_PER_PASS` per pass, says so in
+/// the pass's report, and removes its marker only once nothing is left.
+#[tokio::test]
+async fn a_due_sweep_deletes_what_the_history_forgot_page_by_page_then_clears_its_marker() {
+    use crate::pass::revisions::{SWEEP_PER_PASS, sweep_if_due};
+    let (server, client, p, good, orphans) = swept(SWEEP_PER_PASS + 1).await;
+    let done = "the revision sweep is done".to_string();
+    let deleted = |n: &str| format!("deleted PromotionRevision {n} (the history forgot it)");
+    let out = sweep_if_due(&client, &p).await;
+    assert_eq!(out.len(), SWEEP_PER_PASS, "{out:?}");
+    assert!(
+        out.iter()
+            .all(|l| l.starts_with("deleted PromotionRevision "))
+    );
+    assert!(!out.contains(&done));
+    assert_eq!(stored_revisions(&server).len(), 2);
+    assert_eq!(marker(&server).as_deref(), Some("token-1"), "one is left");
+    let left: Vec<String> = stored_revisions(&server)
+        .into_iter()
+        .filter(|n| *n != good)
+        .collect();
+    assert!(orphans.contains(&left[0]));
+    assert_eq!(sweep_if_due(&client, &p).await, [deleted(&left[0]), done]);
+    assert_eq!(stored_revisions(&server), [good]);
+    assert_eq!(marker(&server), None);
+    // No marker: nothing is read.
+    server.clear_requests();
+    let mut quiet = p.clone();
+    unannotate(&mut quiet, crate::annotations::REVISION_SWEEP);
+    assert!(sweep_if_due(&client, &quiet).await.is_empty());
+    assert!(server.requests().is_empty());
+}
+
+/// A delete that fails keeps the marker (the next pass sweeps again); one answered 404 (gone
+/// already) does not.
+#[tokio::test]
+async fn a_sweep_whose_delete_fails_keeps_its_marker_and_a_gone_revision_is_no_failure() {
+    use crate::fake::{FaultAction, FaultRule, RequestMatcher};
+    use crate::pass::revisions::sweep_if_due;
+    let deletes = || RequestMatcher::verbs(&["delete"]).resource("promotionrevisions");
+    let (server, client, p, _, orphans) = swept(2).await;
+    server.inject(FaultRule::nth(deletes(), 1, FaultAction::Status(500)));
+    let out = sweep_if_due(&client, &p).await;
+    assert_eq!(
+        out,
+        [format!(
+            "deleted PromotionRevision {} (the history forgot it)",
+            orphans[1]
+        )]
+    );
+    assert_eq!(marker(&server).as_deref(), Some("token-1"));
+    server.clear_faults();
+    server.inject(FaultRule::nth(deletes(), 1, FaultAction::Status(404)));
+    let out = sweep_if_due(&client, &p).await;
+    assert_eq!(out, ["the revision sweep is done"]);
+    assert_eq!(marker(&server), None);
+}
+
+/// A sweep deletes only the object it listed (UID precondition): a revision re-created under the
+/// same name meanwhile stays, and so does the marker.
+#[tokio::test(start_paused = true)]
+async fn a_sweep_never_deletes_a_revision_recreated_after_its_list() {
+    use crate::api::PromotionRevision;
+    use crate::fake::{FaultAction, FaultRule, RequestMatcher};
+    use crate::pass::revisions::sweep_if_due;
+    use kube::api::{Api, PostParams};
+    let (server, client, p, _, orphans) = swept(2).await;
+    let (first, second) = (orphans[0].clone(), orphans[1].clone());
+    let hold = RequestMatcher::verbs(&["delete"])
+        .resource("promotionrevisions")
+        .name(&second);
+    server.inject(FaultRule::nth(
+        hold,
+        1,
+        FaultAction::Hang(std::time::Duration::from_secs(30)),
+    ));
+    let revisions: Api<PromotionRevision> = Api::all(client.clone());
+    let before = revisions.get(&second).await.unwrap();
+    let sweeping = tokio::spawn({
+        let (client, p) = (client.clone(), p.clone());
+        async move { sweep_if_due(&client, &p).await }
+    });
+    let rt = crate::fake::promotion_revision_type();
+    // Virtual time: at most 10 s of it, well within the held delete's 30 s.
+    for _ in 0..10_000 {
+        if server.store().peek(&rt, "", &first).is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    // Listed, its delete on the way: re-created under the same name.
+    revisions
+        .delete(&second, &Default::default())
+        .await
+        .unwrap();
+    let mut again = before.clone();
+    again.metadata.uid = None;
+    again.metadata.resource_version = None;
+    again.metadata.creation_timestamp = None;
+    let again = revisions
+        .create(&PostParams::default(), &again)
+        .await
+        .unwrap();
+    assert_ne!(again.metadata.uid, before.metadata.uid);
+    let out = sweeping.await.unwrap();
+    assert_eq!(
+        out,
+        [format!(
+            "deleted PromotionRevision {first} (the history forgot it)"
+        )]
+    );
+    assert_eq!(
+        revisions.get(&second).await.unwrap().metadata.uid,
+        again.metadata.uid
+    );
+    assert_eq!(marker(&server).as_deref(), Some("token-1"));
+}

@@ -212,3 +212,86 @@ pub async fn sweep_if_due(client: &kube::Client, p: &ClusterPromotion) -> Vec<St
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn kyverno() -> ClusterPromotion {
+        serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "kyverno", "uid": "uid-1"},
+            "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]}
+        }))
+        .unwrap_or_else(|e| panic!("a valid promotion: {e}"))
+    }
+
+    fn stored(p: &ClusterPromotion, revision: &str) -> PromotionRevision {
+        let at = Timestamp::new(Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap());
+        PromotionRevision::of(p, revision, "stages", None, at)
+    }
+
+    fn names(s: &Sweep) -> Vec<&str> {
+        s.delete.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// The label is only what the list selects by: a revision is the promotion's own when its spec
+    /// names it *and* it is owned by this very promotion (UID), not by an earlier one of the same
+    /// name, nor labelled by hand onto another promotion's revision.
+    #[test]
+    fn a_sweep_deletes_only_revisions_this_promotion_owns() {
+        let p = kyverno();
+        let ours = stored(&p, "h1");
+        let mut another = stored(&p, "h2");
+        another.spec.promotion = "other".into();
+        another.metadata.owner_references = None;
+        let mut earlier = stored(&p, "h3");
+        earlier.metadata.owner_references = Some(vec![OwnerReference {
+            kind: "ClusterPromotion".into(),
+            name: "kyverno".into(),
+            uid: "uid-0".into(),
+            ..Default::default()
+        }]);
+        let mut unowned = stored(&p, "h4");
+        unowned.metadata.owner_references = None;
+        let listed = [ours, another, earlier, unowned];
+        let s = sweep(&p, &listed, true);
+        assert_eq!(
+            names(&s),
+            [
+                revision_name("kyverno", "h1"),
+                revision_name("kyverno", "h4")
+            ]
+        );
+        assert!(s.done);
+    }
+
+    /// The marker goes only once nothing is left: the list was complete and one pass deletes all
+    /// it found.
+    #[test]
+    fn a_sweep_is_done_only_when_the_list_was_complete_and_nothing_is_left() {
+        let p = kyverno();
+        let one = [stored(&p, "h1")];
+        assert!(sweep(&p, &one, true).done);
+        let more = sweep(&p, &one, false);
+        assert_eq!(more.delete.len(), 1);
+        assert!(!more.done, "another page may hold more");
+        assert_eq!(
+            sweep(&p, &[], true),
+            Sweep {
+                delete: vec![],
+                done: true
+            }
+        );
+        let full: Vec<_> = (0..=SWEEP_PER_PASS)
+            .map(|i| stored(&p, &format!("h{i}")))
+            .collect();
+        let s = sweep(&p, &full[..SWEEP_PER_PASS], true);
+        assert_eq!((s.delete.len(), s.done), (SWEEP_PER_PASS, true));
+        let s = sweep(&p, &full, true);
+        assert_eq!(s.delete.len(), SWEEP_PER_PASS);
+        assert!(!s.done, "one is left for the next pass");
+    }
+}
