@@ -270,4 +270,41 @@ mod tests {
         let bad_order = manual.replace("all-at-once", "sideways");
         assert_eq!(rollback(&with(ROLLBACK, &bad_order)), None);
     }
+    /// What a person reads of a missed deadline: the failed stage's failureMessage, the note of
+    /// its `ProgressDeadlineExceeded` Event (when the deadline fell, or when the pass saw it in
+    /// records of earlier versions), and a missed rollback deadline's message.
+    #[test]
+    fn a_missed_deadline_says_which_deadline_when_and_why() {
+        let mut f = Failed {
+            run: run(),
+            stage: "staging".into(),
+            at: at("2026-02-16T08:03:00Z"),
+            why: "Waiting for ClusterSummary st01 to be Provisioned".into(),
+            deadline: "2h".into(),
+            resumed: None,
+            due: Some(at("2026-02-16T08:00:00Z")),
+        };
+        assert_eq!(
+            f.message(),
+            "progress deadline 2h exceeded at 2026-02-16T08:00:00Z: Waiting for ClusterSummary st01 to be Provisioned"
+        );
+        assert_eq!(
+            f.event_note(),
+            "Stage staging did not complete within its progress deadline 2h (due 2026-02-16T08:00:00Z): Waiting for ClusterSummary st01 to be Provisioned"
+        );
+        f.due = None;
+        assert!(f.message().contains("exceeded at 2026-02-16T08:03:00Z: "));
+        assert!(f.event_note().contains("(due 2026-02-16T08:03:00Z): "));
+        let miss = RollbackMiss {
+            at: at("2026-02-16T09:01:00Z"),
+            due: at("2026-02-16T09:00:00Z"),
+            deadline: "1h".into(),
+            stage: "dev".into(),
+            why: "Waiting for ClusterSummary dev01 to be Provisioned".into(),
+        };
+        assert_eq!(
+            miss.message(),
+            "rollback deadline 1h exceeded at 2026-02-16T09:00:00Z: stage dev: Waiting for ClusterSummary dev01 to be Provisioned"
+        );
+    }
 }
