@@ -100,7 +100,9 @@ def resolve(segs):
     return None
 
 
-test_files = {p for p, mod in files.items() if mod and (mod[-1] == 'tests' or mod[-1].endswith('_tests'))}
+# A `*_tests.rs` file is a test module whatever name its `#[path]` mounts it under
+# (`decide_failure_tests.rs` is `mod failure_policy`).
+test_files = {p for p, mod in files.items() if (mod and (mod[-1] == 'tests' or mod[-1].endswith('_tests'))) or p.endswith('_tests.rs')}
 edges = {}
 for p, mod in files.items():
     text = strip_comments(open(p).read())
