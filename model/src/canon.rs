@@ -39,16 +39,39 @@ use promoter::pass::Decision;
 use promoter::pass::decision::RecordOp;
 use promoter::pass::summaries::{spec_written, status_written};
 use promoter::pass::write_plan::{self, PlannedWrite, WriteKind};
-use regex::Regex;
 use serde_json::{Value, json};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
-static TIMESTAMP: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z").unwrap_or_else(|_| unreachable!())
-});
+/// The shape of a timestamp as the API server and promoter write them (`d` a digit).
+const STAMP: &[u8; 20] = b"dddd-dd-ddTdd:dd:ddZ";
+
+/// The byte ranges of the timestamps in `s`, leftmost first and not overlapping (what the regex
+/// `[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z` finds): a scan of the text, not a
+/// regex engine (the model's texts are serialised for every new object).
+fn stamps_in(s: &[u8]) -> Vec<(usize, usize)> {
+    let fits = |at: usize| {
+        s.get(at..at + STAMP.len()).is_some_and(|w| {
+            w.iter()
+                .zip(STAMP)
+                .all(|(c, p)| if *p == b'd' { c.is_ascii_digit() } else { c == p })
+        })
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + STAMP.len() <= s.len() {
+        // Every match has its `T` 10 bytes in: look there first.
+        if s[i + 10] == b'T' && fits(i) {
+            out.push((i, i + STAMP.len()));
+            i += STAMP.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
 
 const DROPPED: [&str; 5] = [
     "resourceVersion",
@@ -126,12 +149,13 @@ fn record_identities(record: &Value, out: &mut Vec<i64>) {
     }
 }
 
-fn hash128(bytes: &[u8]) -> u128 {
+/// A 128-bit hash (two SipHash lanes) of bytes or of any hashable value.
+fn hash128<T: Hash + ?Sized>(t: &T) -> u128 {
     let mut a = std::collections::hash_map::DefaultHasher::new();
     let mut b = std::collections::hash_map::DefaultHasher::new();
     0xa5u8.hash(&mut b);
-    bytes.hash(&mut a);
-    bytes.hash(&mut b);
+    t.hash(&mut a);
+    t.hash(&mut b);
     ((a.finish() as u128) << 64) | b.finish() as u128
 }
 
@@ -139,10 +163,10 @@ fn text_of(v: &Value) -> Text {
     let s = serde_json::to_string(v).unwrap_or_default();
     let mut t = Text::default();
     let mut last = 0;
-    for m in TIMESTAMP.find_iter(&s) {
-        t.segments.push(hash128(&s.as_bytes()[last..m.start()]));
-        t.stamps.push(seconds(m.as_str()).unwrap_or_default());
-        last = m.end();
+    for (start, end) in stamps_in(s.as_bytes()) {
+        t.segments.push(hash128(&s.as_bytes()[last..start]));
+        t.stamps.push(seconds(&s[start..end]).unwrap_or_default());
+        last = end;
     }
     t.segments.push(hash128(&s.as_bytes()[last..]));
     t.identities = identities(v);
@@ -476,6 +500,29 @@ pub fn fingerprint(s: &State) -> u128 {
 
 #[cfg(test)]
 mod tests {
+    /// The scan finds what the regex it replaced finds, where it finds it.
+    #[test]
+    fn the_timestamp_scan_is_the_regex() {
+        let regex = regex::Regex::new(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+            .unwrap_or_else(|_| unreachable!());
+        for text in [
+            "",
+            "2026-11-27T10:00:00Z",
+            r#"{"a":"2026-11-27T10:00:00Z","b":"x2026-11-27T10:00:00Zy"}"#,
+            "12026-11-27T10:00:00Z2026-11-27T10:00:01ZZ",
+            "2026-11-27T10:00:00Z2026-11-27T10:00:01Z",
+            "2026-11-27T10:00:0Z 2026-11-27 10:00:00Z 2026-11-27T10:00:00+00:00",
+            "2026-11-27T10:00:00",
+            "T2026-11-27TT10:00:00Z 9999-99-99T99:99:99Z",
+        ] {
+            let want: Vec<(usize, usize)> = regex
+                .find_iter(text)
+                .map(|m| (m.start(), m.end()))
+                .collect();
+            assert_eq!(super::stamps_in(text.as_bytes()), want, "{text}");
+        }
+    }
+
     /// A summary's spec time is named like every other timestamp: exactly within the horizon,
     /// else "old". That tells the grace apart only while the horizon is the grace.
     #[test]
