@@ -25,6 +25,7 @@
 //! and a state's fingerprint folds the segments with the timestamps' names. Segments are 128-bit
 //! (two SipHash lanes), and so is the fold: a collision among 10^9 states has odds of about 10^-20.
 
+use super::ghost::Ghost;
 use super::memo::ArcMemo;
 use super::setup::{at, horizon, step};
 use super::state::{Acting, Pass, State, Work};
@@ -219,6 +220,8 @@ thread_local! {
     static STORED: RefCell<ArcMemo<Value, Arc<Text>>> = RefCell::default();
     static WRITES: RefCell<ArcMemo<Vec<PlannedWrite>, Arc<Text>>> = RefCell::default();
     static PLANS: RefCell<ArcMemo<Vec<Decision>, Arc<Vec<PlannedWrite>>>> = RefCell::default();
+    /// A ghost's text, per ghost (states share it until a step changes it, see `State::ghost`).
+    static GHOSTS: RefCell<ArcMemo<Ghost, Arc<Text>>> = RefCell::default();
 }
 
 fn stored_text(v: &Arc<Value>) -> Arc<Text> {
@@ -450,8 +453,12 @@ pub fn fingerprint(s: &State) -> u128 {
         }
     }
     let period = (chrono::Duration::hours(1).num_seconds() / step().num_seconds()).max(1) as u32;
-    let small = json!({"phase": s.epoch % period, "budget": s.budget, "ghost": s.ghost});
-    items.push(Item::Text(Arc::new(text_of(&small))));
+    items.push(Item::Tag(u128::from(s.epoch % period) | 20 << 96));
+    items.push(Item::Tag(hash128(&s.budget)));
+    items.push(Item::Text(GHOSTS.with(|m| {
+        m.borrow_mut()
+            .get(&s.ghost, 0, |g| Arc::new(text_of(&json!(g))))
+    })));
 
     // Timestamps by their names (see the module's docs).
     let now = at(s.epoch).timestamp();

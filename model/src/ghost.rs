@@ -235,8 +235,14 @@ fn actor(pre: &State, step: Step) -> Actor {
 pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec<String> {
     let mut out = Vec::new();
     let who = actor(pre, step);
-    if step == Step::Tick {
-        for g in &mut post.ghost.promotions {
+    if step == Step::Tick
+        && post
+            .ghost
+            .promotions
+            .iter()
+            .any(|g| g.deployed.values().any(|earlier| !earlier))
+    {
+        for g in &mut std::sync::Arc::make_mut(&mut post.ghost).promotions {
             for earlier in g.deployed.values_mut() {
                 *earlier = true;
             }
@@ -254,7 +260,10 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
         };
         let mut g = post.ghost.promotions[i].clone();
         check_promotion(&mut out, i, &a, &b, pre, post, step, who, &mut g);
-        post.ghost.promotions[i] = g;
+        // Copied only when it changed: the ghost is shared between states (`State::ghost`).
+        if post.ghost.promotions[i] != g {
+            std::sync::Arc::make_mut(&mut post.ghost).promotions[i] = g;
+        }
     }
     out
 }
@@ -609,7 +618,7 @@ fn contents_of(index: usize, revision: &str) -> Option<BTreeMap<String, u64>> {
 
 /// Keeps [`Ghost::fresh_freeze`]: a pass reads the freezes with its last list.
 fn freezes_read(pre: &State, step: Step, post: &mut State) {
-    let fresh = &mut post.ghost.fresh_freeze;
+    let mut fresh = post.ghost.fresh_freeze.clone();
     fresh.resize(post.passes.len(), false);
     let created = matches!(step, Step::Freeze { .. })
         && pre
@@ -624,6 +633,9 @@ fn freezes_read(pre: &State, step: Step, post: &mut State) {
         } else if created {
             fresh[n] = true;
         }
+    }
+    if fresh != post.ghost.fresh_freeze {
+        std::sync::Arc::make_mut(&mut post.ghost).fresh_freeze = fresh;
     }
 }
 

@@ -277,7 +277,9 @@ pub struct State {
     pub epoch: u32,
     pub passes: Vec<Pass>,
     pub budget: Budget,
-    pub ghost: super::ghost::Ghost,
+    /// Shared with the state it came from until a step changes it (most do not: it is cloned
+    /// for every candidate step, and its fingerprint text is kept per distinct ghost).
+    pub ghost: Arc<super::ghost::Ghost>,
 }
 
 /// Why the model could not take a step it should be able to take (not an invariant violation: a
@@ -316,7 +318,7 @@ impl State {
             budget: Budget::of(bounds),
             ghost: Default::default(),
         };
-        s.ghost = super::ghost::Ghost::initial(&s, bounds);
+        s.ghost = Arc::new(super::ghost::Ghost::initial(&s, bounds));
         Ok(s)
     }
 
