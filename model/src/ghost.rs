@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use promoter::annotations::{self, Run};
 use promoter::api::{ClusterPromotion, Stage};
 use promoter::fake::promotion_freeze_type;
-use promoter::fake::{Store, cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
+use promoter::fake::{Store, cluster_profile_type, cluster_summary_type};
 use promoter::labels::LabelSelector;
 use promoter::ops::control::resume_ops;
 use promoter::sim::addon::labels;
@@ -145,45 +145,44 @@ fn touched(pre: &Store, post: &Store, index: usize) -> bool {
 fn ran_everywhere(store: &Store, index: usize, stage: &Stage) -> Option<u64> {
     let name = profile_name(index, &stage.name);
     let cp = store.peek(&cluster_profile_type(), "", &name)?;
-    let normal = Value::Object((*memo::normal_form(cp)).clone());
     let selector: LabelSelector = stage.cluster_selector.clone().unwrap_or_default();
     let cs_rt = cluster_summary_type();
-    let everywhere = store
-        .stored(&sveltos_cluster_type())
-        .filter(|c| {
-            selector.selects(&labels(c)).unwrap_or(false)
-                && c.pointer("/status/ready") == Some(&Value::Bool(true))
-        })
-        .all(|c| {
-            let cluster = c
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            store
-                .peek(
-                    &cs_rt,
-                    CLUSTER_NAMESPACE,
-                    &format!("{name}-sveltos-{cluster}"),
-                )
-                .is_some_and(|cs| {
-                    cs.pointer("/spec/clusterProfileSpec") == Some(&normal)
-                        && cs
-                            .pointer("/status/featureSummaries")
-                            .and_then(Value::as_array)
-                            .is_some_and(|f| {
-                                !f.is_empty()
-                                    && f.iter().all(|x| {
-                                        x["status"] == "Provisioned"
-                                            && x["featureID"].as_str().is_some_and(|id| {
-                                                normal.as_object().is_some_and(|spec| {
-                                                    x["hash"] == feature_hash(spec, id).as_str()
-                                                })
-                                            })
-                                    })
-                            })
-                })
-        });
+    let everywhere = memo::selected(store, &selector, |c| {
+        selector.selects(&labels(c)).unwrap_or(false)
+            && c.pointer("/status/ready") == Some(&Value::Bool(true))
+    })
+    .iter()
+    .all(|cluster| {
+        store
+            .peek(
+                &cs_rt,
+                CLUSTER_NAMESPACE,
+                &format!("{name}-sveltos-{cluster}"),
+            )
+            .is_some_and(|cs| memo::per_pair(cp, cs, runs))
+    });
     everywhere.then(|| memo::profile_content(cp))
+}
+
+/// Whether summary `cs` runs profile `cp`: in sync with its spec (in Sveltos' normal form), every
+/// feature `Provisioned` with the hash of that spec.
+fn runs(cp: &std::sync::Arc<Value>, cs: &Value) -> bool {
+    let normal = memo::normal_form(cp);
+    cs.pointer("/spec/clusterProfileSpec")
+        .and_then(Value::as_object)
+        == Some(&*normal)
+        && cs
+            .pointer("/status/featureSummaries")
+            .and_then(Value::as_array)
+            .is_some_and(|f| {
+                !f.is_empty()
+                    && f.iter().all(|x| {
+                        x["status"] == "Provisioned"
+                            && x["featureID"]
+                                .as_str()
+                                .is_some_and(|id| x["hash"] == feature_hash(&normal, id).as_str())
+                    })
+            })
 }
 
 fn approved(p: &ClusterPromotion) -> bool {

@@ -3,6 +3,8 @@
 //! address; the memo holds the `Arc`, so that an address is never reused while memoised.
 
 use promoter::api::ClusterPromotion;
+use promoter::fake::{Store, sveltos_cluster_type};
+use promoter::labels::LabelSelector;
 use promoter::hash::{revision_hash, stages_hash};
 use promoter::pass::observe;
 use promoter::pass::profiles::main_profile;
@@ -191,4 +193,71 @@ pub fn decoded<K: serde::de::DeserializeOwned + Clone + 'static>(
         },
         Err(e) => Err(e),
     }
+}
+
+/// Two objects (held, so that their addresses are not reused) and what was found of them.
+type Pair = (Arc<Value>, Arc<Value>, bool);
+
+thread_local! {
+    static PAIRS: RefCell<HashMap<(usize, usize), Pair>> = RefCell::default();
+}
+
+/// `f(a, b)` for two stored objects, computed once per pair (a summary judged against its
+/// profile: most steps change neither).
+pub fn per_pair(a: &Arc<Value>, b: &Arc<Value>, f: impl FnOnce(&Arc<Value>, &Value) -> bool) -> bool {
+    let key = (Arc::as_ptr(a) as usize, Arc::as_ptr(b) as usize);
+    if let Some(t) = PAIRS.with(|m| m.borrow().get(&key).map(|(_, _, t)| *t)) {
+        return t;
+    }
+    let t = f(a, b);
+    PAIRS.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= LIMIT {
+            m.clear();
+        }
+        m.insert(key, (a.clone(), b.clone(), t));
+    });
+    t
+}
+
+thread_local! {
+    /// By the selector (compared whole): the model has a handful, and its clusters never change.
+    static SELECTED: RefCell<Vec<(LabelSelector, Arc<Vec<String>>)>> = RefCell::default();
+}
+
+/// The names of the stored SveltosClusters `keep` keeps, once per distinct `selector` (`keep`
+/// must be a function of the selector and the cluster: the model's clusters never change).
+pub fn selected(
+    store: &Store,
+    selector: &LabelSelector,
+    keep: impl Fn(&Value) -> bool,
+) -> Arc<Vec<String>> {
+    if let Some(found) = SELECTED.with(|m| {
+        m.borrow()
+            .iter()
+            .find(|(s, _)| s == selector)
+            .map(|(_, names)| names.clone())
+    }) {
+        return found;
+    }
+    let names: Arc<Vec<String>> = Arc::new(
+        store
+            .stored(&sveltos_cluster_type())
+            .filter(|c| keep(c))
+            .map(|c| {
+                c.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect(),
+    );
+    SELECTED.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= 256 {
+            m.clear();
+        }
+        m.push((selector.clone(), names.clone()));
+    });
+    names
 }
