@@ -253,10 +253,17 @@ fn go_struct(path: &str, schema: &Value, v: Option<&Value>) -> Value {
 /// Whether a field named `key` can be emitted although absent: the last segment of some entry of
 /// [`VALUE_STRUCTS`] or [`NOT_OMITEMPTY`] (the only ways [`go_field`] yields a value for `None`).
 fn emitted_when_absent(key: &str) -> bool {
-    VALUE_STRUCTS
-        .iter()
-        .chain(NOT_OMITEMPTY)
-        .any(|path| path.rsplit(['.', ']']).next() == Some(key))
+    // Asked for every absent field of every struct of the schema: the last segments are
+    // collected once, not split again per field.
+    static LAST: OnceLock<std::collections::HashSet<&'static str>> = OnceLock::new();
+    LAST.get_or_init(|| {
+        VALUE_STRUCTS
+            .iter()
+            .chain(NOT_OMITEMPTY)
+            .filter_map(|path| path.rsplit(['.', ']']).next())
+            .collect()
+    })
+    .contains(key)
 }
 
 /// One field of a Go struct after a round trip: `None` when Go omits it.
