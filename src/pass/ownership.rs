@@ -7,7 +7,7 @@
 //! otherwise.
 
 use super::decision::{Action, Decision};
-use super::profiles::{main_profile, preverification_profile};
+use super::profiles::{has_preverification, preverification_name, profile_name};
 use super::world::World;
 use crate::api::sveltos::PROMOTION_NAME_LABEL;
 use crate::api::{ClusterProfile, ClusterPromotion};
@@ -16,11 +16,14 @@ use std::collections::BTreeMap;
 
 /// The ClusterProfile names a promotion generates, with the index of the stage that generates each.
 pub fn generated_names(p: &ClusterPromotion) -> Vec<(String, usize)> {
+    // By name only: building the profiles (specs, spec hashes) to read their names cost every
+    // pass a hash of every stage's spec.
+    let promotion = p.metadata.name.clone().unwrap_or_default();
     let mut out = Vec::new();
     for (i, stage) in p.spec.stages.iter().enumerate() {
-        out.push((main_profile(p, stage).name, i));
-        if let Some(pv) = preverification_profile(p, stage) {
-            out.push((pv.name, i));
+        out.push((profile_name(&promotion, &stage.name), i));
+        if has_preverification(stage) {
+            out.push((preverification_name(&promotion, &stage.name), i));
         }
     }
     out
@@ -147,6 +150,31 @@ mod tests {
             "spec": {"stages": stages}
         }))
         .unwrap()
+    }
+
+    /// The names are those of the profiles the promotion generates (built whole), in order.
+    #[test]
+    fn generated_names_are_the_generated_profiles_names() {
+        let p: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p"},
+            "spec": {"stages": [
+                {"name": "dev", "trigger": {"auto": {"preHealthCheckDeployment": [{"kind": "ConfigMap", "namespace": "d", "name": "j"}]}}},
+                {"name": "staging", "trigger": {"auto": {"delay": "1m"}}},
+                {"name": "prod", "trigger": {"auto": {"preHealthCheckDeployment": []}}},
+                {"name": "eu", "trigger": {"manual": {}}},
+            ]}
+        }))
+        .unwrap();
+        let mut built = Vec::new();
+        for (i, stage) in p.spec.stages.iter().enumerate() {
+            built.push((super::super::profiles::main_profile(&p, stage).name, i));
+            if let Some(pv) = super::super::profiles::preverification_profile(&p, stage) {
+                built.push((pv.name, i));
+            }
+        }
+        assert_eq!(generated_names(&p), built);
+        assert_eq!(built.len(), 5);
     }
 
     #[test]

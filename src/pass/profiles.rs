@@ -117,12 +117,21 @@ pub fn main_profile(p: &ClusterPromotion, stage: &Stage) -> DesiredProfile {
     )
 }
 
+/// Whether a stage has a preverification profile: its trigger names a preHealthCheckDeployment.
+pub fn has_preverification(stage: &Stage) -> bool {
+    stage
+        .trigger
+        .as_ref()
+        .and_then(|t| t.gates())
+        .is_some_and(|g| !g.pre_health_check_deployment.is_empty())
+}
+
 /// `preverification-<promotion>-<stage>`: deploys the trigger's preHealthCheckDeployment.
 pub fn preverification_profile(p: &ClusterPromotion, stage: &Stage) -> Option<DesiredProfile> {
-    let gates = stage.trigger.as_ref()?.gates()?;
-    if gates.pre_health_check_deployment.is_empty() {
+    if !has_preverification(stage) {
         return None;
     }
+    let gates = stage.trigger.as_ref()?.gates()?;
     let promotion = p.metadata.name.clone().unwrap_or_default();
     let mut spec = Map::new();
     spec.insert("syncMode".into(), json!("Continuous"));
