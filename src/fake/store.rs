@@ -12,7 +12,7 @@ use super::resource_type::ResourceType;
 use super::schema::{Crd, Schema, crd_from_value};
 use crate::labels::Requirement;
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::Arc;
@@ -71,6 +71,51 @@ pub struct DeleteOptions {
 
 type Key = (String, String, String, String); // group, plural, namespace, name
 
+/// A key's four parts, borrowed: an object is looked up without building a [`Key`] (four
+/// strings per `get`/`peek`, the model checker's most frequent call).
+trait KeyParts {
+    fn parts(&self) -> (&str, &str, &str, &str);
+}
+
+impl KeyParts for Key {
+    fn parts(&self) -> (&str, &str, &str, &str) {
+        (&self.0, &self.1, &self.2, &self.3)
+    }
+}
+
+impl KeyParts for (&str, &str, &str, &str) {
+    fn parts(&self) -> (&str, &str, &str, &str) {
+        *self
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyParts + 'a> for Key {
+    fn borrow(&self) -> &(dyn KeyParts + 'a) {
+        self
+    }
+}
+
+// Ordered as `Key` is (a `String` orders as its `str`), as `Borrow` requires.
+impl PartialEq for dyn KeyParts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyParts + '_ {}
+
+impl PartialOrd for dyn KeyParts + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn KeyParts + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 /// Cloned whole by the model checker (the `promoter-model` crate), one copy per explored state: the compiled schemas
 /// are shared.
 #[derive(Clone)]
@@ -123,16 +168,22 @@ fn finalizers(obj: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Everything that is not metadata (and not status, with a status subresource): what moves `generation`.
-fn spec_part(obj: &Value, rt: &ResourceType) -> Map<String, Value> {
-    let mut m = obj.as_object().cloned().unwrap_or_default();
-    for k in ["metadata", "apiVersion", "kind"] {
-        m.remove(k);
+/// Whether two objects are the same in everything that is not metadata (and not status, with a
+/// status subresource): what moves `generation`. Compared in place, without copying either.
+fn same_spec_part(a: &Value, b: &Value, rt: &ResourceType) -> bool {
+    fn part<'v>(v: &'v Value, rt: &ResourceType) -> impl Iterator<Item = (&'v String, &'v Value)> {
+        let status = rt.status_subresource;
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter(move |(k, _)| match k.as_str() {
+                "metadata" | "apiVersion" | "kind" => false,
+                "status" => !status,
+                _ => true,
+            })
     }
-    if rt.status_subresource {
-        m.remove("status");
-    }
-    m
+    // serde_json's maps iterate in key order: equal parts are equal sequences.
+    part(a, rt).eq(part(b, rt))
 }
 
 /// A continue token as kube-apiserver makes one: unpadded base64url of
@@ -354,6 +405,17 @@ impl Store {
         )
     }
 
+    /// [`Store::key`], borrowed (for lookups).
+    fn key_parts<'a>(
+        rt: &'a ResourceType,
+        ns: &'a str,
+        name: &'a str,
+    ) -> (&'a str, &'a str, &'a str, &'a str) {
+        let ns = if rt.namespaced { ns } else { "" };
+        let (group, plural) = ev::storage(rt);
+        (group, plural, ns, name)
+    }
+
     /// Whether a stored object (by key) is one of `rt`'s.
     fn stores(rt: &ResourceType, g: &str, p: &str) -> bool {
         ev::storage(rt) == (g, p)
@@ -361,7 +423,7 @@ impl Store {
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
         self.objects
-            .get(&Self::key(rt, ns, name))
+            .get(&Self::key_parts(rt, ns, name) as &dyn KeyParts)
             .map(|v| from_storage(rt, (**v).clone()))
             .ok_or_else(|| ApiError::not_found(rt, name))
     }
@@ -377,7 +439,14 @@ impl Store {
 
     /// One object as stored, without copying (the model checker compares them by reference).
     pub fn peek(&self, rt: &ResourceType, ns: &str, name: &str) -> Option<&Arc<Value>> {
-        self.objects.get(&Self::key(rt, ns, name))
+        self.objects
+            .get(&Self::key_parts(rt, ns, name) as &dyn KeyParts)
+    }
+
+    /// Whether two stores hold the very same objects (a clone neither has written to since): then
+    /// every object of one is the other's (the model checker skips comparing them one by one).
+    pub fn shares_objects(&self, other: &Store) -> bool {
+        Arc::ptr_eq(&self.objects, &other.objects)
     }
 
     /// Every object of a type as stored, without copying (the model checker hashes them). Events
@@ -809,7 +878,7 @@ impl Store {
             subresource,
             &self.now(),
         );
-        if spec_part(&new, rt) != spec_part(&current, rt) {
+        if !same_spec_part(&new, &current, rt) {
             let generation = current
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
