@@ -55,9 +55,13 @@ const STAMP: &[u8; 20] = b"dddd-dd-ddTdd:dd:ddZ";
 fn stamps_in(s: &[u8]) -> Vec<(usize, usize)> {
     let fits = |at: usize| {
         s.get(at..at + STAMP.len()).is_some_and(|w| {
-            w.iter()
-                .zip(STAMP)
-                .all(|(c, p)| if *p == b'd' { c.is_ascii_digit() } else { c == p })
+            w.iter().zip(STAMP).all(|(c, p)| {
+                if *p == b'd' {
+                    c.is_ascii_digit()
+                } else {
+                    c == p
+                }
+            })
         })
     };
     let mut out = Vec::new();

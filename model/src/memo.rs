@@ -4,8 +4,8 @@
 
 use promoter::api::ClusterPromotion;
 use promoter::fake::{Store, sveltos_cluster_type};
-use promoter::labels::LabelSelector;
 use promoter::hash::{revision_hash, stages_hash};
+use promoter::labels::LabelSelector;
 use promoter::pass::observe;
 use promoter::pass::profiles::main_profile;
 use promoter::sveltos::normal_form::normalize;
@@ -61,10 +61,11 @@ thread_local! {
 }
 
 /// The stored promotion `v`, decoded (`None`: it does not decode).
-pub fn promotion(v: &Arc<Value>) -> Option<Arc<Promotion>> {
+pub fn promotion(arc: &Arc<Value>) -> Option<Arc<Promotion>> {
     PROMOTIONS.with(|m| {
-        m.borrow_mut().get(v, 0, |v| {
-            let p: ClusterPromotion = observe::decode(v).ok()?;
+        m.borrow_mut().get(arc, 0, |v| {
+            // Decoded once for this and for a pass's list (`decoded`).
+            let p: ClusterPromotion = decoded(arc).ok()?;
             let (revision, stages, contents) = derived(v, &p);
             Some(Arc::new(Promotion {
                 revision,
@@ -204,7 +205,11 @@ thread_local! {
 
 /// `f(a, b)` for two stored objects, computed once per pair (a summary judged against its
 /// profile: most steps change neither).
-pub fn per_pair(a: &Arc<Value>, b: &Arc<Value>, f: impl FnOnce(&Arc<Value>, &Value) -> bool) -> bool {
+pub fn per_pair(
+    a: &Arc<Value>,
+    b: &Arc<Value>,
+    f: impl FnOnce(&Arc<Value>, &Value) -> bool,
+) -> bool {
     let key = (Arc::as_ptr(a) as usize, Arc::as_ptr(b) as usize);
     if let Some(t) = PAIRS.with(|m| m.borrow().get(&key).map(|(_, _, t)| *t)) {
         return t;
