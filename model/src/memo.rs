@@ -1,6 +1,7 @@
 //! What the model derives from a stored object, computed once per object: states share their
 //! objects (`Arc`s of the store), and most steps change one. Per thread, keyed by the object's
-//! address; the memo holds the `Arc`, so that an address is never reused while memoised.
+//! address; the memo holds a `Weak` of it, so that an address is never reused while memoised
+//! (the allocation stays) while the object itself is freed with the last state that holds it.
 
 use promoter::api::ClusterPromotion;
 use promoter::fake::{Store, sveltos_cluster_type};
@@ -12,14 +13,14 @@ use promoter::sveltos::normal_form::normalize;
 use serde_json::{Map, Value};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Beyond this many entries a memo starts over (memory, not correctness).
 const LIMIT: usize = 50_000;
 
 /// A memo of `T` per object `K` (or per element of one).
 pub struct ArcMemo<K, T> {
-    map: HashMap<(usize, usize), (Arc<K>, T)>,
+    map: HashMap<(usize, usize), (Weak<K>, T)>,
 }
 
 impl<K, T> Default for ArcMemo<K, T> {
@@ -41,7 +42,7 @@ impl<K, T: Clone> ArcMemo<K, T> {
             self.map.clear();
         }
         let t = f(owner);
-        self.map.insert(key, (owner.clone(), t.clone()));
+        self.map.insert(key, (Arc::downgrade(owner), t.clone()));
         t
     }
 }
@@ -196,8 +197,8 @@ pub fn decoded<K: serde::de::DeserializeOwned + Clone + 'static>(
     }
 }
 
-/// Two objects (held, so that their addresses are not reused) and what was found of them.
-type Pair = (Arc<Value>, Arc<Value>, bool);
+/// Two objects (weakly held, so that their addresses are not reused) and what was found of them.
+type Pair = (Weak<Value>, Weak<Value>, bool);
 
 thread_local! {
     static PAIRS: RefCell<HashMap<(usize, usize), Pair>> = RefCell::default();
@@ -220,7 +221,7 @@ pub fn per_pair(
         if m.len() >= LIMIT {
             m.clear();
         }
-        m.insert(key, (a.clone(), b.clone(), t));
+        m.insert(key, (Arc::downgrade(a), Arc::downgrade(b), t));
     });
     t
 }
