@@ -261,7 +261,16 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
             continue;
         };
         let mut g = post.ghost.promotions[i].clone();
-        check_promotion(&mut out, i, &a, &b, pre, post, step, who, &mut g);
+        let cx = PromotionStep {
+            i,
+            ma: &a,
+            mb: &b,
+            pre,
+            post,
+            step,
+            who,
+        };
+        check_promotion(&cx, &mut g, &mut out);
         // Copied only when it changed: the ghost is shared between states (`State::ghost`).
         if post.ghost.promotions[i] != g {
             std::sync::Arc::make_mut(&mut post.ghost).promotions[i] = g;
@@ -319,18 +328,30 @@ fn held(pre: &State, step: Step, post: &State, out: &mut Vec<String>) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn check_promotion(
-    out: &mut Vec<String>,
+/// One step as the checks of one promotion see it: the promotion before and after it (decoded),
+/// the states around it, the step and who took it.
+#[derive(Clone, Copy)]
+struct PromotionStep<'a> {
+    /// The promotion's index.
     i: usize,
-    ma: &memo::Promotion,
-    mb: &memo::Promotion,
-    pre: &State,
-    post: &State,
+    ma: &'a memo::Promotion,
+    mb: &'a memo::Promotion,
+    pre: &'a State,
+    post: &'a State,
     step: Step,
     who: Actor,
-    g: &mut PromotionGhost,
-) {
+}
+
+fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
+    let PromotionStep {
+        i,
+        ma,
+        mb,
+        pre,
+        post,
+        step,
+        who,
+    } = *cx;
     let (a, b) = (&ma.p, &mb.p);
     let name = promotion_name(i);
     let (sa, sb) = (
@@ -590,7 +611,7 @@ fn check_promotion(
             everywhere.insert(stage.name.clone(), c);
         }
     }
-    incident(out, i, ma, mb, pre, post, step, who, g);
+    incident(cx, g, out);
     // Every stage runs the spec's revision on all its clusters: it completed (a good revision).
     if everywhere == mb.contents {
         g.good.retain(|(r, _)| *r != mb.revision);
@@ -692,18 +713,9 @@ fn frozen(store: &Store, index: usize, now: DateTime<Utc>) -> bool {
 /// rolled-back revision is never promoted again without a person, a freeze is never bypassed
 /// without a record, a missed deadline is final for the run), judged from what the world shows:
 /// which content each profile gets, what runs everywhere, the status a person reads.
-#[allow(clippy::too_many_arguments)]
-fn incident(
-    out: &mut Vec<String>,
-    i: usize,
-    ma: &memo::Promotion,
-    mb: &memo::Promotion,
-    pre: &State,
-    post: &State,
-    step: Step,
-    who: Actor,
-    g: &mut PromotionGhost,
-) {
+fn incident(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
+    let (i, ma, mb, step, who) = (cx.i, cx.ma, cx.mb, cx.step, cx.who);
+    let (pre, post) = (cx.pre, cx.post);
     let name = promotion_name(i);
     learn_contents(i, ma);
     learn_contents(i, mb);
