@@ -22,6 +22,21 @@
 //! resourceVersions, UIDs and timestamps to what the model can observe of them (`canon`), so the
 //! clock ticks forever over finitely many states.
 //!
+//! # The clock and a pass's lists
+//!
+//! A pass reads its clock once, before its first list (`PassOptions.now`), and judges and stamps
+//! everything it lists with that time (a stage seen complete, the start of its soak, a deadline
+//! met or missed, a window open). Its list calls take milliseconds to seconds, bounded by the
+//! pass deadline (`--deadline`, 40 s by default), far below the model's step of 30 minutes. So
+//! the clock does not tick while a pass is between list calls (`observe=lists`): at the clock's
+//! granularity a pass's lists are one instant. Were it to tick there, a summary listed a step
+//! after the pass's clock would look deployed a step earlier than it was, and a soak would look
+//! over a step early: an error of 30 minutes the real pass cannot make. The real error is one
+//! pass's listing time (README, "Invariants": delays, deadlines and windows are precise to one
+//! pass). The clock still ticks between a pass's decision and its writes: harsher than a real
+//! pass, whose writes take seconds too, but judged fairly, since the checks judge a pass's
+//! windows and freezes by its own clock, and a tick before a write only makes a soak older.
+//!
 //! # Why an explorer of our own, not `stateright`
 //!
 //! The liveness property the gates need is "from every reachable state, a completing path exists"
@@ -39,7 +54,7 @@
 //! # Bounds
 //!
 //! [`Bounds`](setup::Bounds): promotions (of three stages: a delay, a manual approval, a window),
-//! concurrent passes, whether observing is one step or one per list call, and how many crashes,
+//! concurrent passes, whether observing is one step or two list steps, and how many crashes,
 //! lost answers, spec changes (new revision, stage reorder, selector change), hand revocations,
 //! pauses, aborts and Sveltos failures may happen. Approvals, resumes, Sveltos deployments, passes and
 //! clock ticks are unbounded: they are what lets a rollout finish. CI checks

@@ -97,8 +97,8 @@ pub enum SpecChange {
     Selector,
 }
 
-/// Whether observing is one step or three (promotions, profiles, then summaries and clusters,
-/// each a list call another actor can come between).
+/// Whether observing is one step or two (the profiles, then the promotions, summaries, clusters
+/// and freezes: another actor but the clock can come between them, see the crate doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Observe {
     Atomic,

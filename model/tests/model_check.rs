@@ -406,3 +406,18 @@ fn a_missed_deadline_rolls_back_to_the_good_revision() {
     assert_eq!(dev[resume], "1.0.0", "{}", trace::render(&bounds, &steps));
     assert_eq!(dev.last().map(String::as_str), Some("2.0.0"));
 }
+
+/// A pass's list calls are one instant of the model's clock (crate doc, "The clock and a pass's
+/// lists"): no tick between them. With a tick there, `ci,passes=2,observe=lists,crashes=0` found
+/// "stage dev passed before its delay since it ran everywhere", an error of a whole step that a
+/// real pass, whose lists take seconds, cannot make.
+#[test]
+fn the_clock_does_not_tick_between_a_pass_s_list_calls() {
+    let bounds = Bounds::parse("ci,observe=lists,crashes=0").unwrap();
+    let idle = promoter_model::State::initial(&bounds).unwrap();
+    assert!(idle.candidates(&bounds).contains(&Step::Tick));
+    let listing = idle.apply(Step::Observe(0), &bounds).unwrap().unwrap();
+    assert!(!listing.candidates(&bounds).contains(&Step::Tick));
+    let decided = listing.apply(Step::Observe(0), &bounds).unwrap().unwrap();
+    assert!(decided.candidates(&bounds).contains(&Step::Tick));
+}
