@@ -84,7 +84,8 @@ async fn server_side(scale: Scale, rounds: usize) -> anyhow::Result<(FakeApiServ
     let mut reads = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
-        promoter::ops::load::status_world(&client, None).await?;
+        promoter::ops::load::status_world(&client, None, chrono::Utc::now(), chrono_tz::UTC)
+            .await?;
         reads.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let d = dashboard(&server).await?;

@@ -351,9 +351,10 @@ async fn pages_show_what_status_and_explain_compute() {
     let overview = get(&d, "/api/overview").await;
     assert_eq!(overview.status, 200, "{}", overview.body);
     let row = &overview.json()["rows"][0]["promotion"];
-    let observation = promoter::ops::load::status_world(&env.client, None)
-        .await
-        .unwrap();
+    let observation =
+        promoter::ops::load::status_world(&env.client, None, env.now(), chrono_tz::UTC)
+            .await
+            .unwrap();
     let p = env.promotion(&name).unwrap();
     let status =
         promoter::ops::inspect::status_row(&p, &observation.world, env.now(), chrono_tz::UTC);
@@ -381,11 +382,11 @@ async fn pages_show_what_status_and_explain_compute() {
     let detail = get(&d, &format!("/api/promotions/{name}")).await;
     assert_eq!(detail.status, 200, "{}", detail.body);
     let detail = detail.json();
-    let mut world = promoter::ops::load::status_world(&env.client, None)
+    let mut world = promoter::ops::load::status_world(&env.client, None, env.now(), chrono_tz::UTC)
         .await
         .unwrap()
         .world;
-    promoter::ops::load::explain_world(&env.client, &p, &mut world)
+    promoter::ops::load::explain_world(&env.client, &p, &mut world, env.now(), chrono_tz::UTC)
         .await
         .unwrap();
     let explanation = promoter::ops::explain::explain(&p, &world, env.now(), chrono_tz::UTC, None);

@@ -246,8 +246,10 @@ async fn read_rows(
     tz: chrono_tz::Tz,
     last_pass: Option<&LastPass>,
 ) -> anyhow::Result<(Rows, DateTime<Utc>)> {
-    let observation = promoter::ops::load::status_world(client, args.selector.as_deref()).await?;
+    // The time the rows are predicted for, read before the cluster, as a pass reads its clock.
     let now = Utc::now();
+    let observation =
+        promoter::ops::load::status_world(client, args.selector.as_deref(), now, tz).await?;
     let mut rows: Vec<_> = observation
         .promotions
         .iter()
@@ -394,9 +396,10 @@ pub async fn explain(args: ExplainArgs, client: &ClientArgs) -> anyhow::Result<E
                 names.filter_map(|p| p.metadata.name.as_deref())
             ))
         })?;
-    promoter::ops::load::explain_world(&client, &p, &mut observation.world).await?;
+    let now = Utc::now();
+    promoter::ops::load::explain_world(&client, &p, &mut observation.world, now, tz).await?;
     let explanation =
-        promoter::ops::explain::explain(&p, &observation.world, Utc::now(), tz, last_pass.as_ref());
+        promoter::ops::explain::explain(&p, &observation.world, now, tz, last_pass.as_ref());
     Printer::new(output).print(&Explained(explanation))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -275,7 +275,8 @@ impl Hub {
         };
         let mut last = self.last.lock().await;
         last.1 = last_pass;
-        match crate::ops::load::status_world(&self.client, None).await {
+        let now = self.clock.now();
+        match crate::ops::load::status_world(&self.client, None, now, self.options.tz).await {
             Err(e) => {
                 // The rows stay as last read; the banner says why they are not fresh.
                 let error = crate::cli_error::render(&e);
@@ -323,9 +324,18 @@ impl Hub {
                         .iter()
                         .position(|q| q.metadata.name == p.metadata.name)
                     {
-                        Some(i) => promotions[i] = p,
-                        None => promotions.push(p),
+                        Some(i) => promotions[i] = p.clone(),
+                        None => promotions.push(p.clone()),
                     }
+                    // A rollback just asked for: its prediction needs the revision it restores.
+                    crate::ops::load::revisions_asked_for(
+                        &self.client,
+                        std::slice::from_ref(&p),
+                        &mut observation.world,
+                        self.clock.now(),
+                        self.options.tz,
+                    )
+                    .await;
                 }
                 Ok(None) => observation
                     .promotions
@@ -414,8 +424,14 @@ impl Hub {
                 };
                 // explain's world replaces the summaries with this promotion's: put them back.
                 let saved = std::mem::take(&mut observation.world.summaries);
-                let loaded =
-                    crate::ops::load::explain_world(&self.client, p, &mut observation.world).await;
+                let loaded = crate::ops::load::explain_world(
+                    &self.client,
+                    p,
+                    &mut observation.world,
+                    now,
+                    self.options.tz,
+                )
+                .await;
                 let detail = match loaded {
                     Ok(()) => {
                         let explanation = crate::ops::explain::explain(

@@ -2008,13 +2008,15 @@ fn a_restart_over_a_refused_completion_sweeps_the_revision_it_stored() {
     assert!(crate::annotations::sweep_due(&p).is_none(), "done");
 }
 
-/// What `status` and `explain` read before they predict a pass: the stored revision of a rollback
-/// in progress (absent: recorded as read and absent), and nothing for a finished rollback or a
-/// rollback of an earlier run, whose passes do not need it.
+/// What `status` and `explain` read before they predict a pass: the stored revision the decision
+/// asks for, as the pass reads it (a rollback in progress; absent: recorded as read and absent),
+/// nothing for a rollback of an earlier run or a steady rolled-back promotion, and again the
+/// revision once a profile of a rolled-back promotion was edited by hand, so that `status`
+/// predicts the repair the next pass makes, not a read of the revision.
 #[tokio::test]
-async fn status_reads_the_revision_of_a_rollback_in_progress_and_no_other() {
+async fn status_reads_the_revision_its_decision_asks_for_and_no_other() {
     use crate::api::{PromotionRevision, revision_name};
-    use crate::pass::revisions::fetch_for_rollbacks;
+    use crate::ops::load::revisions_asked_for;
     use kube::api::{Api, PostParams};
     let (mut p, mut w, min) = stuck_in_staging("reverse");
     assert_eq!(run(&mut p, &mut w, min + 10).phase, Phase::RollingBack);
@@ -2031,35 +2033,92 @@ async fn status_reads_the_revision_of_a_rollback_in_progress_and_no_other() {
         .await
         .unwrap();
     let reads = || server.count(|r| r.resource == "promotionrevisions" && r.verb == "get");
-    let mut seen = World::default();
-    fetch_for_rollbacks(&client, std::slice::from_ref(&p), &mut seen).await;
+    // What `status` observes: the world without the stored revisions (no pass lists them).
+    let observed = |w: &World| {
+        let mut seen = w.clone();
+        seen.revisions.clear();
+        seen
+    };
+    let tz = Tz::UTC;
+    let mut seen = observed(&w);
+    revisions_asked_for(
+        &client,
+        std::slice::from_ref(&p),
+        &mut seen,
+        t(min + 10),
+        tz,
+    )
+    .await;
     let got = seen.revisions.get(&name).cloned().flatten();
     assert_eq!(got.map(|r| r.spec), Some(stored.spec.clone()));
     assert_eq!(reads(), 1);
     // Read and absent.
     revisions.delete(&name, &Default::default()).await.unwrap();
-    let mut seen = World::default();
-    fetch_for_rollbacks(&client, std::slice::from_ref(&p), &mut seen).await;
+    let mut seen = observed(&w);
+    revisions_asked_for(
+        &client,
+        std::slice::from_ref(&p),
+        &mut seen,
+        t(min + 10),
+        tz,
+    )
+    .await;
     assert_eq!(seen.revisions.get(&name), Some(&None));
+    revisions
+        .create(&PostParams::default(), &stored)
+        .await
+        .unwrap();
     // A rollback of an earlier run is void: nothing to read.
     let mut earlier = p.clone();
     let mut void = r.clone();
     void.from.since = "2026-01-01T00:00:00Z".into();
     annotate(&mut earlier, ROLLBACK, &crate::annotations::encode(&void));
     server.clear_requests();
-    let mut seen = World::default();
-    fetch_for_rollbacks(&client, std::slice::from_ref(&earlier), &mut seen).await;
+    let mut seen = observed(&w);
+    revisions_asked_for(
+        &client,
+        std::slice::from_ref(&earlier),
+        &mut seen,
+        t(min + 10),
+        tz,
+    )
+    .await;
     assert!(seen.revisions.is_empty());
     // Rolled back: a steady status reads nothing.
-    for k in 11..20 {
+    let mut k = 11;
+    while rollback(&p).unwrap().kept.is_none() {
+        assert!(k < 20, "the rollback finishes and records what it keeps");
         sveltos(&mut w, &[]);
         run(&mut p, &mut w, min + k);
+        k += 1;
     }
     assert!(rollback(&p).unwrap().completed_at.is_some());
-    let mut seen = World::default();
-    fetch_for_rollbacks(&client, std::slice::from_ref(&p), &mut seen).await;
+    let mut seen = observed(&w);
+    revisions_asked_for(&client, std::slice::from_ref(&p), &mut seen, t(min + k), tz).await;
     assert!(seen.revisions.is_empty());
     assert_eq!(reads(), 0);
+    // Someone edits dev's profile: the next pass repairs it from the stored revision, and
+    // `status` reads that revision to say so.
+    let cp = w.profiles.get_mut("kyverno-dev").unwrap();
+    cp.spec.fields["helmCharts"][0]["chartVersion"] = json!("9.9.9");
+    cp.metadata.generation = Some(cp.metadata.generation.unwrap_or(1) + 1);
+    let mut seen = observed(&w);
+    revisions_asked_for(&client, std::slice::from_ref(&p), &mut seen, t(min + k), tz).await;
+    assert_eq!(reads(), 1);
+    let said = crate::ops::inspect::prediction(&p, &seen, t(min + k), tz);
+    assert_eq!(said.phase, Phase::RolledBack, "{}", said.summary);
+    assert!(
+        !said
+            .summary
+            .contains("reading its stored PromotionRevision"),
+        "{}",
+        said.summary
+    );
+    assert!(
+        said.actions.iter().any(|a| a.contains("kyverno-dev")),
+        "the repair of dev's profile is predicted: {:?}",
+        said.actions
+    );
 }
 
 /// A fake API server holding `p` (its sweep marked due) and its stored revisions: the one its

@@ -36,28 +36,6 @@ pub async fn fetch(client: &kube::Client, world: &mut World, name: &str) -> kube
     Ok(())
 }
 
-/// For `status` and `explain`: reads the revisions that the promotions' rollbacks in progress
-/// restore, so that what the next pass would do is predicted from them (a revision that cannot be
-/// read is left out; the prediction then says it would read it).
-pub async fn fetch_for_rollbacks(
-    client: &kube::Client,
-    promotions: &[crate::api::ClusterPromotion],
-    world: &mut World,
-) {
-    for p in promotions {
-        let run = p.status.as_ref().and_then(crate::annotations::Run::of);
-        let Some(r) = crate::annotations::rollback(p)
-            .filter(|r| Some(&r.from) == run.as_ref() && r.completed_at.is_none())
-        else {
-            continue;
-        };
-        let name = crate::api::revision_name(p.metadata.name.as_deref().unwrap_or_default(), &r.to);
-        if let Err(e) = fetch(client, world, &name).await {
-            tracing::debug!(revision = %name, error = %crate::cli_error::line(&e), "could not read the revision a rollback restores");
-        }
-    }
-}
-
 /// Writes `history` in the decision's record patch and, when it forgets a revision the observed
 /// history kept (and revisions are stored at all), marks a sweep due in the same patch.
 pub fn record_history(
