@@ -17,8 +17,13 @@
 //!   from a grant superseded before use (only to a run of the same revision), void when the run it
 //!   was consumed for is superseded by another revision, withdrawn when `promoter approve` gave it
 //!   to another revision. Any other removal by a pass is a lost approval.
-//! * **Completion** is never re-opened within a run, and a new run starts only for a spec that
-//!   differs from the run's.
+//! * **Completion**, as the world shows it (the status a person reads and what the clusters run,
+//!   not promoter's completion record): a run reads complete (its last stage current,
+//!   `Successfully provisioned`) only while every stage's profile carries the run's revision, each
+//!   having run it on every cluster it selects; once read complete, no later status of that run
+//!   reads a stage on its way or another stage. promoter's record is checked too: never dropped
+//!   within a run, set only at the last stage. A new run starts only for a spec that differs from
+//!   the run's.
 
 use super::memo;
 use super::setup::{Bounds, CLUSTER_NAMESPACE, CLUSTERS, STAGES, fixed_time, promotion_name, tier};
@@ -77,6 +82,8 @@ pub struct PromotionGhost {
     /// The revision a person's `resume` rolls out again after its rollback (a new run of the
     /// same spec may start once for it).
     pub retry: Option<String>,
+    /// The run the status showed complete ([`reads_complete`]), while it is the status' run.
+    pub read_complete: Option<Run>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -145,7 +152,7 @@ fn touched(pre: &Store, post: &Store, index: usize) -> bool {
 
 /// The content the stage's profile runs on every ready cluster the stage selects: each has a
 /// summary in sync with the profile, every feature `Provisioned` with the hash of that spec.
-fn ran_everywhere(store: &Store, index: usize, stage: &Stage) -> Option<u64> {
+pub fn ran_everywhere(store: &Store, index: usize, stage: &Stage) -> Option<u64> {
     let name = profile_name(index, &stage.name);
     let cp = store.peek(&cluster_profile_type(), "", &name)?;
     let selector: LabelSelector = stage.cluster_selector.clone().unwrap_or_default();
@@ -373,12 +380,7 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
     if sa != sb
         && let Some(c) = position(b, &cb)
     {
-        let reached = if complete_b {
-            b.spec.stages.len() - 1
-        } else {
-            c
-        };
-        for stage in &b.spec.stages[..=reached.min(b.spec.stages.len() - 1)] {
+        for stage in &b.spec.stages[..=c] {
             g.recorded.insert(key(
                 &stage.name,
                 mb.contents.get(&stage.name).copied().unwrap_or_default(),
@@ -477,6 +479,10 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
                 )),
             }
         }
+    }
+
+    if sa != sb {
+        completion(cx, g, out);
     }
 
     // The approval of `staging`.
@@ -616,6 +622,105 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
     if everywhere == mb.contents {
         g.good.retain(|(r, _)| *r != mb.revision);
         g.good.push((mb.revision.clone(), everywhere));
+    }
+}
+
+/// Upstream's text of a stage passed (reference, 3.10: "advancing"); on the last stage it says
+/// the rollout is complete (README, "What the status says").
+const PASSED: &str = "Successfully provisioned";
+
+/// The beginnings of the texts that say a stage is on its way, not passed (README, "What the
+/// status says"): provisioning, provisioned, soaking, checks running or failing, awaiting
+/// approval, window closed, a deployment failing or failed.
+const ON_ITS_WAY: [&str; 10] = [
+    "Clusters are being provisioned",
+    "All matching clusters are successfully deployed",
+    "No matching clusters found",
+    "Delayed:",
+    "Running Post-Promotion",
+    "Awaiting",
+    "Paused: Awaiting",
+    "Window Closed:",
+    "Deployment Fail",
+    "Failed:",
+];
+
+/// What a person reads of a promotion's progress: the current stage, and the description of its
+/// first entry (the one upstream writes).
+fn reading(p: &ClusterPromotion) -> (&str, &str) {
+    let Some(status) = p.status.as_ref() else {
+        return ("", "");
+    };
+    let current = status.current_stage_name.as_deref().unwrap_or_default();
+    let text = status
+        .stages
+        .iter()
+        .flatten()
+        .find(|e| e.name == current)
+        .and_then(|e| e.current_status_description.as_deref())
+        .unwrap_or_default();
+    (current, text)
+}
+
+/// Whether the status a person reads shows the rollout complete: the spec's last stage is the
+/// current one and says [`PASSED`], for the spec's stages. Not promoter's completion record.
+pub fn reads_complete(p: &ClusterPromotion) -> bool {
+    let (current, text) = reading(p);
+    p.spec.stages.last().is_some_and(|l| l.name == current) && text.starts_with(PASSED)
+}
+
+/// Completion as the world shows it, on a status write (issue 33 §1: independent of promoter's
+/// completion record): the status reads complete only while every stage's profile carries the
+/// run's revision, each having run it on every cluster it selects; once a run has read complete,
+/// no later status of that run reads a stage on its way or another stage, whatever pauses,
+/// resumes, aborts or blocked passes come between.
+fn completion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
+    let (i, mb) = (cx.i, cx.mb);
+    let b = &mb.p;
+    let run = b.status.as_ref().and_then(Run::of);
+    if g.read_complete.is_some() && g.read_complete != run {
+        g.read_complete = None;
+    }
+    // A status of a run of other stages (held for a person) says nothing of this spec's last.
+    let Some(run) = run.filter(|r| r.stages == mb.stages) else {
+        return;
+    };
+    let name = promotion_name(i);
+    if reads_complete(b) {
+        learn_contents(i, mb);
+        let Some(contents) = contents_of(i, &run.revision) else {
+            out.push(format!(
+                "{name}: the status reads complete for revision {} no spec had",
+                run.revision
+            ));
+            return;
+        };
+        for stage in &b.spec.stages {
+            let want = contents.get(&stage.name).copied();
+            if stored_content(&cx.post.store, i, &stage.name) != want {
+                out.push(format!(
+                    "{name}: the status reads complete while profile {name}-{} does not carry the run's revision",
+                    stage.name
+                ));
+            } else if !want.is_some_and(|c| g.deployed.contains_key(&key(&stage.name, c))) {
+                out.push(format!(
+                    "{name}: the status reads complete before stage {} ran the run's revision on every cluster",
+                    stage.name
+                ));
+            }
+        }
+        g.read_complete = Some(run);
+        return;
+    }
+    if g.read_complete.as_ref() == Some(&run) {
+        let (current, text) = reading(b);
+        let last = b.spec.stages.last().map(|s| s.name.as_str());
+        if Some(current) != last || ON_ITS_WAY.iter().any(|w| text.starts_with(w)) {
+            out.push(format!(
+                "{name}: run {} read complete, now reads stage {current}: {text:?}",
+                run.revision
+            ));
+        }
     }
 }
 
@@ -871,6 +976,67 @@ fn incident(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
                     ));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::setup::{Policy, promotion_object};
+    use serde_json::json;
+
+    /// p0 as the model creates it, its status at stage `current` saying `text`.
+    fn reading_as(current: &str, text: &str) -> ClusterPromotion {
+        let mut v = promotion_object(0, Policy::None);
+        v["status"] = json!({
+            "currentStageName": current,
+            "stages": STAGES.iter().map(|s| json!({
+                "name": s,
+                "currentStatusDescription": if *s == current { text } else { "Successfully provisioned (2026-02-16T06:00:00Z)" },
+            })).collect::<Vec<_>>(),
+        });
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("p0 decodes: {e}"))
+    }
+
+    #[test]
+    fn only_the_last_stage_saying_successfully_provisioned_reads_complete() {
+        let done = "Successfully provisioned (2026-02-16T07:00:00Z)";
+        assert!(reads_complete(&reading_as("prod", done)));
+        assert!(!reads_complete(&reading_as("staging", done)));
+        for held in [
+            "Paused: promotion paused by person since 2026-02-15T06:00:00Z (2026-02-16T07:00:00Z)",
+            "Aborted by person (2026-02-16T07:00:00Z)",
+            "Window Closed: Waiting for Next Schedule (2026-02-16T08:00:00Z). (2026-02-16T07:30:00Z)",
+        ] {
+            assert!(!reads_complete(&reading_as("prod", held)), "{held}");
+        }
+    }
+
+    /// A person's pause, an abort, a block or a rollback hold a completed run; they do not say a
+    /// stage is on its way (the checks allow them after completion). Awaiting approval does.
+    #[test]
+    fn holds_are_not_on_its_way_waiting_is() {
+        let on_its_way = |t: &str| ON_ITS_WAY.iter().any(|w| t.starts_with(w));
+        for held in [
+            "Paused: promotion paused by person",
+            "Aborted by person",
+            "Blocked: the ClusterPromotion cannot be processed (see failureMessage)",
+            "Rolling back to revision ea540a206c",
+            PASSED,
+        ] {
+            assert!(!on_its_way(held), "{held}");
+        }
+        for waiting in [
+            "Paused: Awaiting Manual Approval",
+            "Delayed: Waiting for Time Window: 2026-02-16T06:05:00Z",
+            "Window Closed: Waiting for Next Schedule (2026-02-16T08:00:00Z).",
+            "Clusters are being provisioned",
+            "All matching clusters are successfully deployed.",
+            "Running Post-Promotion Health Checks",
+            "Awaiting Health Checks to Pass",
+        ] {
+            assert!(on_its_way(waiting), "{waiting}");
         }
     }
 }

@@ -1025,16 +1025,22 @@ impl State {
         self.store.revision() != before
     }
 
-    /// Whether every promotion is complete for its current spec (the completion record is the run
-    /// of its current revision and stages).
+    /// Whether every promotion is complete for its current spec, as the world shows it (not
+    /// promoter's completion record): its status reads complete (`ghost::reads_complete`) for a
+    /// run of its current revision and stages, it is not paused, and every stage's profile
+    /// carries that revision and runs it on every cluster the stage selects.
     pub fn complete(&self, bounds: &Bounds) -> bool {
         (0..bounds.promotions).all(|i| {
             promotion(&self.store, i).is_some_and(|m| {
                 let status = m.p.status.as_ref();
-                annotations::is_complete(&m.p)
+                super::ghost::reads_complete(&m.p)
                     && annotations::paused(&m.p).is_none()
                     && status.and_then(|s| s.profile_spec_hash.as_deref()) == Some(&m.revision)
                     && status.and_then(|s| s.stages_hash.as_deref()) == Some(&m.stages)
+                    && m.p.spec.stages.iter().all(|stage| {
+                        super::ghost::ran_everywhere(&self.store, i, stage)
+                            == m.contents.get(&stage.name).copied()
+                    })
             })
         })
     }
