@@ -51,6 +51,31 @@
 //! reference count between states), so breadth-first search is cheap in memory, and it yields the
 //! shortest counterexamples.
 //!
+//! # Completion, judged from the world
+//!
+//! Neither the liveness target nor the completion invariants read promoter's completion record
+//! (`promoter.dev/completed`), so that a bug in that record, or in how the decision reads it, is
+//! not hidden from the checks that judge it (issue 33 §1). A promotion is complete
+//! ([`State::complete`](state::State::complete)) when the world shows it: the status a person
+//! reads says so (the spec's last stage is current and says `Successfully provisioned`, upstream's
+//! text, for a run of the current revision and stages), it is not paused, and every stage's
+//! profile carries that revision and runs it on every cluster the stage selects (each summary in
+//! sync, every feature `Provisioned` with the hash of that spec). A state where a pass has
+//! recorded the completion but not written the status yet is not complete. On every status write
+//! `ghost` checks that a run reads complete only once every stage ran its revision on all its
+//! clusters, and that a run once read complete never reads a stage on its way (provisioning,
+//! soaking, checks, awaiting approval, window closed, failing) or another stage again, whatever
+//! pauses, resumes, aborts or blocked passes come between. promoter's own record is still checked
+//! (never dropped within a run, set only at the last stage): it says which pass passed the last
+//! stage, whose clock judges its window.
+//!
+//! Issue 33 asks for liveness to complete *or* to a settled rolled-back or held state. The checked
+//! property, a completing path from every state (`AG EF complete`), implies it (`AG EF (complete
+//! or settled)`: complete is one of the two targets), and asks more: a settled rolled-back or held
+//! state must itself still have a completing path. It has one, because a person's `resume` gives
+//! a held or rolled-back revision back and resumes, approvals, Sveltos deployments, passes and
+//! ticks are unbounded.
+//!
 //! # Bounds
 //!
 //! [`Bounds`](setup::Bounds): promotions (of three stages: a delay, a manual approval, a window),
