@@ -134,7 +134,8 @@ fn threads() -> usize {
 /// quiescence. Stops at the first level with a violation.
 pub fn explore(bounds: &Bounds) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let init = State::initial(bounds)?;
+    // A scripted start's steps begin every trace, so that traces replay from the fresh store.
+    let (prefix, init) = super::start::prefix(bounds)?;
     let mut g = Graph {
         ids: HashMap::new(),
         parent: vec![(0, Step::Tick)],
@@ -215,7 +216,8 @@ pub fn explore(bounds: &Bounds) -> anyhow::Result<Report> {
                             };
                             g.edges.push((from, to, step));
                             if !violations.is_empty() && report.violations.len() < 8 {
-                                let mut trace = g.trace(from);
+                                let mut trace = prefix.clone();
+                                trace.extend(g.trace(from));
                                 trace.push(step);
                                 report.violations.push(Violation {
                                     messages: violations,
@@ -257,6 +259,9 @@ pub fn explore(bounds: &Bounds) -> anyhow::Result<Report> {
     if report.exhaustive {
         liveness(&g, &mut report);
         quiescence(&g, &mut report);
+        for v in &mut report.violations {
+            v.trace.splice(0..0, prefix.iter().copied());
+        }
     }
     report.graph_bytes = g.ids.capacity() * 24
         + g.parent.capacity() * std::mem::size_of::<(u32, Step)>()

@@ -112,10 +112,11 @@ pub mod ghost;
 pub mod memo;
 pub mod reference;
 pub mod setup;
+pub mod start;
 pub mod state;
 pub mod sveltos;
 pub mod trace;
 
 pub use explore::{Report, Violation, explore};
-pub use setup::{Bounds, Observe, Policy, SpecChange};
+pub use setup::{Bounds, Observe, Policy, SpecChange, Start};
 pub use state::{State, Step};

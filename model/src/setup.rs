@@ -105,6 +105,18 @@ pub enum Observe {
     ListByList,
 }
 
+/// Where the exploration starts (see `start`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// The store as a person creates it: the clusters and the promotions.
+    Fresh,
+    /// After the first revision's rollout completed, by one scripted path (`start::completed`):
+    /// every interleaving of what follows (a new revision, its deadlines, rollbacks, freezes) is
+    /// explored, the first rollout's own interleavings are not (the bounds from `Fresh` have
+    /// them).
+    Completed,
+}
+
 /// The bounds of the exploration.
 #[derive(Clone, Debug)]
 pub struct Bounds {
@@ -142,6 +154,9 @@ pub struct Bounds {
     pub approve_command: bool,
     /// Progress deadlines and what a miss does (the automatic rollback in either order).
     pub policy: Policy,
+    /// The stage (an index into [`STAGES`]) that alone has the progress deadline, or `None`:
+    /// every stage has it (`promoter.dev/progress-deadline: staging=10m` or `10m`).
+    pub deadline_stage: Option<usize>,
     /// `promoter rollback` (to the last good revision, or `--to-revision` the oldest completed
     /// one); `resume` is unbounded.
     pub rollbacks: u8,
@@ -150,6 +165,8 @@ pub struct Bounds {
     pub freezes: u8,
     /// `promoter freeze bypass` (until within the step: it expires by the clock).
     pub bypasses: u8,
+    /// Where the exploration starts.
+    pub start: Start,
     /// Give up beyond this many states (an error, not a pass).
     pub max_states: usize,
 }
@@ -174,9 +191,11 @@ impl Bounds {
             api_clock: false,
             approve_command: false,
             policy: Policy::None,
+            deadline_stage: None,
             rollbacks: 0,
             freezes: 0,
             bypasses: 0,
+            start: Start::Fresh,
             max_states: 20_000_000,
         }
     }
@@ -194,8 +213,9 @@ impl Bounds {
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
-    /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`, `rollbacks`,
-    /// `freezes`, `bypasses`, `max_states`).
+    /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`,
+    /// `deadline_on=all|dev|staging|prod`, `rollbacks`,
+    /// `freezes`, `bypasses`, `start=fresh|completed`, `max_states`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -253,9 +273,24 @@ impl Bounds {
                         }
                     }
                 }
+                "deadline_on" => {
+                    b.deadline_stage = match value {
+                        "all" => None,
+                        _ => Some(STAGES.iter().position(|s| *s == value).ok_or_else(|| {
+                            format!("deadline_on: {value:?}: all, dev, staging or prod")
+                        })?),
+                    }
+                }
                 "rollbacks" => b.rollbacks = number()?,
                 "freezes" => b.freezes = number()?,
                 "bypasses" => b.bypasses = number()?,
+                "start" => {
+                    b.start = match value {
+                        "fresh" => Start::Fresh,
+                        "completed" => Start::Completed,
+                        _ => return Err(format!("start: {value:?}: fresh or completed")),
+                    }
+                }
                 "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
                 _ => return Err(format!("{key:?}: unknown bound")),
             }
@@ -266,7 +301,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?}, rollbacks {}, freezes {}, bypasses {}",
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {}, rollbacks {}, freezes {}, bypasses {}, start {:?}",
             self.promotions,
             self.passes,
             match self.observe {
@@ -285,9 +320,11 @@ impl Bounds {
             self.api_clock,
             self.approve_command,
             self.policy,
+            self.deadline_stage.map_or("every stage", |i| STAGES[i]),
             self.rollbacks,
             self.freezes,
-            self.bypasses
+            self.bypasses,
+            self.start
         )
     }
 }
@@ -306,10 +343,11 @@ fn selector(env: &str) -> Value {
 }
 
 /// The `promoter.dev/` settings of a promotion under `policy` (README, "Operating a rollout"): a
-/// progress deadline on every stage, what a miss does, and no deadline of the rollback's own (its
+/// progress deadline on every stage (or on `stage` only), what a miss does, and no deadline of
+/// the rollback's own (its
 /// default, 1h, is two steps: the fingerprint names times older than the horizon only by rank, so
 /// it could not tell 30m from 60m).
-pub fn settings(policy: Policy) -> Value {
+pub fn settings(policy: Policy, stage: Option<usize>) -> Value {
     use promoter::settings::{
         FAILURE_POLICY, PROGRESS_DEADLINE as KEY, ROLLBACK_DEADLINE, ROLLBACK_ORDER,
     };
@@ -319,7 +357,11 @@ pub fn settings(policy: Policy) -> Value {
         Policy::Reverse => ("rollback", Some("reverse")),
         Policy::AllAtOnce => ("rollback", Some("all-at-once")),
     };
-    let mut a = json!({KEY: PROGRESS_DEADLINE, FAILURE_POLICY: failure, ROLLBACK_DEADLINE: "none"});
+    let deadline = match stage {
+        Some(i) => format!("{}={PROGRESS_DEADLINE}", STAGES[i]),
+        None => PROGRESS_DEADLINE.to_string(),
+    };
+    let mut a = json!({KEY: deadline, FAILURE_POLICY: failure, ROLLBACK_DEADLINE: "none"});
     if let Some(order) = order {
         a[ROLLBACK_ORDER] = json!(order);
     }
@@ -327,12 +369,12 @@ pub fn settings(policy: Policy) -> Value {
 }
 
 /// Promotion `index` as a person creates it.
-pub fn promotion_object(index: usize, policy: Policy) -> Value {
+pub fn promotion_object(index: usize, policy: Policy, deadline_stage: Option<usize>) -> Value {
     let mut p = json!({
         "apiVersion": "config.projectsveltos.io/v1beta1",
         "kind": "ClusterPromotion",
         "metadata": {"name": promotion_name(index), "uid": promotion_uid(index),
-                     "labels": {"tier": tier(index)}, "annotations": settings(policy)},
+                     "labels": {"tier": tier(index)}, "annotations": settings(policy, deadline_stage)},
         "spec": {
             "profileSpec": {
                 "syncMode": "Continuous",
@@ -400,7 +442,7 @@ pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
         store
             .seed(
                 &cluster_promotion_type(),
-                promotion_object(i, bounds.policy),
+                promotion_object(i, bounds.policy, bounds.deadline_stage),
             )
             .map_err(|e| anyhow::anyhow!("seeding promotion {i}: {}", e.message))?;
     }
