@@ -5,7 +5,7 @@
 //! `PROMOTER_MODEL=large cargo test --profile bench -p promoter-model --test model_check -- --ignored
 //! --nocapture`).
 
-use promoter_model::{Bounds, Policy, SpecChange, Step, explore, trace};
+use promoter_model::{Bounds, Policy, SpecChange, Start, Step, explore, trace};
 
 fn check(bounds: &Bounds) {
     let report = explore(bounds).unwrap();
@@ -437,4 +437,64 @@ fn the_clock_does_not_tick_between_a_pass_s_list_calls() {
     assert!(!listing.candidates(&bounds).contains(&Step::Tick));
     let decided = listing.apply(Step::Observe(0), &bounds).unwrap().unwrap();
     assert!(decided.candidates(&bounds).contains(&Step::Tick));
+}
+
+/// Found by this checker with a start after the first rollout
+/// (`PROMOTER_MODEL=ci,crashes=0,policy=reverse,start=completed`): a person's `promoter resume`
+/// of the run being rolled back (it says it redeploys 2.0.0) lands between the pass's rollback
+/// decision and its profile write; the write puts dev back to 1.0.0 after the resume, and the
+/// next pass starts 2.0.0 again, as the person asked. The ghost took the late write for a new
+/// rollback the person had not given back ("p0: profile p0-dev got rolled-back revision … again
+/// without a person" at the last step, before the ghost let the resume stand).
+#[test]
+fn a_rollback_landing_after_the_resume_of_its_revision_keeps_the_resume() {
+    use Step::*;
+    let bounds = Bounds {
+        crashes: 0,
+        policy: Policy::Reverse,
+        start: Start::Completed,
+        ..Bounds::ci()
+    };
+    let (mut steps, _) = promoter_model::start::prefix(&bounds).unwrap();
+    let change = steps.len();
+    steps.extend([
+        NEW_REVISION,
+        Observe(P),
+        Prepare(P),
+        Write(P),
+        Write(P),
+        Write(P),
+        // dev misses its deadline: the rollback is recorded, then its pass is about to write
+        // dev's profile back when the person resumes.
+        Tick,
+        Observe(P),
+        Prepare(P),
+        Write(P),
+        Write(P),
+        Observe(P),
+        Prepare(P),
+        Write(P),
+        Write(P),
+        Resume(P),
+        Write(P),
+        Observe(P),
+        Write(P),
+        Write(P),
+        Write(P),
+    ]);
+    replays_clean(&bounds, &steps);
+    let dev = charts(&bounds, &steps, "dev");
+    let resume = steps
+        .iter()
+        .position(|s| *s == Resume(P))
+        .unwrap_or_default();
+    assert_eq!(dev[change], "1.0.0");
+    assert_eq!(dev[resume - 1], "2.0.0");
+    assert_eq!(
+        dev[resume + 1],
+        "1.0.0",
+        "{}",
+        trace::render(&bounds, &steps)
+    );
+    assert_eq!(dev.last().map(String::as_str), Some("2.0.0"));
 }
