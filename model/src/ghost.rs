@@ -844,6 +844,11 @@ fn incident(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
     if g.missed.is_some() && g.missed != run_b {
         g.missed = None;
     }
+    // So is a rollback asked for: it allows going back in its run only (the states where a new
+    // run still carried it differed from those without it in nothing a check reads).
+    if g.rollback_asked.is_some() && g.rollback_asked != run_b {
+        g.rollback_asked = None;
+    }
     // A stage the status a person reads newly shows failed by its progress deadline.
     let misses = |m: &memo::Promotion| -> BTreeSet<String> {
         m.p.status
