@@ -157,6 +157,11 @@ pub struct Bounds {
     /// The stage (an index into [`STAGES`]) that alone has the progress deadline, or `None`:
     /// every stage has it (`promoter.dev/progress-deadline: staging=10m` or `10m`).
     pub deadline_stage: Option<usize>,
+    /// Ticks of the clock while Sveltos has not deployed the profile of a stage with a deadline
+    /// (`deadline_stage`, else any stage), each of which may make a stage miss its deadline;
+    /// `None`: unbounded. A bound of the incident path: every resumed run may miss again
+    /// otherwise, and the revision history grows with every miss.
+    pub late: Option<u8>,
     /// `promoter rollback` (to the last good revision, or `--to-revision` the oldest completed
     /// one); `resume` is unbounded.
     pub rollbacks: u8,
@@ -192,6 +197,7 @@ impl Bounds {
             approve_command: false,
             policy: Policy::None,
             deadline_stage: None,
+            late: None,
             rollbacks: 0,
             freezes: 0,
             bypasses: 0,
@@ -214,7 +220,7 @@ impl Bounds {
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
     /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`,
-    /// `deadline_on=all|dev|staging|prod`, `rollbacks`,
+    /// `deadline_on=all|dev|staging|prod`, `late`, `rollbacks`,
     /// `freezes`, `bypasses`, `start=fresh|completed`, `max_states`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
@@ -281,6 +287,7 @@ impl Bounds {
                         })?),
                     }
                 }
+                "late" => b.late = Some(number()?),
                 "rollbacks" => b.rollbacks = number()?,
                 "freezes" => b.freezes = number()?,
                 "bypasses" => b.bypasses = number()?,
@@ -301,7 +308,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {}, rollbacks {}, freezes {}, bypasses {}, start {:?}",
+            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
             self.promotions,
             self.passes,
             match self.observe {
@@ -321,6 +328,7 @@ impl Bounds {
             self.approve_command,
             self.policy,
             self.deadline_stage.map_or("every stage", |i| STAGES[i]),
+            self.late.map_or("unbounded".to_string(), |n| n.to_string()),
             self.rollbacks,
             self.freezes,
             self.bypasses,

@@ -46,6 +46,8 @@ pub struct Budget {
     pub rollbacks: u8,
     pub freezes: u8,
     pub bypasses: u8,
+    /// Late ticks left (see [`Bounds::late`]; 0 when unbounded).
+    pub late: u8,
 }
 
 impl Budget {
@@ -62,6 +64,7 @@ impl Budget {
             rollbacks: b.rollbacks,
             freezes: b.freezes,
             bypasses: b.bypasses,
+            late: b.late.unwrap_or(0),
         }
     }
 }
@@ -426,7 +429,10 @@ impl State {
             .passes
             .iter()
             .any(|p| matches!(p, Pass::Observing { .. }));
-        if (bounds.lags == 0 || !sveltos::lagging(&self.store)) && !listing {
+        if (bounds.lags == 0 || !sveltos::lagging(&self.store))
+            && !listing
+            && (self.budget.late > 0 || !self.late(bounds))
+        {
             out.push(Step::Tick);
         }
         out
@@ -532,6 +538,9 @@ impl State {
                 changed
             }
             Step::Tick => {
+                if self.late(bounds) {
+                    next.budget.late = next.budget.late.saturating_sub(1);
+                }
                 next.epoch += 1;
                 true
             }
@@ -1043,6 +1052,21 @@ impl State {
                     })
             })
         })
+    }
+
+    /// Whether a tick now is late (see [`Bounds::late`]): the bound is set and Sveltos has a
+    /// deployment to make for a stage with a progress deadline.
+    pub fn late(&self, bounds: &Bounds) -> bool {
+        bounds.late.is_some()
+            && (0..bounds.promotions).any(|i| {
+                STAGES.iter().enumerate().any(|(j, stage)| {
+                    bounds.deadline_stage.is_none_or(|d| d == j)
+                        && sveltos::pending(
+                            &self.store,
+                            &format!("{}-{stage}", setup::promotion_name(i)),
+                        )
+                })
+            })
     }
 
     /// Whether no pass is in flight.

@@ -115,6 +115,14 @@ pub fn lagging(store: &Store) -> bool {
     })
 }
 
+/// Whether a deployment of the profile `name` would change what its clusters show (it has not
+/// run its spec everywhere it selects yet).
+pub fn pending(store: &Store, name: &str) -> bool {
+    let mut after = store.clone();
+    reconcile(&mut after, name, Outcome::Deployed);
+    after.revision() != store.revision()
+}
+
 /// One reconcile of the profile `name`: deployed everywhere it selects, failing there, or its
 /// spec copied ahead of the deployment.
 pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome) {
