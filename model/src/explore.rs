@@ -34,12 +34,15 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// False when exploration stopped early (a violation, or the state limit).
     pub exhaustive: bool,
+    /// States left unexpanded at the depth bound (`Bounds::max_depth`): every state within it
+    /// was checked, liveness and quiescence were not.
+    pub beyond_depth: usize,
 }
 
 impl Report {
     pub fn summary(&self) -> String {
         format!(
-            "{} states, {} transitions, depth {}, {} complete states, {:.1} s, graph {} MiB, largest frontier {} states, {} violations{}",
+            "{} states, {} transitions, depth {}, {} complete states, {:.1} s, graph {} MiB, largest frontier {} states, {} violations{}{}",
             self.states,
             self.transitions,
             self.depth,
@@ -48,10 +51,18 @@ impl Report {
             self.graph_bytes / (1 << 20),
             self.largest_frontier,
             self.violations.len(),
-            if self.exhaustive {
+            if self.exhaustive || self.beyond_depth > 0 {
                 ""
             } else {
                 " (stopped early)"
+            },
+            if self.beyond_depth > 0 {
+                format!(
+                    " (depth bound: {} states beyond it unexpanded, liveness not checked)",
+                    self.beyond_depth
+                )
+            } else {
+                String::new()
             }
         )
     }
@@ -171,6 +182,10 @@ pub fn explore(bounds: &Bounds) -> anyhow::Result<Report> {
         }
         let mut frontier: Vec<(u32, State)> = vec![(0, init)];
         while !frontier.is_empty() {
+            if bounds.max_depth.is_some_and(|d| report.depth >= d) {
+                report.beyond_depth = frontier.len();
+                break;
+            }
             report.largest_frontier = report.largest_frontier.max(frontier.len());
             report.depth += 1;
             let mut next_frontier = Vec::new();
@@ -255,7 +270,7 @@ pub fn explore(bounds: &Bounds) -> anyhow::Result<Report> {
     report.states = g.parent.len();
     report.transitions = g.edges.len();
     report.complete = g.flags.iter().filter(|f| f.complete).count();
-    report.exhaustive = report.violations.is_empty();
+    report.exhaustive = report.violations.is_empty() && report.beyond_depth == 0;
     if report.exhaustive {
         liveness(&g, &mut report);
         quiescence(&g, &mut report);

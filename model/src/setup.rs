@@ -174,6 +174,10 @@ pub struct Bounds {
     pub start: Start,
     /// Give up beyond this many states (an error, not a pass).
     pub max_states: usize,
+    /// Explore only the states within this many steps of the start: every invariant of a step
+    /// is checked on them, but not liveness and quiescence (they need the whole graph); `None`:
+    /// every state.
+    pub max_depth: Option<usize>,
 }
 
 impl Bounds {
@@ -203,6 +207,7 @@ impl Bounds {
             bypasses: 0,
             start: Start::Fresh,
             max_states: 20_000_000,
+            max_depth: None,
         }
     }
 
@@ -221,7 +226,7 @@ impl Bounds {
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
     /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`,
     /// `deadline_on=all|dev|staging|prod`, `late`, `rollbacks`,
-    /// `freezes`, `bypasses`, `start=fresh|completed`, `max_states`).
+    /// `freezes`, `bypasses`, `start=fresh|completed`, `max_states`, `max_depth`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -297,6 +302,9 @@ impl Bounds {
                         "completed" => Start::Completed,
                         _ => return Err(format!("start: {value:?}: fresh or completed")),
                     }
+                }
+                "max_depth" => {
+                    b.max_depth = Some(value.parse().map_err(|e| format!("{key}: {e}"))?)
                 }
                 "max_states" => b.max_states = value.parse().map_err(|e| format!("{key}: {e}"))?,
                 _ => return Err(format!("{key:?}: unknown bound")),
