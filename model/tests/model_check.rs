@@ -55,6 +55,61 @@ fn every_interleaving_of_a_missed_deadline_keeps_the_incident_invariants() {
     });
 }
 
+/// Every state within `bounds.max_depth` steps of the start keeps every invariant (liveness
+/// and quiescence need the whole graph: not checked).
+fn check_to_depth(bounds: &Bounds) {
+    let report = explore(bounds).unwrap();
+    eprintln!("{}: {}", bounds.describe(), report.summary());
+    let mut text = String::new();
+    for v in &report.violations {
+        text.push_str(&format!(
+            "\n{}\nsteps: {}\n{}",
+            v.messages.join("\n"),
+            trace::as_rust(&v.trace),
+            trace::render(bounds, &v.trace)
+        ));
+    }
+    assert!(report.violations.is_empty(), "{text}");
+    assert_eq!(Some(report.depth), bounds.max_depth, "{}", report.summary());
+}
+
+/// The incident path after a completed rollout, in CI to a depth (its whole graph is more than
+/// 93,000 states, BENCHMARKS.md): a new revision, staging's progress deadline (10m) missed once
+/// (Sveltos late once), the automatic rollback in reverse order to the completed revision
+/// (staging first, then dev once staging runs it), `promoter resume` at any point. Every state
+/// within 29 steps of the completed start (about 10,000 states) keeps every invariant: a
+/// profile goes back only for a rollback of the run, only to the last good revision, dev only
+/// once staging runs it; the rolled-back revision does not start again without a person.
+#[test]
+fn a_missed_deadline_rolls_back_in_reverse_order_in_every_interleaving_to_a_depth() {
+    check_to_depth(&Bounds {
+        crashes: 0,
+        policy: Policy::Reverse,
+        deadline_stage: Some(1),
+        late: Some(1),
+        start: Start::Completed,
+        max_depth: Some(29),
+        ..Bounds::ci()
+    });
+}
+
+/// `promoter rollback` (or `--to-revision`), a PromotionFreeze created, expiring or deleted,
+/// `freeze bypass` and resume around a new revision after a completed rollout, in CI to a depth
+/// (about 6,000 states): no stage starts under an active freeze without a valid bypass, and a
+/// profile goes back only for the rollback asked for the run, to the last good revision.
+#[test]
+fn freezes_bypasses_and_rollbacks_keep_the_incident_invariants_to_a_depth() {
+    check_to_depth(&Bounds {
+        crashes: 0,
+        rollbacks: 1,
+        freezes: 1,
+        bypasses: 1,
+        start: Start::Completed,
+        max_depth: Some(10),
+        ..Bounds::ci()
+    });
+}
+
 /// Replays `steps` from the initial state of `bounds`: every step is possible and breaks nothing.
 fn replays_clean(bounds: &Bounds, steps: &[Step]) {
     let states = trace::replay(bounds, steps).unwrap();
