@@ -100,7 +100,15 @@
 //! rolled-back revision starts again only after a `resume` that says it redeploys it; a run whose
 //! status showed a missed deadline neither moves on nor gets its revision on a profile until a
 //! person resumes; no stage starts under an active freeze (read by the pass) without a valid
-//! bypass. CI replays the rollback path (`a_missed_deadline_rolls_back_to_the_good_revision`).
+//! bypass. Bounds of their own: `start=completed` ([`Start`](setup::Start): explore from the
+//! first rollout completed by one scripted path, [`start`]), `deadline_on=<stage>`, `late=N`
+//! (how often Sveltos may be late on a stage with a deadline: without it every resumed run may
+//! miss again and the history grows with each miss) and `max_depth=N` (every state within N
+//! steps, step invariants only). CI checks the whole graph of a deadline on every stage under
+//! the rollback policy with one revision (a miss holds: 33,104 states, liveness), and to a depth
+//! the rollback in reverse order after a completed rollout (29 steps) and `promoter rollback`,
+//! freezes and bypasses (10 steps); their whole graphs are too large for CI (BENCHMARKS.md).
+//! CI also replays the rollback path (`a_missed_deadline_rolls_back_to_the_good_revision`).
 //! Not modelled: a rollback's own deadline (set to `none`: its default, 1h, is two steps, which
 //! the fingerprint cannot tell apart), deadlines together with pauses (the time held is summed
 //! from timestamps older than the horizon), health checks, Cluster API clusters, sharding and
