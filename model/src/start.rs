@@ -9,12 +9,9 @@ use super::state::{State, Step};
 /// The first revision rolled out by one path of the world's actors, each pass run to its end:
 /// dev deployed (its soak ends within the step), staging approved by hand, deployed, prod
 /// reached in its window and deployed, and the completion recorded a tick later.
-const COMPLETED: [Actor; 11] = [
+const COMPLETED: [Actor; 12] = [
     Actor::Pass,
-    Actor::Do(Step::Deploy {
-        promotion: 0,
-        stage: 0,
-    }),
+    deploy(0),
     Actor::Pass,
     Actor::Do(Step::Approve {
         promotion: 0,
@@ -23,21 +20,24 @@ const COMPLETED: [Actor; 11] = [
     }),
     Actor::Do(Step::Tick),
     Actor::Pass,
-    Actor::Do(Step::Deploy {
-        promotion: 0,
-        stage: 1,
-    }),
+    deploy(1),
     Actor::Pass,
-    Actor::Do(Step::Deploy {
-        promotion: 0,
-        stage: 2,
-    }),
+    deploy(2),
     Actor::Pass,
     Actor::Do(Step::Tick),
+    Actor::Pass,
 ];
 
+/// Sveltos deploys p0's profile of `stage`.
+const fn deploy(stage: u8) -> Actor {
+    Actor::Do(Step::Deploy {
+        promotion: 0,
+        stage,
+    })
+}
+
 /// One step of a script: a whole pass (pass 0, from its observation to its last write), or one
-/// step of another actor. (The last pass of [`COMPLETED`] is added by [`steps`].)
+/// step of another actor.
 #[derive(Clone, Copy)]
 enum Actor {
     Pass,
@@ -48,12 +48,12 @@ enum Actor {
 pub fn prefix(bounds: &Bounds) -> anyhow::Result<(Vec<Step>, State)> {
     let mut state = State::initial(bounds)?;
     let mut steps = Vec::new();
-    let script: Vec<Actor> = match bounds.start {
+    let script: &[Actor] = match bounds.start {
         Start::Fresh => return Ok((steps, state)),
-        Start::Completed => COMPLETED.iter().copied().chain([Actor::Pass]).collect(),
+        Start::Completed => &COMPLETED,
     };
     for actor in script {
-        match actor {
+        match *actor {
             Actor::Do(step) => take(bounds, &mut state, &mut steps, step)?,
             Actor::Pass => {
                 take(bounds, &mut state, &mut steps, Step::Observe(0))?;

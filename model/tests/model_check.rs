@@ -7,7 +7,8 @@
 
 use promoter_model::{Bounds, Policy, SpecChange, Start, Step, explore, trace};
 
-fn check(bounds: &Bounds) {
+/// Explores `bounds`, prints its figures, and fails with every violation's trace.
+fn explored(bounds: &Bounds) -> promoter_model::Report {
     let report = explore(bounds).unwrap();
     eprintln!("{}: {}", bounds.describe(), report.summary());
     let mut text = String::new();
@@ -20,7 +21,11 @@ fn check(bounds: &Bounds) {
         ));
     }
     assert!(report.violations.is_empty(), "{text}");
-    assert!(report.exhaustive);
+    report
+}
+
+fn check(bounds: &Bounds) {
+    assert!(explored(bounds).exhaustive);
 }
 
 /// `PROMOTER_MODEL=<bounds>` (see `Bounds::parse`; default `large`): check those bounds instead.
@@ -58,18 +63,7 @@ fn every_interleaving_of_a_missed_deadline_keeps_the_incident_invariants() {
 /// Every state within `bounds.max_depth` steps of the start keeps every invariant (liveness
 /// and quiescence need the whole graph: not checked).
 fn check_to_depth(bounds: &Bounds) {
-    let report = explore(bounds).unwrap();
-    eprintln!("{}: {}", bounds.describe(), report.summary());
-    let mut text = String::new();
-    for v in &report.violations {
-        text.push_str(&format!(
-            "\n{}\nsteps: {}\n{}",
-            v.messages.join("\n"),
-            trace::as_rust(&v.trace),
-            trace::render(bounds, &v.trace)
-        ));
-    }
-    assert!(report.violations.is_empty(), "{text}");
+    let report = explored(bounds);
     assert_eq!(Some(report.depth), bounds.max_depth, "{}", report.summary());
 }
 
