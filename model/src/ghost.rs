@@ -969,7 +969,11 @@ fn incident(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
                 stage.name
             ));
         }
-        g.rolled_back.insert(from);
+        // A person's `resume` that said it redeploys the revision may come while the rollback's
+        // profile writes are still under way: it gave the revision back already.
+        if g.retry.as_ref() != Some(&from) {
+            g.rolled_back.insert(from);
+        }
         if order_reverse {
             for higher in &b.spec.stages[j + 1..] {
                 if stored_content(&post.store, i, &higher.name).is_some()
