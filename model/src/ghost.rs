@@ -997,7 +997,7 @@ mod tests {
 
     /// p0 as the model creates it, its status at stage `current` saying `text`.
     fn reading_as(current: &str, text: &str) -> ClusterPromotion {
-        let mut v = promotion_object(0, Policy::None);
+        let mut v = promotion_object(0, Policy::None, None);
         v["status"] = json!({
             "currentStageName": current,
             "stages": STAGES.iter().map(|s| json!({
