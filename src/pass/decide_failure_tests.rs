@@ -2307,3 +2307,59 @@ async fn a_sweep_never_deletes_a_revision_recreated_after_its_list() {
     );
     assert_eq!(marker(&server).as_deref(), Some("token-1"));
 }
+
+// Mutation campaign: `decide.rs`.
+
+/// The ClusterSummaries a pass lists for a promotion (`watched_profiles`): those of the current
+/// stage's profile and its preverification profile; every stage's profile while a rollback of this
+/// run is in progress; none for a finished rollout, a finished rollback or a promotion being
+/// deleted. A list the decision does not read is only slower, but one it reads and did not list
+/// judges a stage without its summaries, and a failed list holds the promotion back
+/// (`Unread::missing_for`).
+#[test]
+fn a_pass_lists_the_summaries_of_the_current_stage_or_of_every_stage_it_rolls_back() {
+    use crate::pass::decide::watched_profiles;
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let fresh = promotion(auto_stages());
+    assert_eq!(
+        watched_profiles(&fresh),
+        names(&["kyverno-dev", "preverification-kyverno-dev"]),
+        "before any status: stage 1"
+    );
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    let staging = names(&["kyverno-staging", "preverification-kyverno-staging"]);
+    assert_eq!(watched_profiles(&p), staging);
+    let mut deleted = p.clone();
+    deleted.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Default::default()),
+    );
+    assert_eq!(watched_profiles(&deleted), names(&[]));
+    // A rollback recorded for an earlier run is void: the current stage only.
+    let (done, _, _) = completed(&[]);
+    let mut void = p.clone();
+    let earlier = Rollback {
+        from: Run::of(done.status.as_ref().unwrap()).unwrap(),
+        to: "h".into(),
+        order: crate::settings::RollbackOrder::Reverse,
+        cause: crate::annotations::Cause::ProgressDeadline,
+        by: "promoter".into(),
+        at: crate::api::Timestamp::new(t(0)),
+        reason: None,
+        completed_at: None,
+        kept: None,
+        missed: None,
+    };
+    annotate(&mut void, ROLLBACK, &crate::annotations::encode(&earlier));
+    assert_eq!(watched_profiles(&void), staging);
+    assert_eq!(watched_profiles(&done), names(&[]), "complete");
+    // The missed deadline rolls back: every stage it may restore.
+    assert_eq!(run(&mut p, &mut w, min + 10).phase, Phase::RollingBack);
+    let every = names(&["kyverno-dev", "kyverno-staging", "kyverno-production"]);
+    assert_eq!(watched_profiles(&p), every);
+    for k in 11..20 {
+        sveltos(&mut w, &[]);
+        run(&mut p, &mut w, min + k);
+    }
+    assert!(rollback(&p).unwrap().completed_at.is_some());
+    assert_eq!(watched_profiles(&p), names(&[]), "rolled back");
+}
