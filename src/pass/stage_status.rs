@@ -89,4 +89,36 @@ mod tests {
         );
         assert_eq!(description_text("no timestamp"), "no timestamp");
     }
+
+    /// Only upstream's trailing ` (2006-01-02T15:04:05Z)` is a timestamp: a description written
+    /// without one (by hand, by another controller) keeps its parenthesis; read without it, a pass
+    /// setting the shorter text would take it as written already and say nothing (mutation
+    /// campaign, issue 33).
+    #[test]
+    fn only_a_trailing_timestamp_is_taken_off_a_description() {
+        for kept in [
+            "Paused by alice (on call)",
+            // Ends like a timestamp, is not one's length.
+            "Blocked (see ticket OPS-1Z)",
+            // A timestamp's length, without its `Z)`.
+            "Blocked (2026-02-16T06:28:24z)",
+        ] {
+            assert_eq!(description_text(kept), kept);
+        }
+        assert_eq!(
+            description_text("Blocked (see ticket OPS-1Z) (2026-02-16T06:28:24Z)"),
+            "Blocked (see ticket OPS-1Z)"
+        );
+        let t0 = Utc.with_ymd_and_hms(2026, 2, 16, 6, 28, 24).unwrap();
+        let mut s = StageStatus {
+            current_status_description: Some("Paused by alice (on call)".into()),
+            ..Default::default()
+        };
+        set_description(&mut s, "Paused by alice", t0);
+        assert_eq!(
+            s.current_status_description.as_deref(),
+            Some("Paused by alice (2026-02-16T06:28:24Z)")
+        );
+        assert_eq!(s.last_status_check_time, Some(Timestamp::new(t0)));
+    }
 }
