@@ -576,5 +576,10 @@ mod tests {
         for v in RollbackOrder::VALUES {
             assert_eq!(RollbackOrder::parse(v).unwrap().as_str(), v);
         }
+        // `explain` prints the policy read from the annotation by these names.
+        for v in FailurePolicy::VALUES {
+            let s = Settings::of(&promotion(&[(FAILURE_POLICY, v)]));
+            assert_eq!(s.failure_policy.as_str(), v);
+        }
     }
 }
