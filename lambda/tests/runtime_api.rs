@@ -268,10 +268,13 @@ async fn outside_lambda_it_says_what_it_is() {
 async fn a_pass_that_would_overrun_the_invocation_reports_a_timeout() {
     use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
     let server = management_cluster().await;
-    // The API server hangs on the first list for longer than the invocation may run.
-    server.inject(FaultRule::nth(
+    // The API server hangs on every request for longer than the invocation may run. (Hanging
+    // only the first one made the outcome depend on timing: on a loaded machine the profiles'
+    // list hung into the pass deadline while the promotions' list still answered, and the
+    // invocation failed as `ReadFailed` instead.)
+    server.inject(FaultRule::after(
         RequestMatcher::any(),
-        1,
+        0,
         FaultAction::Hang(Duration::from_secs(20)),
     ));
     let kubeconfig = server.kubeconfig_yaml("lambda");
