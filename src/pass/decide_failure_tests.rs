@@ -2363,3 +2363,89 @@ fn a_pass_lists_the_summaries_of_the_current_stage_or_of_every_stage_it_rolls_ba
     assert!(rollback(&p).unwrap().completed_at.is_some());
     assert_eq!(watched_profiles(&p), names(&[]), "rolled back");
 }
+
+/// A pass whose clock says `min`:`sec` (clocks of CronJob pods on different nodes disagree).
+fn ctx_s(min: i64, sec: i64) -> Context {
+    Context {
+        now: t(min) + chrono::Duration::seconds(sec),
+        default_tz: chrono_tz::Tz::UTC,
+    }
+}
+
+fn run_s(p: &mut ClusterPromotion, w: &mut World, min: i64, sec: i64) -> Decision {
+    let c = ctx_s(min, sec);
+    w.now = Some(c.now);
+    let d = decide(p, w, &HealthResults::new(), &c);
+    apply(p, w, &d);
+    d
+}
+
+/// s40b: whether the failed stage's entry shows a recorded miss was judged by comparing its
+/// lastStatusCheckTime with the miss's `at`: two stamps of two passes' clocks. A pass dies after
+/// the record patch of a miss whose rollback finds its stored revision gone; the next pass, whose
+/// clock is 2 s behind, shows the miss and the Blocked text over it (lastStatusCheckTime 2 s
+/// before the miss). Every later pass took the miss for unshown: it wrote the status again and
+/// recorded the ProgressDeadlineExceeded Event and a notified Blocked Event a second time. Under
+/// halt (nothing writes over the miss) and with clocks that agree, it was said once already.
+#[test]
+fn a_miss_is_shown_once_whatever_the_clock_of_the_pass_that_showed_it() {
+    for skew in [-2i64, 1] {
+        let (mut p, mut w, min) = stuck_in_staging("reverse");
+        w.revisions.clear();
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 10));
+        let name = d.needs_revision.clone().expect("asks for the revision");
+        w.revisions.insert(name, None);
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 10));
+        let mut killed = d.clone();
+        killed.status = None;
+        killed.after_status.clear();
+        apply(&mut p, &mut w, &killed);
+        let f = failed(&p).expect("the miss is recorded");
+        let d = run_s(&mut p, &mut w, min + 10, skew);
+        assert_eq!(d.phase, Phase::Blocked, "skew {skew}: {}", d.summary);
+        let reasons: Vec<&str> = d.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            ["ProgressDeadlineExceeded", "Blocked"],
+            "skew {skew}"
+        );
+        for m in 11..14 {
+            let d = run_s(&mut p, &mut w, min + m, 0);
+            assert_eq!(d.phase, Phase::Blocked, "skew {skew}: {}", d.summary);
+            assert!(
+                d.events.is_empty(),
+                "skew {skew}, minute {m}: said again: {:?}",
+                d.events
+            );
+            assert!(
+                d.status.is_none(),
+                "skew {skew}, minute {m}: status written again"
+            );
+        }
+        assert!(
+            stage_status(&p, &f.stage)
+                .failure_message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("cannot roll back to revision ")),
+            "skew {skew}: {:?}",
+            stage_status(&p, &f.stage).failure_message
+        );
+    }
+    // Under halt, a pass 2 s behind the one that recorded the miss shows it once.
+    let (mut p, mut w, min) = completed(&[(PROGRESS_DEADLINE, "10m"), (FAILURE_POLICY, "halt")]);
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 10));
+    let mut killed = d.clone();
+    killed.status = None;
+    killed.after_status.clear();
+    apply(&mut p, &mut w, &killed);
+    let d = run_s(&mut p, &mut w, min + 10, -2);
+    assert_eq!(d.events.len(), 1, "{:?}", d.events);
+    assert_eq!(d.events[0].reason, "ProgressDeadlineExceeded");
+    for m in 11..13 {
+        let d = run_s(&mut p, &mut w, min + m, 0);
+        assert!(d.events.is_empty(), "minute {m}: {:?}", d.events);
+        assert!(d.status.is_none(), "minute {m}: status written again");
+    }
+}

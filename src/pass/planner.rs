@@ -122,13 +122,13 @@ impl Planner<'_> {
                 return self.start_run(status, ps_hash, st_hash);
             }
             if let Some(f) = annotations::failed(self.p).filter(|f| f.run == run) {
-                self.show_miss(status, &f);
+                self.show_miss(status, &f, true);
             }
             return rollback::plan(self.p, self.world, self.ctx, &run, &r, status, self.d);
         }
         if let Some(f) = annotations::failed(self.p).filter(|f| f.run == run && f.resumed.is_none())
         {
-            self.show_miss(status, &f);
+            self.show_miss(status, &f, false);
             return self.hold_failed(status, idx, &f);
         }
         self.progress(status, idx)
@@ -202,11 +202,13 @@ impl Planner<'_> {
     }
 
     /// The missed deadline `f` in the failed stage's status, and its Event, when the pass that
-    /// recorded it died between its record patch and its status write: the observed entry neither
-    /// says so nor was written since the miss (its lastStatusCheckTime, which every write of the
-    /// entry moves, is older than the miss; both are the pass's clock). Its notification was in
-    /// that record patch: only the Event is owed.
-    fn show_miss(&mut self, status: &mut ClusterPromotionStatus, f: &Failed) {
+    /// recorded it died between its record patch and its status write: the observed entry's
+    /// failureMessage neither is the miss nor (`rolling_back`) a text the rollback writes over it
+    /// ([`rollback::written_over_miss`]). Judged by content: the entry's lastStatusCheckTime and
+    /// the miss's `at` are stamped by two passes' clocks (a pass 2 s behind showed it "before"
+    /// the miss, and every later pass said it again). Its notification was in that record patch:
+    /// only the Event is owed.
+    fn show_miss(&mut self, status: &mut ClusterPromotionStatus, f: &Failed, rolling_back: bool) {
         let message = f.message();
         let observed = self
             .p
@@ -214,10 +216,9 @@ impl Planner<'_> {
             .as_ref()
             .and_then(|s| s.stages.as_ref())
             .and_then(|s| s.iter().find(|e| e.name == f.stage));
-        let shown = observed.is_some_and(|e| {
-            e.failure_message.as_deref() == Some(message.as_str())
-                || e.last_status_check_time.is_some_and(|t| t >= f.at)
-        });
+        let shown = observed
+            .and_then(|e| e.failure_message.as_deref())
+            .is_some_and(|m| m == message || (rolling_back && rollback::written_over_miss(m)));
         if shown {
             return;
         }

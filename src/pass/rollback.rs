@@ -180,7 +180,7 @@ pub fn plan(
         // A stored object of another revision under this name (edited by hand) is no revision.
         Some(r) if r.as_ref().is_none_or(|r| r.spec.revision != record.to) => {
             let message = format!(
-                "cannot roll back to revision {id}: PromotionRevision {} is gone; `promoter rollback --to-revision` another revision, or change the spec",
+                "{CANNOT_ROLL_BACK}{id}: PromotionRevision {} is gone; `promoter rollback --to-revision` another revision, or change the spec",
                 revision_name(&name, &record.to)
             );
             let e = entry(status, &current);
@@ -496,6 +496,18 @@ fn stall(
 const PROGRESS_MISS: &str = "progress deadline ";
 /// … and of the stage a rollback waited for when it missed its own (`RollbackMiss::message`).
 const ROLLBACK_MISS: &str = "rollback deadline ";
+
+/// How the failureMessage of a rollback whose stored revision is gone begins.
+const CANNOT_ROLL_BACK: &str = "cannot roll back to revision ";
+
+/// Whether `message`, the failureMessage of the stage whose miss started or preceded this
+/// rollback, is one that [`plan`] writes over that miss (the Blocked text of a gone revision, a
+/// stalled rollback's miss). `plan` runs only once the rollback is recorded, which is in the
+/// record patch of the miss or after it: such a text says the miss was shown, by its content, not
+/// by comparing two passes' clocks.
+pub fn written_over_miss(message: &str) -> bool {
+    message.starts_with(CANNOT_ROLL_BACK) || message.starts_with(ROLLBACK_MISS)
+}
 
 fn stalled_outcome(d: &mut Decision, id: &str, miss: &RollbackMiss) {
     d.next_check = None;
