@@ -15,10 +15,14 @@
 //!   with a later epoch, a whole step later), and by the equality of runs (a run's `since`, in the
 //!   status, the grants and the completion record). Otherwise an old timestamp is only copied from
 //!   the observed status into the new one, and whether a status changed does not depend on its
-//!   value. So times within the horizon of now are kept as their offset from now, old `since`s as
-//!   their rank among the old `since`s, every other old time as "old"; the epoch itself only as
-//!   where it is in the window's period (hourly: even epochs open, odd ones closed). So the clock
-//!   ticks forever over finitely many states.
+//!   value. No decision orders two recorded times against each other: they may be stamped by two
+//!   passes' clocks (whether a recorded miss is shown is judged by the failed stage's
+//!   failureMessage, not by its lastStatusCheckTime against the miss's `at`, s40b), so merging
+//!   states that differ only in the order of two old times is sound. So times within the horizon
+//!   of now are kept as their offset from now, old `since`s as their rank among the old `since`s,
+//!   every other old time as "old"; the epoch itself only as where it is in the window's period
+//!   (hourly: even epochs open, odd ones closed). So the clock ticks forever over finitely many
+//!   states.
 //! * The clusters never change and are left out.
 //!
 //! Each object is serialised once (`memo`): its text between timestamps is hashed into segments,
