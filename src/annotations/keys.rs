@@ -143,4 +143,22 @@ mod tests {
             r#"{"by":"alice","at":"2026-02-16T06:00:00Z"}"#
         );
     }
+
+    #[test]
+    fn a_run_starts_when_its_since_says_and_without_one_never() {
+        let run = Run {
+            revision: "r1".into(),
+            stages: "s1".into(),
+            since: "2026-02-16T06:00:00Z".into(),
+        };
+        assert_eq!(
+            run.started_at().map(|t| t.to_string()),
+            Some("2026-02-16T06:00:00Z".to_string())
+        );
+        let unstarted = Run {
+            since: String::new(),
+            ..run
+        };
+        assert_eq!(unstarted.started_at(), None);
+    }
 }
