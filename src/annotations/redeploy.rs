@@ -222,4 +222,22 @@ mod tests {
         assert_eq!(text["unsettled"], json!(true));
         assert!(serde_json::from_value::<Redeploy>(text).unwrap().unsettled);
     }
+
+    #[test]
+    fn before_is_empty_until_a_hash_is_kept() {
+        let mut before = Before::default();
+        assert!(before.is_empty());
+        before.extend(bit("Helm"), None);
+        assert!(before.is_empty());
+        before.extend(bit("Helm"), prefix("AAAAAAAAAAAA"));
+        assert!(!before.is_empty());
+        assert_eq!(before.len(), 1);
+    }
+
+    #[test]
+    fn a_feature_named_twice_is_expected_once() {
+        let twice: Redeploy =
+            serde_json::from_value(json!({"spec": "h", "expect": ["Helm", "Helm"]})).unwrap();
+        assert_eq!(twice.expect(), Expect::Features(bit("Helm")));
+    }
 }
