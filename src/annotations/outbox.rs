@@ -293,6 +293,30 @@ mod tests {
     }
 
     #[test]
+    fn the_byte_bound_is_inclusive_and_keeps_a_dozen_full_messages_and_the_newest_entry() {
+        // Two entries encoding to exactly MAX_BYTES are kept; one byte more drops the oldest.
+        let base = encode(&[entry(0, "m"), entry(1, "")]).len();
+        let fill = "x".repeat(MAX_BYTES - base);
+        let mut exact = vec![entry(0, "m"), entry(1, &fill)];
+        assert_eq!(encode(&exact).len(), MAX_BYTES);
+        assert!(bound(&mut exact).is_empty());
+        assert_eq!(exact.len(), 2);
+        let mut over = vec![entry(0, "mm"), entry(1, &fill)];
+        let dropped = bound(&mut over);
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(over[0].key, format!("{:064x}", 1));
+        // 16 KiB holds more than a dozen messages at their limit.
+        let big = "x".repeat(MESSAGE_LIMIT);
+        let mut full: Vec<Entry> = (0..30).map(|n| entry(n, &big)).collect();
+        bound(&mut full);
+        assert!(full.len() >= 12, "{}", full.len());
+        // An entry bigger than the bound alone is kept, not dropped to nothing.
+        let mut alone = vec![entry(0, &"x".repeat(MAX_BYTES + 1))];
+        assert!(bound(&mut alone).is_empty());
+        assert_eq!(alone.len(), 1);
+    }
+
+    #[test]
     fn entries_round_trip_and_stay_compact() {
         let mut e = entry(7, "Stage dev provisioned");
         let text = encode(std::slice::from_ref(&e));
