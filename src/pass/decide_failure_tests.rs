@@ -2033,36 +2033,21 @@ async fn status_reads_the_revision_its_decision_asks_for_and_no_other() {
         .await
         .unwrap();
     let reads = || server.count(|r| r.resource == "promotionrevisions" && r.verb == "get");
-    // What `status` observes: the world without the stored revisions (no pass lists them).
-    let observed = |w: &World| {
+    // What `status` reads of `w` for promotion `p` at minute `m`: the world without the stored
+    // revisions (no pass lists them), and then the revision its decision asks for.
+    let status_reads = async |p: &ClusterPromotion, w: &World, m: i64| {
         let mut seen = w.clone();
         seen.revisions.clear();
+        revisions_asked_for(&client, std::slice::from_ref(p), &mut seen, t(m), Tz::UTC).await;
         seen
     };
-    let tz = Tz::UTC;
-    let mut seen = observed(&w);
-    revisions_asked_for(
-        &client,
-        std::slice::from_ref(&p),
-        &mut seen,
-        t(min + 10),
-        tz,
-    )
-    .await;
+    let seen = status_reads(&p, &w, min + 10).await;
     let got = seen.revisions.get(&name).cloned().flatten();
     assert_eq!(got.map(|r| r.spec), Some(stored.spec.clone()));
     assert_eq!(reads(), 1);
     // Read and absent.
     revisions.delete(&name, &Default::default()).await.unwrap();
-    let mut seen = observed(&w);
-    revisions_asked_for(
-        &client,
-        std::slice::from_ref(&p),
-        &mut seen,
-        t(min + 10),
-        tz,
-    )
-    .await;
+    let seen = status_reads(&p, &w, min + 10).await;
     assert_eq!(seen.revisions.get(&name), Some(&None));
     revisions
         .create(&PostParams::default(), &stored)
@@ -2074,15 +2059,7 @@ async fn status_reads_the_revision_its_decision_asks_for_and_no_other() {
     void.from.since = "2026-01-01T00:00:00Z".into();
     annotate(&mut earlier, ROLLBACK, &crate::annotations::encode(&void));
     server.clear_requests();
-    let mut seen = observed(&w);
-    revisions_asked_for(
-        &client,
-        std::slice::from_ref(&earlier),
-        &mut seen,
-        t(min + 10),
-        tz,
-    )
-    .await;
+    let seen = status_reads(&earlier, &w, min + 10).await;
     assert!(seen.revisions.is_empty());
     // Rolled back: a steady status reads nothing.
     let mut k = 11;
@@ -2093,8 +2070,7 @@ async fn status_reads_the_revision_its_decision_asks_for_and_no_other() {
         k += 1;
     }
     assert!(rollback(&p).unwrap().completed_at.is_some());
-    let mut seen = observed(&w);
-    revisions_asked_for(&client, std::slice::from_ref(&p), &mut seen, t(min + k), tz).await;
+    let seen = status_reads(&p, &w, min + k).await;
     assert!(seen.revisions.is_empty());
     assert_eq!(reads(), 0);
     // Someone edits dev's profile: the next pass repairs it from the stored revision, and
@@ -2102,10 +2078,9 @@ async fn status_reads_the_revision_its_decision_asks_for_and_no_other() {
     let cp = w.profiles.get_mut("kyverno-dev").unwrap();
     cp.spec.fields["helmCharts"][0]["chartVersion"] = json!("9.9.9");
     cp.metadata.generation = Some(cp.metadata.generation.unwrap_or(1) + 1);
-    let mut seen = observed(&w);
-    revisions_asked_for(&client, std::slice::from_ref(&p), &mut seen, t(min + k), tz).await;
+    let seen = status_reads(&p, &w, min + k).await;
     assert_eq!(reads(), 1);
-    let said = crate::ops::inspect::prediction(&p, &seen, t(min + k), tz);
+    let said = crate::ops::inspect::prediction(&p, &seen, t(min + k), Tz::UTC);
     assert_eq!(said.phase, Phase::RolledBack, "{}", said.summary);
     assert!(
         !said
