@@ -59,6 +59,12 @@ pub async fn revisions_asked_for(
     tz: Tz,
 ) {
     for p in promotions {
+        // Only a rollback of the current run asks for one (`pass::rollback::plan`): a status of
+        // other promotions is not decided twice.
+        let run = p.status.as_ref().and_then(crate::annotations::Run::of);
+        if crate::annotations::rollback(p).is_none_or(|r| Some(&r.from) != run.as_ref()) {
+            continue;
+        }
         let Some(name) = super::inspect::decision(p, world, now, tz).needs_revision else {
             continue;
         };
