@@ -187,7 +187,10 @@ pub async fn handle(
         undecided: report.undecided(),
         duration_ms: started.elapsed().as_millis(),
     };
-    if let Some((kind, message)) = failure(&report) {
+    // A read the deadline cut short is the invocation running out of time, not the API server
+    // failing: alarms on `Timeout` must see it (the message still names each promotion).
+    let out_of_time = tokio::time::Instant::now() >= pass_deadline;
+    if let Some((kind, message)) = failure(&report, out_of_time) {
         // The summary would be lost with the error: log it.
         tracing::error!(summary = ?summary, "pass finished with promotions in error");
         return Err(diagnostic(kind, message));
@@ -210,8 +213,12 @@ pub async fn handle(
 
 /// Why an invocation that ran its pass still fails, if it does: a write that failed
 /// (`WriteFailed`) or, with no write failed, a read a promotion needed (`ReadFailed`: it was not
-/// decided; the next scheduled pass reads again). Either names each promotion.
-fn failure(report: &promoter::pass::PassReport) -> Option<(&'static str, String)> {
+/// decided; the next scheduled pass reads again), or `Timeout` when the pass deadline had passed
+/// (`out_of_time`: the deadline is what stopped the read). Each names every promotion.
+fn failure(
+    report: &promoter::pass::PassReport,
+    out_of_time: bool,
+) -> Option<(&'static str, String)> {
     let named = |undecided: bool| -> Vec<String> {
         report
             .promotions
@@ -231,6 +238,13 @@ fn failure(report: &promoter::pass::PassReport) -> Option<(&'static str, String)
     };
     match (writes.is_empty(), reads.is_empty()) {
         (true, true) => None,
+        (true, false) if out_of_time => Some((
+            "Timeout",
+            format!(
+                "the pass deadline passed while reading; {}",
+                not_decided(&reads)
+            ),
+        )),
         (true, false) => Some(("ReadFailed", not_decided(&reads))),
         (false, reads_ok) => {
             let mut message = format!(
@@ -284,8 +298,9 @@ mod tests {
         let fine = promotion("fine", None, false);
         let unread = promotion("unread", Some("not decided in this pass: 503"), true);
         let refused = promotion("refused", Some("patching status: 422"), false);
-        assert_eq!(failure(&report(vec![fine.clone()])), None);
-        let (kind, text) = failure(&report(vec![fine.clone(), unread.clone()])).unwrap();
+        assert_eq!(failure(&report(vec![fine.clone()]), false), None);
+        assert_eq!(failure(&report(vec![fine.clone()]), true), None);
+        let (kind, text) = failure(&report(vec![fine.clone(), unread.clone()]), false).unwrap();
         assert_eq!(kind, "ReadFailed");
         assert!(
             text.starts_with("1 of 2 ClusterPromotions were not decided"),
@@ -295,9 +310,23 @@ mod tests {
             text.contains("unread: not decided in this pass: 503"),
             "{text}"
         );
-        let (kind, text) = failure(&report(vec![fine, unread, refused])).unwrap();
-        assert_eq!(kind, "WriteFailed");
-        assert!(text.starts_with("1 of 3 ClusterPromotions could not be updated: refused: patching status: 422; 1 of 3 ClusterPromotions were not decided"), "{text}");
+        // The deadline stopped the read: the invocation ran out of time.
+        let (kind, late) = failure(&report(vec![fine.clone(), unread.clone()]), true).unwrap();
+        assert_eq!(kind, "Timeout");
+        assert_eq!(
+            late,
+            format!("the pass deadline passed while reading; {text}")
+        );
+        // A failed write is said first, whatever the clock.
+        for out_of_time in [false, true] {
+            let (kind, text) = failure(
+                &report(vec![fine.clone(), unread.clone(), refused.clone()]),
+                out_of_time,
+            )
+            .unwrap();
+            assert_eq!(kind, "WriteFailed");
+            assert!(text.starts_with("1 of 3 ClusterPromotions could not be updated: refused: patching status: 422; 1 of 3 ClusterPromotions were not decided"), "{text}");
+        }
     }
 
     #[test]

@@ -206,6 +206,37 @@ async fn invocations_run_passes_with_a_native_eks_token() {
     let _ = child.kill().await;
 }
 
+/// The promotions list answers, the PromotionFreezes' (read after it) hangs past the pass
+/// deadline (the 8 s invocation's end minus twice the 2 s margin): the pass
+/// reports the promotions undecided, and the invocation says it ran out of time (`Timeout`), not
+/// that the API server failed a read (`ReadFailed`): an alarm on `Timeout` sees it.
+#[tokio::test]
+async fn a_read_the_deadline_cut_short_reports_a_timeout() {
+    use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
+    let server = management_cluster().await;
+    server.inject(FaultRule::after(
+        RequestMatcher::any().resource("promotionfreezes"),
+        0,
+        FaultAction::Hang(Duration::from_secs(20)),
+    ));
+    let kubeconfig = server.kubeconfig_yaml("lambda");
+    let runtime = RuntimeApi::start(Duration::from_secs(8)).await.unwrap();
+    let mut child = bootstrap(
+        &runtime,
+        &[("PROMOTER_KUBECONFIG_DATA", kubeconfig.as_str())],
+    );
+    let id = runtime.invoke(scheduled_event());
+    let posted = outcome(&runtime, &id, &mut child).await;
+    assert_eq!(posted.outcome, Outcome::Error, "{}", posted.body);
+    assert_eq!(posted.body["errorType"], "Timeout", "{}", posted.body);
+    let message = posted.body["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("were not decided") && message.contains("deadline"),
+        "{message}"
+    );
+    let _ = child.kill().await;
+}
+
 #[tokio::test]
 async fn an_unreachable_cluster_posts_an_error() {
     let kubeconfig = promoter::fake::unreachable_kubeconfig_yaml().unwrap();
