@@ -46,7 +46,9 @@
 
 use super::decision::{Action, Context, Decision, HealthResults, Phase, RecordOp};
 use super::planner;
-use super::profiles::{has_owner_reference, owned_by, preverification_name, profile_name};
+use super::profiles::{
+    has_owner_reference, has_preverification, owned_by, preverification_name, profile_name,
+};
 use super::stage_status::{entry, set_description};
 use super::world::World;
 use crate::annotations::{self, Run};
@@ -130,8 +132,8 @@ fn drop_recorded_redeploys(p: &ClusterPromotion, d: &mut Decision) {
         .retain(|a| !matches!(a, Action::Record(ops) if ops.is_empty()));
 }
 
-/// The profiles whose ClusterSummaries the decision may read: the current stage's main and
-/// preverification profiles, unless the promotion is complete or being deleted.
+/// The profiles whose ClusterSummaries the decision may read: the current stage's main profile and
+/// its preverification profile (if its trigger has a preHealthCheckDeployment), unless the promotion is complete or being deleted.
 pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
     let name = p.metadata.name.as_deref().unwrap_or_default();
     if p.metadata.deletion_timestamp.is_some() || name.is_empty() {
@@ -170,13 +172,11 @@ pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
     if annotations::is_complete(p) {
         return Vec::new();
     }
-    [
-        profile_name(name, &stage.name),
-        preverification_name(name, &stage.name),
-    ]
-    .into_iter()
-    .filter(|n| check_generated_name(n).is_ok())
-    .collect()
+    // The preverification profile's summaries only where the gate reads them (`has_preverification`).
+    std::iter::once(profile_name(name, &stage.name))
+        .chain(has_preverification(stage).then(|| preverification_name(name, &stage.name)))
+        .filter(|n| check_generated_name(n).is_ok())
+        .collect()
 }
 
 fn deletion(p: &ClusterPromotion, name: &str, world: &World, d: &mut Decision) {

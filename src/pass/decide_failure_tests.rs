@@ -2286,7 +2286,7 @@ async fn a_sweep_never_deletes_a_revision_recreated_after_its_list() {
 // Mutation campaign: `decide.rs`.
 
 /// The ClusterSummaries a pass lists for a promotion (`watched_profiles`): those of the current
-/// stage's profile and its preverification profile; every stage's profile while a rollback of this
+/// stage's profile and its preverification profile (only if it has one); every stage's profile while a rollback of this
 /// run is in progress; none for a finished rollout, a finished rollback or a promotion being
 /// deleted. A list the decision does not read is only slower, but one it reads and did not list
 /// judges a stage without its summaries, and a failed list holds the promotion back
@@ -2298,11 +2298,19 @@ fn a_pass_lists_the_summaries_of_the_current_stage_or_of_every_stage_it_rolls_ba
     let fresh = promotion(auto_stages());
     assert_eq!(
         watched_profiles(&fresh),
+        names(&["kyverno-dev"]),
+        "before any status: stage 1, which deploys nothing before its checks"
+    );
+    let mut stages = auto_stages();
+    stages[0]["trigger"] = json!({"auto": {"preHealthCheckDeployment": [
+        {"kind": "ConfigMap", "namespace": "default", "name": "job"}]}});
+    assert_eq!(
+        watched_profiles(&promotion(stages)),
         names(&["kyverno-dev", "preverification-kyverno-dev"]),
-        "before any status: stage 1"
+        "a stage that deploys its checks first"
     );
     let (mut p, mut w, min) = stuck_in_staging("reverse");
-    let staging = names(&["kyverno-staging", "preverification-kyverno-staging"]);
+    let staging = names(&["kyverno-staging"]);
     assert_eq!(watched_profiles(&p), staging);
     let mut deleted = p.clone();
     deleted.metadata.deletion_timestamp = Some(
