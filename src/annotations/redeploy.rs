@@ -197,10 +197,14 @@ mod tests {
             Expect::Features(bit("Helm") | bit("Resources"))
         );
         assert_eq!(back.before(), Some(before));
+        // Exactly MAX_BEFORE hashes are all kept; one more and none are.
         let mut many = Before::default();
-        for i in 0..=MAX_BEFORE {
+        for i in 0..MAX_BEFORE {
             many.insert(bit("Helm"), prefix(&format!("{i:012}")).unwrap());
         }
+        let kept = Redeploy::new("h", &Expect::Features(1), Some(&many)).before();
+        assert_eq!(kept.map(|b| b.len()), Some(MAX_BEFORE));
+        many.insert(bit("Helm"), prefix(&format!("{MAX_BEFORE:012}")).unwrap());
         assert_eq!(
             Redeploy::new("h", &Expect::Features(1), Some(&many)).before(),
             None
