@@ -87,6 +87,24 @@ fn a_missed_deadline_rolls_back_in_reverse_order_in_every_interleaving_to_a_dept
     });
 }
 
+/// The failure policy `halt` after a completed rollout, whole graph (38,286 states, BENCHMARKS.md):
+/// a new revision, staging's progress deadline (10m) missed once (Sveltos late once), `promoter
+/// resume` at any point. A completed revision exists, and still no profile goes back to it (no
+/// rollback under `halt`), the run that missed holds until a person resumes, and from every state
+/// a path completes. (With a single revision, `halt` and `rollback` take the same path: this is
+/// the bound where they differ. `halt` made to roll back is reported at 3,750 states.)
+#[test]
+fn a_missed_deadline_under_halt_holds_without_rolling_back_in_every_interleaving() {
+    check(&Bounds {
+        crashes: 0,
+        policy: Policy::Halt,
+        deadline_stage: Some(1),
+        late: Some(1),
+        start: Start::Completed,
+        ..Bounds::ci()
+    });
+}
+
 /// `promoter rollback` (or `--to-revision`), a PromotionFreeze created, expiring or deleted,
 /// `freeze bypass` and resume around a new revision after a completed rollout, in CI to a depth
 /// (about 6,000 states): no stage starts under an active freeze without a valid bypass, and a
