@@ -64,7 +64,8 @@ pub struct Tokens {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct PromotionGhost {
     pub approval: Tokens,
-    /// `<stage>/<content>` that ran on every selected cluster, and whether a tick passed since.
+    /// `<stage>/<content>` that ran on every selected cluster since the stage's profile last got
+    /// that content, and whether a tick passed since.
     pub deployed: BTreeMap<String, bool>,
     /// `<stage>/<content>` a status recorded as reached.
     pub recorded: BTreeSet<String>,
@@ -582,13 +583,25 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
         let Some(c) = after.filter(|c| Some(*c) != before) else {
             continue;
         };
+        // The profile gets `c` anew: what ran of `c` before (an earlier run, before a rollback
+        // or a revert) no longer counts; it counts again once the world shows it running
+        // everywhere (below), with its delay from then.
+        g.deployed.remove(&key(&stage.name, c));
+        // A profile that had another content and gets one that is not the run's revision is a
+        // rollback: `incident` judges it (asked for, to the last good revision, in order).
+        learn_contents(i, mb);
+        let rollback = before.is_some()
+            && rb
+                .as_ref()
+                .and_then(|r| contents_of(i, &r.revision))
+                .is_none_or(|contents| contents.get(&stage.name) != Some(&c));
         if !g.recorded.contains(&key(&stage.name, c)) {
             out.push(format!(
                 "{name}: profile {}-{} got a revision before a status recorded the stage as reached",
                 name, stage.name
             ));
         }
-        if j > 0 {
+        if j > 0 && !rollback {
             let prev = &b.spec.stages[j - 1];
             let delay = prev
                 .trigger

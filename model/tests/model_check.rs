@@ -288,6 +288,48 @@ fn a_provisioned_of_the_previous_revision_never_passes_a_stage() {
     replays_clean(&bounds, &steps);
 }
 
+/// What the checker remembers as run is what ran since a stage's profile last got that content:
+/// dev runs 1.0.0, then 2.0.0 (a new revision, deployed), then the spec is reverted to 1.0.0 and
+/// the pass puts it on dev's profile while dev's cluster still runs 2.0.0. Keyed by content alone,
+/// the ghost still counted 1.0.0 as run on dev (from the first run), so a pass passing dev now
+/// would not have been reported; it counts again only once Sveltos deploys it. (The same memory
+/// serves a `resume` that gives a rolled-back revision back to stages that ran it before.)
+#[test]
+fn a_revert_does_not_inherit_what_ran_before() {
+    use Step::*;
+    let bounds = Bounds {
+        crashes: 0,
+        spec_changes: 2,
+        ..Bounds::ci()
+    };
+    let mut steps = vec![
+        Observe(P),
+        Prepare(P),
+        Write(P),
+        Write(P),
+        Write(P),
+        DEPLOY_DEV,
+        NEW_REVISION,
+        Observe(P),
+    ];
+    finish_pass(&bounds, &mut steps);
+    steps.extend([DEPLOY_DEV, NEW_REVISION, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    replays_clean(&bounds, &steps);
+    let dev = charts(&bounds, &steps, "dev");
+    assert_eq!(dev.last().map(String::as_str), Some("1.0.0"), "{dev:?}");
+    assert!(dev.contains(&"2.0.0".to_string()), "{dev:?}");
+    let states = trace::replay(&bounds, &steps).unwrap();
+    let (_, last, _) = states.last().unwrap();
+    let ran: Vec<&String> = last.ghost.promotions[0]
+        .deployed
+        .keys()
+        .filter(|k| k.starts_with("dev/"))
+        .collect();
+    // 2.0.0 ran (and runs); 1.0.0 ran before its profile got it again: not counted.
+    assert_eq!(ran.len(), 1, "{ran:?}\n{}", trace::render(&bounds, &steps));
+}
+
 /// The last pass of `steps` to the end of its writes, whatever it decided.
 fn finish_pass(bounds: &Bounds, steps: &mut Vec<Step>) {
     loop {
