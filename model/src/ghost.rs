@@ -26,7 +26,9 @@
 //!   the run's.
 
 use super::memo;
-use super::setup::{Bounds, CLUSTER_NAMESPACE, CLUSTERS, STAGES, fixed_time, promotion_name, tier};
+use super::setup::{
+    Bounds, CLUSTER_NAMESPACE, STAGES, all_clusters, fixed_time, promotion_name, tier,
+};
 use super::state::{FREEZE, Pass, State, Step, person, promotion};
 use chrono::{DateTime, Utc};
 use promoter::annotations::{self, Run};
@@ -141,7 +143,7 @@ fn touched(pre: &Store, post: &Store, index: usize) -> bool {
     STAGES.iter().any(|stage| {
         let name = profile_name(index, stage);
         !same(&cluster_profile_type(), "", &name)
-            || CLUSTERS.iter().any(|(cluster, _)| {
+            || all_clusters().any(|(cluster, _)| {
                 !same(
                     &cluster_summary_type(),
                     CLUSTER_NAMESPACE,

@@ -86,6 +86,14 @@
 //! [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash, a new revision);
 //! larger bounds run on demand (BENCHMARKS.md has their sizes and times).
 //!
+//! `clusters=2` ([`Bounds::clusters`](setup::Bounds::clusters)): `dev` selects two clusters and
+//! Sveltos reconciles its profile per cluster (`Step::OnCluster`), so one cluster may run the
+//! revision while the other runs nothing, the previous one, or has failed; every check that a
+//! stage ran a revision asks it of each cluster the stage selects, from the summaries in the
+//! store ([`ghost::ran_everywhere`]). With one cluster per stage "all" and "any" of a stage's
+//! clusters look the same. CI checks its whole graph with one deployment failing
+//! (`ci,crashes=0,spec_changes=0,failures=1,clusters=2`, 13,074 states).
+//!
 //! # The incident path (issue 33 §1)
 //!
 //! On demand (`Bounds::parse` overrides, not in [`Bounds::ci`]): progress deadlines with the

@@ -226,9 +226,14 @@ pub fn per_pair(
     t
 }
 
+/// The clusters a selector keeps, by the selector and the number of stored clusters.
+type Selections = Vec<((LabelSelector, usize), Arc<Vec<String>>)>;
+
 thread_local! {
-    /// By the selector (compared whole): the model has a handful, and its clusters never change.
-    static SELECTED: RefCell<Vec<(LabelSelector, Arc<Vec<String>>)>> = RefCell::default();
+    /// By the selector (compared whole) and the number of clusters: the model has a handful of
+    /// selectors, and its clusters never change within an exploration (between two on one
+    /// thread, only `clusters=` adds one).
+    static SELECTED: RefCell<Selections> = RefCell::default();
 }
 
 /// The names of the stored SveltosClusters `keep` keeps, once per distinct `selector` (`keep`
@@ -238,17 +243,19 @@ pub fn selected(
     selector: &LabelSelector,
     keep: impl Fn(&Value) -> bool,
 ) -> Arc<Vec<String>> {
+    let rt = sveltos_cluster_type();
+    let count = store.stored(&rt).count();
     if let Some(found) = SELECTED.with(|m| {
         m.borrow()
             .iter()
-            .find(|(s, _)| s == selector)
+            .find(|((s, n), _)| s == selector && *n == count)
             .map(|(_, names)| names.clone())
     }) {
         return found;
     }
     let names: Arc<Vec<String>> = Arc::new(
         store
-            .stored(&sveltos_cluster_type())
+            .stored(&rt)
             .filter(|c| keep(c))
             .map(|c| {
                 c.pointer("/metadata/name")
@@ -263,7 +270,7 @@ pub fn selected(
         if m.len() >= 256 {
             m.clear();
         }
-        m.push((selector.clone(), names.clone()));
+        m.push(((selector.clone(), count), names.clone()));
     });
     names
 }

@@ -3,7 +3,8 @@
 //! Every promotion has the same three stages, one per gate kind that waits on something other than
 //! a deployment: `dev` soaks (a delay), `staging` waits for a manual approval (`automaticReset`,
 //! the default), `prod` waits for its promotion window. Each stage selects one cluster (`qa` is
-//! there for a selector change to move `staging` onto).
+//! there for a selector change to move `staging` onto); with [`Bounds::clusters`] 2, `dev`
+//! selects two ([`SECOND_CLUSTER`]), each deployed by a reconcile of its own.
 //!
 //! Time moves in steps of [`STEP`] (a tick). A step is longer than every delay, so a soak started
 //! in one step is over in the next, and the window (`0 * * * *` to `30 * * * *`) is open in even
@@ -26,6 +27,48 @@ pub const CLUSTERS: [(&str, &str); 4] = [
     ("qa", "qa"),
     ("prod", "prod"),
 ];
+
+/// The second cluster of [`TWO_CLUSTER_STAGE`] with [`Bounds::clusters`] 2 (labelled as the
+/// stage's first, so the stage's selector matches both).
+pub const SECOND_CLUSTER: (&str, &str) = ("dev-b", "dev");
+
+/// The stage (an index into [`STAGES`]) that selects two clusters with [`Bounds::clusters`] 2:
+/// `dev`, the first, so that a pass counting it done on one cluster shows soonest (its soak
+/// ends within the next step, and `staging`'s profile follows).
+pub const TWO_CLUSTER_STAGE: usize = 0;
+
+/// Every cluster the model may have (name, `env` label): what a check of every summary a
+/// profile may have looks at.
+pub fn all_clusters() -> impl Iterator<Item = (&'static str, &'static str)> {
+    CLUSTERS.into_iter().chain([SECOND_CLUSTER])
+}
+
+/// The name of cluster `index` (into [`clusters`]).
+pub fn cluster_name(index: u8) -> Option<&'static str> {
+    all_clusters().nth(index as usize).map(|(name, _)| name)
+}
+
+/// The clusters of `bounds`: [`CLUSTERS`], and [`SECOND_CLUSTER`] with `clusters=2`.
+pub fn clusters(bounds: &Bounds) -> Vec<(&'static str, &'static str)> {
+    all_clusters()
+        .take(CLUSTERS.len() + usize::from(bounds.clusters > 1))
+        .collect()
+}
+
+/// The clusters (indices into [`clusters`]) Sveltos deploys `stage`'s profile on one by one
+/// (one step per cluster): those of [`TWO_CLUSTER_STAGE`] with `clusters=2`; none otherwise (a
+/// stage of one cluster is deployed by one reconcile of its profile, as before).
+pub fn clusters_one_by_one(bounds: &Bounds, stage: usize) -> Vec<u8> {
+    if bounds.clusters < 2 || stage != TWO_CLUSTER_STAGE {
+        return Vec::new();
+    }
+    clusters(bounds)
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, env))| *env == STAGES[stage])
+        .map(|(k, _)| k as u8)
+        .collect()
+}
 
 /// The namespace of the clusters.
 pub const CLUSTER_NAMESPACE: &str = "fleet";
@@ -124,6 +167,10 @@ pub struct Bounds {
     pub promotions: usize,
     /// How many passes may run at the same time.
     pub passes: usize,
+    /// How many clusters [`TWO_CLUSTER_STAGE`] selects (1 or 2). With 2, Sveltos reconciles its
+    /// profile per cluster (one step per (profile, cluster)), so one cluster may run the new
+    /// revision while the other still runs the old one, or has failed.
+    pub clusters: u8,
     pub observe: Observe,
     /// Processes killed (at any step of a pass).
     pub crashes: u8,
@@ -187,6 +234,7 @@ impl Bounds {
         Bounds {
             promotions: 1,
             passes: 1,
+            clusters: 1,
             observe: Observe::Atomic,
             crashes: 1,
             lost_answers: 0,
@@ -222,6 +270,7 @@ impl Bounds {
     }
 
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
+    /// `clusters` (of `dev`: 1 or 2),
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
     /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`,
@@ -242,6 +291,7 @@ impl Bounds {
             match key {
                 "promotions" => b.promotions = number()?.clamp(1, 2) as usize,
                 "passes" => b.passes = number()?.max(1) as usize,
+                "clusters" => b.clusters = number()?.clamp(1, 2),
                 "observe" => {
                     b.observe = match value {
                         "atomic" => Observe::Atomic,
@@ -316,8 +366,10 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages, {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
+            "{} promotions x 3 stages ({} clusters in {}), {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
             self.promotions,
+            self.clusters,
+            STAGES[TWO_CLUSTER_STAGE],
             self.passes,
             match self.observe {
                 Observe::Atomic => "atomic",
@@ -446,7 +498,7 @@ pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
     set_api_epoch(bounds, 0);
     let mut store = Store::new(Arc::new(api_time));
     register_sveltos(&mut store)?;
-    for (name, env) in CLUSTERS {
+    for (name, env) in clusters(bounds) {
         store
             .seed(
                 &sveltos_cluster_type(),

@@ -28,7 +28,8 @@ const COMPLETED: [Actor; 12] = [
     Actor::Pass,
 ];
 
-/// Sveltos deploys p0's profile of `stage`.
+/// Sveltos deploys p0's profile of `stage` (with `clusters=2`, on both of dev's clusters in one
+/// step: one path of the two the explorer takes one cluster at a time).
 const fn deploy(stage: u8) -> Actor {
     Actor::Do(Step::Deploy {
         promotion: 0,

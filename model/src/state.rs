@@ -122,6 +122,16 @@ pub enum Step {
         promotion: u8,
         stage: u8,
     },
+    /// Sveltos reconciles the stage's profile on one cluster only (an index into
+    /// [`setup::clusters`]): with `clusters=2`, the stage of two clusters is deployed, failed or
+    /// lagged this way, one cluster at a time, instead of by [`Step::Deploy`], [`Step::Fail`]
+    /// and [`Step::Lag`].
+    OnCluster {
+        promotion: u8,
+        stage: u8,
+        cluster: u8,
+        outcome: sveltos::Outcome,
+    },
     /// `promoter rollback` of the current run: to the last good revision, or `--to-revision`
     /// the first completed one the history lists (`to_revision`).
     Rollback {
@@ -201,6 +211,24 @@ impl Step {
                 p(promotion),
                 s(stage)
             ),
+            Step::OnCluster {
+                promotion,
+                stage,
+                cluster,
+                outcome,
+            } => {
+                let what = match outcome {
+                    sveltos::Outcome::Deployed => "deploys",
+                    sveltos::Outcome::Failed => "fails to deploy",
+                    sveltos::Outcome::SpecOnly => "copies the spec of",
+                };
+                let on = setup::cluster_name(cluster).unwrap_or("?");
+                format!(
+                    "sveltos: {what} {}-{} on cluster {on}",
+                    p(promotion),
+                    s(stage)
+                )
+            }
             Step::Rollback {
                 promotion,
                 to_revision,
@@ -349,6 +377,25 @@ impl State {
         }
         for i in 0..bounds.promotions as u8 {
             for stage in 0..STAGES.len() as u8 {
+                let one_by_one = setup::clusters_one_by_one(bounds, stage as usize);
+                if !one_by_one.is_empty() {
+                    for cluster in one_by_one {
+                        let on = |outcome| Step::OnCluster {
+                            promotion: i,
+                            stage,
+                            cluster,
+                            outcome,
+                        };
+                        out.push(on(sveltos::Outcome::Deployed));
+                        if self.budget.failures > 0 {
+                            out.push(on(sveltos::Outcome::Failed));
+                        }
+                        if self.budget.lags > 0 {
+                            out.push(on(sveltos::Outcome::SpecOnly));
+                        }
+                    }
+                    continue;
+                }
                 out.push(Step::Deploy {
                     promotion: i,
                     stage,
@@ -488,17 +535,37 @@ impl State {
                 changed
             }
             Step::Deploy { promotion, stage } => {
-                next.sveltos(promotion, stage, sveltos::Outcome::Deployed)
+                next.sveltos(promotion, stage, sveltos::Outcome::Deployed, None)
+            }
+            Step::OnCluster {
+                promotion,
+                stage,
+                cluster,
+                outcome,
+            } => {
+                let on = setup::cluster_name(cluster);
+                if on.is_none() {
+                    return err("no such cluster");
+                }
+                let changed = next.sveltos(promotion, stage, outcome, on);
+                if changed {
+                    match outcome {
+                        sveltos::Outcome::Deployed => {}
+                        sveltos::Outcome::Failed => next.budget.failures -= 1,
+                        sveltos::Outcome::SpecOnly => next.budget.lags -= 1,
+                    }
+                }
+                changed
             }
             Step::Fail { promotion, stage } => {
-                let changed = next.sveltos(promotion, stage, sveltos::Outcome::Failed);
+                let changed = next.sveltos(promotion, stage, sveltos::Outcome::Failed, None);
                 if changed {
                     next.budget.failures -= 1;
                 }
                 changed
             }
             Step::Lag { promotion, stage } => {
-                let changed = next.sveltos(promotion, stage, sveltos::Outcome::SpecOnly);
+                let changed = next.sveltos(promotion, stage, sveltos::Outcome::SpecOnly, None);
                 if changed {
                     next.budget.lags -= 1;
                 }
@@ -1023,14 +1090,21 @@ impl State {
     // -----------------------------------------------------------------------------------------
     // Sveltos
 
-    fn sveltos(&mut self, promotion: u8, stage: u8, outcome: sveltos::Outcome) -> bool {
+    /// One reconcile of a stage's profile by Sveltos, on every cluster it selects or `only` one.
+    fn sveltos(
+        &mut self,
+        promotion: u8,
+        stage: u8,
+        outcome: sveltos::Outcome,
+        only: Option<&str>,
+    ) -> bool {
         let before = self.store.revision();
         let name = format!(
             "{}-{}",
             setup::promotion_name(promotion as usize),
             STAGES[stage as usize]
         );
-        sveltos::reconcile(&mut self.store, &name, outcome);
+        sveltos::reconcile(&mut self.store, &name, outcome, only);
         self.store.revision() != before
     }
 

@@ -2,11 +2,16 @@
 //! every ready cluster its selector matches (each ClusterSummary in sync with the profile and every
 //! feature `Provisioned`), or fails to (`Failed`); the summaries of a profile that is gone, and of
 //! clusters it no longer selects, are removed. One reconcile is one step, so deployments of
-//! different profiles interleave with everything else. Summaries are written as the simulated
-//! addon-controller (`sim::addon`) writes them (with its feature hashes), with fixed times. With
-//! the `lags` bound, a reconcile may copy the new spec only ([`Outcome::SpecOnly`]): the summary
-//! then shows the previous spec's `Provisioned` and hashes, as a busy controller, or a status of
-//! the previous spec landing late, shows it.
+//! different profiles interleave with everything else. With `clusters=2` the profile of the stage
+//! of two clusters is reconciled per cluster ([`reconcile`]'s `only`), as Sveltos does: one
+//! ClusterSummary per (profile, cluster) (its `spec.clusterNamespace`/`clusterName`), each
+//! reconciled on its own by the ClusterSummary controller (projectsveltos/addon-controller,
+//! `controllers/clustersummary_controller.go`), so one cluster may run the new revision while the
+//! other runs the old one or has failed. Summaries are written as the simulated addon-controller
+//! (`sim::addon`) writes them (with its feature hashes), with fixed times. With the `lags` bound, a
+//! reconcile may copy the new spec only ([`Outcome::SpecOnly`]): the summary then shows the
+//! previous spec's `Provisioned` and hashes, as a busy controller, or a status of the previous
+//! spec landing late, shows it.
 
 use super::memo::{ArcMemo, normal_form as normal_form_of};
 use super::setup::fixed_time;
@@ -78,7 +83,7 @@ fn desired(store: &Store, arc: &Arc<Value>) -> Arc<Desired> {
 }
 
 /// What one reconcile of a profile does on the clusters it selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// Deployed: each summary in sync with the profile, every feature `Provisioned`.
     Deployed,
@@ -119,13 +124,14 @@ pub fn lagging(store: &Store) -> bool {
 /// run its spec everywhere it selects yet).
 pub fn pending(store: &Store, name: &str) -> bool {
     let mut after = store.clone();
-    reconcile(&mut after, name, Outcome::Deployed);
+    reconcile(&mut after, name, Outcome::Deployed, None);
     after.revision() != store.revision()
 }
 
 /// One reconcile of the profile `name`: deployed everywhere it selects, failing there, or its
-/// spec copied ahead of the deployment.
-pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome) {
+/// spec copied ahead of the deployment; with `only`, on that one cluster (its summary created,
+/// deployed, failed or removed), the other clusters as they were.
+pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome, only: Option<&str>) {
     let cs_rt = cluster_summary_type();
     let mut wanted: Vec<(String, String)> = Vec::new();
     if let Some(profile) = store.peek(&cluster_profile_type(), "", name).cloned()
@@ -133,6 +139,9 @@ pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome) {
     {
         let d = desired(store, &profile);
         for (ns, cluster_name) in &d.clusters {
+            if only.is_some_and(|c| c != cluster_name) {
+                continue;
+            }
             let cs_name = format!("{name}-sveltos-{cluster_name}");
             let existing = store.peek(&cs_rt, ns, &cs_name).cloned();
             wanted.push((ns.clone(), cs_name));
@@ -166,6 +175,7 @@ pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome) {
                 .and_then(|l| l.get(promoter::api::sveltos::CLUSTER_PROFILE_NAME_LABEL))
                 .is_some_and(|p| p == name)
         })
+        .filter(|cs| only.is_none_or(|c| text(cs, "/spec/clusterName") == c))
         .map(|cs| (text(cs, "/metadata/namespace"), text(cs, "/metadata/name")))
         .filter(|key| !wanted.contains(key))
         .collect();
