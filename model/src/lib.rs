@@ -86,13 +86,15 @@
 //! [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash, a new revision);
 //! larger bounds run on demand (BENCHMARKS.md has their sizes and times).
 //!
-//! `clusters=2` ([`Bounds::clusters`](setup::Bounds::clusters)): `dev` selects two clusters and
-//! Sveltos reconciles its profile per cluster (`Step::OnCluster`), so one cluster may run the
-//! revision while the other runs nothing, the previous one, or has failed; every check that a
-//! stage ran a revision asks it of each cluster the stage selects, from the summaries in the
-//! store ([`ghost::ran_everywhere`]). With one cluster per stage "all" and "any" of a stage's
-//! clusters look the same. CI checks its whole graph with one deployment failing
-//! (`ci,crashes=0,spec_changes=0,failures=1,clusters=2`, 13,074 states).
+//! `clusters=2` ([`Bounds::clusters`](setup::Bounds::clusters)): `dev` (or the stage
+//! `clusters_in=` names) selects two clusters and Sveltos reconciles its profile per cluster
+//! (`Step::OnCluster`), so one cluster may run the revision while the other runs nothing, the
+//! previous one, or has failed; every check that a stage ran a revision asks it of each cluster
+//! the stage selects, from the summaries in the store ([`ghost::ran_everywhere`]), and so does a
+//! reverse rollback's wait for the stages above. With one cluster per stage "all" and "any" of a
+//! stage's clusters look the same. CI checks its whole graph with one deployment failing
+//! (`ci,crashes=0,spec_changes=0,failures=1,clusters=2`, 13,074 states); the incident path with
+//! `clusters_in=staging` runs on demand, to a depth (BENCHMARKS.md, "Two clusters in a stage").
 //!
 //! # The incident path (issue 33 §1)
 //!

@@ -3,8 +3,9 @@
 //! Every promotion has the same three stages, one per gate kind that waits on something other than
 //! a deployment: `dev` soaks (a delay), `staging` waits for a manual approval (`automaticReset`,
 //! the default), `prod` waits for its promotion window. Each stage selects one cluster (`qa` is
-//! there for a selector change to move `staging` onto); with [`Bounds::clusters`] 2, `dev`
-//! selects two ([`SECOND_CLUSTER`]), each deployed by a reconcile of its own.
+//! there for a selector change to move `staging` onto); with [`Bounds::clusters`] 2, `dev` (or
+//! the stage [`Bounds::two_clusters_in`] names) selects two ([`SECOND_CLUSTERS`]), each deployed
+//! by a reconcile of its own.
 //!
 //! Time moves in steps of [`STEP`] (a tick). A step is longer than every delay, so a soak started
 //! in one step is over in the next, and the window (`0 * * * *` to `30 * * * *`) is open in even
@@ -28,44 +29,51 @@ pub const CLUSTERS: [(&str, &str); 4] = [
     ("prod", "prod"),
 ];
 
-/// The second cluster of [`TWO_CLUSTER_STAGE`] with [`Bounds::clusters`] 2 (labelled as the
-/// stage's first, so the stage's selector matches both).
-pub const SECOND_CLUSTER: (&str, &str) = ("dev-b", "dev");
+/// The second cluster of each stage (by [`STAGES`]) with [`Bounds::clusters`] 2, the one of
+/// [`Bounds::two_clusters_in`] only (labelled as the stage's first, so the stage's selector
+/// matches both).
+pub const SECOND_CLUSTERS: [(&str, &str); 3] = [
+    ("dev-b", "dev"),
+    ("staging-b", "staging"),
+    ("prod-b", "prod"),
+];
 
-/// The stage (an index into [`STAGES`]) that selects two clusters with [`Bounds::clusters`] 2:
-/// `dev`, the first, so that a pass counting it done on one cluster shows soonest (its soak
-/// ends within the next step, and `staging`'s profile follows).
-pub const TWO_CLUSTER_STAGE: usize = 0;
-
-/// Every cluster the model may have (name, `env` label): what a check of every summary a
-/// profile may have looks at.
+/// Every cluster the model may have (name, `env` label; cluster indices point into it): what a
+/// check of every summary a profile may have looks at.
 pub fn all_clusters() -> impl Iterator<Item = (&'static str, &'static str)> {
-    CLUSTERS.into_iter().chain([SECOND_CLUSTER])
+    CLUSTERS.into_iter().chain(SECOND_CLUSTERS)
 }
 
-/// The name of cluster `index` (into [`clusters`]).
+/// The name of cluster `index` (into [`all_clusters`]).
 pub fn cluster_name(index: u8) -> Option<&'static str> {
     all_clusters().nth(index as usize).map(|(name, _)| name)
 }
 
-/// The clusters of `bounds`: [`CLUSTERS`], and [`SECOND_CLUSTER`] with `clusters=2`.
+/// The clusters of `bounds`: [`CLUSTERS`], and the second cluster of
+/// [`Bounds::two_clusters_in`] with `clusters=2`.
 pub fn clusters(bounds: &Bounds) -> Vec<(&'static str, &'static str)> {
-    all_clusters()
-        .take(CLUSTERS.len() + usize::from(bounds.clusters > 1))
-        .collect()
+    let mut out = CLUSTERS.to_vec();
+    if bounds.clusters > 1
+        && let Some(second) = SECOND_CLUSTERS.get(bounds.two_clusters_in)
+    {
+        out.push(*second);
+    }
+    out
 }
 
-/// The clusters (indices into [`clusters`]) Sveltos deploys `stage`'s profile on one by one
-/// (one step per cluster): those of [`TWO_CLUSTER_STAGE`] with `clusters=2`; none otherwise (a
-/// stage of one cluster is deployed by one reconcile of its profile, as before).
+/// The clusters (indices into [`all_clusters`]) Sveltos deploys `stage`'s profile on one by one
+/// (one step per cluster): every cluster of the bounds for [`Bounds::two_clusters_in`] with
+/// `clusters=2` (those the stage does not select too: a selector change may move it, and a
+/// reconcile there removes its summary; a step that changes nothing is no edge); none
+/// otherwise (a stage of one cluster is deployed by one reconcile of its profile, as before).
 pub fn clusters_one_by_one(bounds: &Bounds, stage: usize) -> Vec<u8> {
-    if bounds.clusters < 2 || stage != TWO_CLUSTER_STAGE {
+    if bounds.clusters < 2 || stage != bounds.two_clusters_in {
         return Vec::new();
     }
-    clusters(bounds)
-        .iter()
+    let present = clusters(bounds);
+    all_clusters()
         .enumerate()
-        .filter(|(_, (_, env))| *env == STAGES[stage])
+        .filter(|(_, c)| present.contains(c))
         .map(|(k, _)| k as u8)
         .collect()
 }
@@ -167,10 +175,15 @@ pub struct Bounds {
     pub promotions: usize,
     /// How many passes may run at the same time.
     pub passes: usize,
-    /// How many clusters [`TWO_CLUSTER_STAGE`] selects (1 or 2). With 2, Sveltos reconciles its
-    /// profile per cluster (one step per (profile, cluster)), so one cluster may run the new
-    /// revision while the other still runs the old one, or has failed.
+    /// How many clusters [`Bounds::two_clusters_in`] selects (1 or 2). With 2, Sveltos
+    /// reconciles its profile per cluster (one step per (profile, cluster)), so one cluster may
+    /// run the new revision while the other still runs the old one, or has failed.
     pub clusters: u8,
+    /// The stage (an index into [`STAGES`]) of two clusters with `clusters=2`: `dev` by default,
+    /// the first, so that a pass counting it done on one cluster shows soonest (its soak ends
+    /// within the next step, and `staging`'s profile follows); `staging` for a reverse rollback
+    /// that must wait for every cluster of a higher stage.
+    pub two_clusters_in: usize,
     pub observe: Observe,
     /// Processes killed (at any step of a pass).
     pub crashes: u8,
@@ -235,6 +248,7 @@ impl Bounds {
             promotions: 1,
             passes: 1,
             clusters: 1,
+            two_clusters_in: 0,
             observe: Observe::Atomic,
             crashes: 1,
             lost_answers: 0,
@@ -270,7 +284,7 @@ impl Bounds {
     }
 
     /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
-    /// `clusters` (of `dev`: 1 or 2),
+    /// `clusters` (1 or 2), `clusters_in=dev|staging|prod` (the stage of two clusters),
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
     /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`,
@@ -292,6 +306,12 @@ impl Bounds {
                 "promotions" => b.promotions = number()?.clamp(1, 2) as usize,
                 "passes" => b.passes = number()?.max(1) as usize,
                 "clusters" => b.clusters = number()?.clamp(1, 2),
+                "clusters_in" => {
+                    b.two_clusters_in = STAGES
+                        .iter()
+                        .position(|s| *s == value)
+                        .ok_or_else(|| format!("clusters_in: {value:?}: dev, staging or prod"))?
+                }
                 "observe" => {
                     b.observe = match value {
                         "atomic" => Observe::Atomic,
@@ -369,7 +389,7 @@ impl Bounds {
             "{} promotions x 3 stages ({} clusters in {}), {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
             self.promotions,
             self.clusters,
-            STAGES[TWO_CLUSTER_STAGE],
+            STAGES[self.two_clusters_in],
             self.passes,
             match self.observe {
                 Observe::Atomic => "atomic",

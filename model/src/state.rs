@@ -123,7 +123,7 @@ pub enum Step {
         stage: u8,
     },
     /// Sveltos reconciles the stage's profile on one cluster only (an index into
-    /// [`setup::clusters`]): with `clusters=2`, the stage of two clusters is deployed, failed or
+    /// [`setup::all_clusters`]): with `clusters=2`, the stage of two clusters is deployed, failed or
     /// lagged this way, one cluster at a time, instead of by [`Step::Deploy`], [`Step::Fail`]
     /// and [`Step::Lag`].
     OnCluster {
