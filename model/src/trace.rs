@@ -6,7 +6,7 @@ use super::ghost;
 use super::setup::{Bounds, promotion_name};
 use super::state::{Pass, State, Step, Work, promotion};
 use promoter::annotations;
-use promoter::fake::{cluster_profile_type, cluster_summary_type};
+use promoter::fake::{cluster_profile_type, cluster_summary_type, sveltos_cluster_type};
 use promoter::pass::stage_status::description_text;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -104,14 +104,25 @@ fn view(s: &State, bounds: &Bounds) -> BTreeMap<String, String> {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        let env = cp
+            .pointer("/spec/clusterSelector/matchLabels/env")
+            .unwrap_or(&Value::Null);
+        // Which clusters that is: with `clusters=2` a stage selects two, and a trace of a stage
+        // passed on one of them reads only with both named.
+        let cluster_rt = sveltos_cluster_type();
+        let clusters: Vec<&str> = s
+            .store
+            .stored(&cluster_rt)
+            .filter(|c| c.pointer("/metadata/labels/env") == Some(env))
+            .filter_map(|c| c.pointer("/metadata/name").and_then(Value::as_str))
+            .collect();
         out.insert(
             format!("profile {name}"),
             format!(
-                "chart {}, selects {}",
+                "chart {}, selects {env} (clusters {})",
                 cp.pointer("/spec/helmCharts/0/chartVersion")
                     .unwrap_or(&Value::Null),
-                cp.pointer("/spec/clusterSelector/matchLabels/env")
-                    .unwrap_or(&Value::Null)
+                clusters.join(", ")
             ),
         );
     }
