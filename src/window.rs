@@ -653,6 +653,97 @@ mod tests {
         );
     }
 
+    /// The zone a schedule is read in: its `CRON_TZ=` (or robfig's older `TZ=`) prefix, else the
+    /// default (the `--timezone` flag), whatever the default says when there is a prefix.
+    #[test]
+    fn a_schedule_keeps_the_zone_it_was_read_in() {
+        let ny: Tz = "America/New_York".parse().unwrap();
+        let zone =
+            |expr: &str, default: Tz| CronSchedule::parse(expr, default).unwrap().time_zone();
+        assert_eq!(zone("0 10 * * *", ny), ny);
+        assert_eq!(
+            zone("CRON_TZ=Europe/Berlin 0 10 * * *", ny),
+            chrono_tz::Europe::Berlin
+        );
+        assert_eq!(
+            zone("TZ=Asia/Kolkata @daily", Tz::UTC),
+            chrono_tz::Asia::Kolkata
+        );
+        assert_eq!(zone("CRON_TZ=UTC @every 1h", ny), Tz::UTC);
+    }
+
+    /// Antarctica/Troll falls back two hours (2026-10-25, 03:00 +02 -> 01:00 +00 at 01:00Z): just
+    /// after the change the wall clock reads 01:15 while 02:30, an hour later on the wall, already
+    /// fired (at its first instant, 00:30Z). The look-back must search the hour after `t`'s.
+    #[test]
+    fn a_two_hour_fall_back_looks_back_past_the_wall_clock_hour() {
+        let s = CronSchedule::parse("CRON_TZ=Antarctica/Troll 30 2 * * *", Tz::UTC).unwrap();
+        let t = utc("2026-10-25T01:15:00Z");
+        assert_eq!(
+            t.with_timezone(&chrono_tz::Antarctica::Troll)
+                .naive_local()
+                .hour(),
+            1,
+            "the wall clock is back at 01:15"
+        );
+        assert_eq!(s.last_at_or_before(t), Some(utc("2026-10-25T00:30:00Z")));
+        let w = PromotionWindow::parse(
+            "CRON_TZ=Antarctica/Troll 30 2 * * *",
+            "CRON_TZ=Antarctica/Troll 0 4 * * *",
+            Tz::UTC,
+        )
+        .unwrap();
+        assert_eq!(
+            w.state(t),
+            WindowState::Open {
+                closes_at: Some(utc("2026-10-25T04:00:00Z"))
+            }
+        );
+    }
+
+    /// `@every` has no wall clock: a window opened by one closes at the first `to` instant after
+    /// its opening instant, and its last opening is the multiple of the period at or before now.
+    #[test]
+    fn a_window_opened_by_every_counts_in_instants() {
+        let every = CronSchedule::parse("@every 6h", Tz::UTC).unwrap();
+        assert_eq!(
+            every.last_at_or_before(utc("2025-10-07T17:30:00Z")),
+            Some(utc("2025-10-07T12:00:00Z"))
+        );
+        assert_eq!(
+            every.last_at_or_before(utc("2025-10-07T18:00:00Z")),
+            Some(utc("2025-10-07T18:00:00Z")),
+            "at counts"
+        );
+        let w = window("@every 6h", "30 * * * *");
+        assert_eq!(
+            w.state(utc("2025-10-07T18:10:00Z")),
+            WindowState::Open {
+                closes_at: Some(utc("2025-10-07T18:30:00Z"))
+            }
+        );
+        assert_eq!(
+            w.state(utc("2025-10-07T19:00:00Z")),
+            WindowState::Closed {
+                opens_at: Some(utc("2025-10-08T00:00:00Z"))
+            }
+        );
+        // And closed by one: the first multiple of the period after the opening.
+        let w = window("0 10 * * *", "@every 4h");
+        assert_eq!(
+            w.state(utc("2025-10-07T10:30:00Z")),
+            WindowState::Open {
+                closes_at: Some(utc("2025-10-07T12:00:00Z"))
+            }
+        );
+        assert_eq!(
+            w.state(utc("2025-10-07T12:00:00Z")),
+            WindowState::Closed {
+                opens_at: Some(utc("2025-10-08T10:00:00Z"))
+            }
+        );
+    }
+
     /// Minutes of `[start, end)` during which the window is open.
     fn open_minutes(w: &PromotionWindow, start: DateTime<Utc>, end: DateTime<Utc>) -> i64 {
         let mut t = start;
