@@ -266,6 +266,21 @@ mod tests {
         }
     }
 
+    /// The cause is named in explain, the status and events as the annotation stores it.
+    #[test]
+    fn a_cause_is_named_as_the_annotation_stores_it() {
+        for (cause, name) in [
+            (Cause::ProgressDeadline, "ProgressDeadline"),
+            (Cause::Manual, "Manual"),
+        ] {
+            assert_eq!(cause.as_str(), name);
+            assert_eq!(
+                serde_json::to_value(cause).unwrap(),
+                Value::String(name.into())
+            );
+        }
+    }
+
     #[test]
     fn the_designs_json_read_back_and_a_bad_entry_left_out() {
         let mut h = History::default();
