@@ -169,6 +169,31 @@ mod tests {
     use super::*;
     use crate::fake::meta::qualified_name;
 
+    /// The upstream CRD gives a stage name no pattern: a long name of multi-byte characters is
+    /// cut on a character boundary, never past the 63 bytes of a key's name part, and two such
+    /// names keep distinct keys.
+    #[test]
+    fn a_long_stage_name_of_multibyte_characters_is_cut_between_characters() {
+        let e = "é".repeat(40);
+        let o = format!("{}ö", "é".repeat(39));
+        for (key, prefix) in [
+            (approval_key(&e), APPROVAL_PREFIX),
+            (grant_key(&e), GRANT_PREFIX),
+        ] {
+            let name = key.split_once('/').map(|(_, n)| n).unwrap_or_default();
+            let name_prefix = prefix.split_once('/').map(|(_, n)| n).unwrap_or_default();
+            // A cut inside an `é` (2 bytes) moves back one byte; 8 hex digits and a dash follow.
+            assert!(
+                (KEY_NAME_MAX - 1..=KEY_NAME_MAX).contains(&name.len()),
+                "{key}: {} bytes",
+                name.len()
+            );
+            let cut = &name[name_prefix.len()..name.len() - 9];
+            assert!(cut.chars().all(|c| c == 'é') && !cut.is_empty(), "{key}");
+        }
+        assert_ne!(approval_key(&e), approval_key(&o));
+    }
+
     #[test]
     fn every_stage_name_has_a_valid_distinct_key() {
         let short = "production";

@@ -1335,6 +1335,32 @@ fn issue14_p5_legacy_completion_is_adopted_once() {
     assert!(!run(&mut p, &mut w, min + 3).writes());
 }
 
+/// Problem 5: once promoter records completions, a record of another run means the current one
+/// is not complete, whatever the last stage's status text says (a text pause/resume or an earlier
+/// run left): the stage is judged again, here by summaries that failed.
+#[test]
+fn issue14_p5_a_record_of_another_run_is_no_legacy_completion() {
+    let mut p = promotion(three_stages());
+    set_approved(&mut p, 1, Some(true));
+    let mut w = fleet();
+    let (min, d) = run_to(&mut p, &mut w, 0, "production");
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    let mut other = crate::annotations::completed(&p).unwrap();
+    other.revision = "another-revision".into();
+    p.metadata.annotations.as_mut().unwrap().insert(
+        crate::annotations::COMPLETED.into(),
+        serde_json::to_string(&other).unwrap(),
+    );
+    assert!(description(&p, "production").starts_with("Successfully provisioned"));
+    summarize(&mut w, "kyverno-production", "Failed");
+    let d = run(&mut p, &mut w, min + 1);
+    assert_ne!(d.phase, Phase::Complete, "{}", d.summary);
+    assert_ne!(
+        crate::annotations::completed(&p),
+        Some(Run::of(p.status.as_ref().unwrap()).unwrap())
+    );
+}
+
 /// Problem 6: nothing that changes what a cluster runs precedes the status write.
 #[test]
 fn issue14_p6_next_stage_profile_and_preverification_follow_the_status_write() {
