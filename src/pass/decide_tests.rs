@@ -2258,3 +2258,6 @@ fn a_profile_being_deleted_is_not_counted_as_applied() {
         Some("ClusterProfile kyverno-dev is being deleted; it is recreated once it is gone.")
     );
 }
+
+#[path = "decide_planner_tests.rs"]
+mod planner_cases;
