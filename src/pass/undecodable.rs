@@ -232,4 +232,49 @@ mod tests {
             None
         );
     }
+
+    /// What is already right is not what makes a write: the message alone, or the description
+    /// alone, being right still writes the other; readable (or null) times are kept and not
+    /// reported as removed.
+    #[test]
+    fn writes_what_is_missing_and_keeps_readable_times() {
+        let now = Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap();
+        let spec = json!({"stages": [{"name": "dev"}]});
+        let message = failure_message(&bad(Value::Null).error);
+        let blocked = format!("{BLOCKED} (2026-02-16T05:00:00Z)");
+        // Another writer replaced the description; the message is still ours.
+        let b = bad(json!({"metadata": {"name": "p"}, "spec": spec,
+                           "status": {"currentStageName": "dev",
+                                      "stages": [{"name": "dev", "failureMessage": message,
+                                                  "currentStatusDescription": "Successfully provisioned (2026-02-16T05:00:00Z)"}]}}));
+        let patch = status_patch(&b, now).expect("the description is not Blocked");
+        assert_eq!(
+            patch["status"]["stages"][0]["currentStatusDescription"],
+            format!("{BLOCKED} (2026-02-16T06:00:00Z)")
+        );
+        // Blocked already, for another error: the message is rewritten, the description kept.
+        let b = bad(json!({"metadata": {"name": "p"}, "spec": spec,
+                           "status": {"currentStageName": "dev",
+                                      "stages": [{"name": "dev", "failureMessage": "cannot read this ClusterPromotion: an older error",
+                                                  "currentStatusDescription": blocked}]}}));
+        let patch = status_patch(&b, now).expect("the message is another error's");
+        let e = &patch["status"]["stages"][0];
+        assert_eq!(e["failureMessage"], message);
+        assert_eq!(e["currentStatusDescription"], blocked);
+        // A readable lastPromotionTime, or a null one, stays as it is.
+        for kept in [json!("2026-02-16T05:00:00Z"), Value::Null] {
+            let b = bad(json!({"metadata": {"name": "p"}, "spec": spec,
+                               "status": {"currentStageName": "dev", "lastPromotionTime": kept,
+                                          "stages": [{"name": "dev", "lastStatusCheckTime": kept}]}}));
+            let patch = status_patch(&b, now).unwrap();
+            assert!(
+                patch["status"].get("lastPromotionTime").is_none(),
+                "{kept}: {patch}"
+            );
+            assert_eq!(
+                patch["status"]["stages"][0]["failureMessage"], message,
+                "{kept}"
+            );
+        }
+    }
 }
