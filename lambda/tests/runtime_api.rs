@@ -207,26 +207,13 @@ async fn invocations_run_passes_with_a_native_eks_token() {
 }
 
 /// The promotions list answers, the PromotionFreezes' (read after it) hangs past the pass
-/// deadline (the 8 s invocation's end minus twice the 2 s margin): the pass
-/// reports the promotions undecided, and the invocation says it ran out of time (`Timeout`), not
-/// that the API server failed a read (`ReadFailed`): an alarm on `Timeout` sees it.
+/// deadline (the 8 s invocation's end minus twice the 2 s margin): the pass reports the promotions
+/// undecided, and the invocation says it ran out of time (`Timeout`), not that the API server
+/// failed a read (`ReadFailed`): an alarm on `Timeout` sees it.
 #[tokio::test]
 async fn a_read_the_deadline_cut_short_reports_a_timeout() {
-    use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
-    let server = management_cluster().await;
-    server.inject(FaultRule::after(
-        RequestMatcher::any().resource("promotionfreezes"),
-        0,
-        FaultAction::Hang(Duration::from_secs(20)),
-    ));
-    let kubeconfig = server.kubeconfig_yaml("lambda");
-    let runtime = RuntimeApi::start(Duration::from_secs(8)).await.unwrap();
-    let mut child = bootstrap(
-        &runtime,
-        &[("PROMOTER_KUBECONFIG_DATA", kubeconfig.as_str())],
-    );
-    let id = runtime.invoke(scheduled_event());
-    let posted = outcome(&runtime, &id, &mut child).await;
+    let matcher = promoter::fake::RequestMatcher::any().resource("promotionfreezes");
+    let (posted, _) = invoked_with_hangs(matcher, Duration::from_secs(8)).await;
     assert_eq!(posted.outcome, Outcome::Error, "{}", posted.body);
     assert_eq!(posted.body["errorType"], "Timeout", "{}", posted.body);
     let message = posted.body["errorMessage"].as_str().unwrap_or_default();
@@ -234,7 +221,33 @@ async fn a_read_the_deadline_cut_short_reports_a_timeout() {
         message.contains("were not decided") && message.contains("deadline"),
         "{message}"
     );
+}
+
+/// One scheduled invocation of `invocation` against the management cluster whose API server hangs
+/// every request `matcher` matches for 20 s: what it posted, and how long after the invoke.
+async fn invoked_with_hangs(
+    matcher: promoter::fake::RequestMatcher,
+    invocation: Duration,
+) -> (Posted, Duration) {
+    use promoter::fake::{FaultAction, FaultRule};
+    let server = management_cluster().await;
+    server.inject(FaultRule::after(
+        matcher,
+        0,
+        FaultAction::Hang(Duration::from_secs(20)),
+    ));
+    let kubeconfig = server.kubeconfig_yaml("lambda");
+    let runtime = RuntimeApi::start(invocation).await.unwrap();
+    let mut child = bootstrap(
+        &runtime,
+        &[("PROMOTER_KUBECONFIG_DATA", kubeconfig.as_str())],
+    );
+    let id = runtime.invoke(scheduled_event());
+    let started = std::time::Instant::now();
+    let posted = outcome(&runtime, &id, &mut child).await;
+    let elapsed = started.elapsed();
     let _ = child.kill().await;
+    (posted, elapsed)
 }
 
 #[tokio::test]
@@ -297,32 +310,19 @@ async fn outside_lambda_it_says_what_it_is() {
 
 #[tokio::test]
 async fn a_pass_that_would_overrun_the_invocation_reports_a_timeout() {
-    use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
-    let server = management_cluster().await;
     // The API server hangs on every request for longer than the invocation may run. (Hanging
     // only the first one made the outcome depend on timing: on a loaded machine the profiles'
     // list hung into the pass deadline while the promotions' list still answered, and the
-    // invocation failed as `ReadFailed` instead.)
-    server.inject(FaultRule::after(
-        RequestMatcher::any(),
-        0,
-        FaultAction::Hang(Duration::from_secs(20)),
-    ));
-    let kubeconfig = server.kubeconfig_yaml("lambda");
-    let runtime = RuntimeApi::start(Duration::from_secs(4)).await.unwrap();
-    let mut child = bootstrap(
-        &runtime,
-        &[("PROMOTER_KUBECONFIG_DATA", kubeconfig.as_str())],
-    );
-    let id = runtime.invoke(scheduled_event());
-    let started = std::time::Instant::now();
-    let posted = outcome(&runtime, &id, &mut child).await;
+    // invocation failed as `ReadFailed`, now `Timeout` too.)
+    let (posted, elapsed) = invoked_with_hangs(
+        promoter::fake::RequestMatcher::any(),
+        Duration::from_secs(4),
+    )
+    .await;
     assert_eq!(posted.outcome, Outcome::Error, "{}", posted.body);
     assert_eq!(posted.body["errorType"], "Timeout", "{}", posted.body);
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "reported before Lambda's own deadline: {:?}",
-        started.elapsed()
+        elapsed < Duration::from_secs(4),
+        "reported before Lambda's own deadline: {elapsed:?}"
     );
-    let _ = child.kill().await;
 }
