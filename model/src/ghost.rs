@@ -83,7 +83,7 @@ pub struct PromotionGhost {
     /// policy `rollback`. No profile goes back to an earlier revision otherwise.
     pub rollback_asked: Option<Run>,
     /// The revision a person's `resume` rolls out again after its rollback (a new run of the
-    /// same spec may start once for it).
+    /// same spec may start once for it); taken by the next run, whatever its spec.
     pub retry: Option<String>,
     /// The run the status showed complete ([`reads_complete`]), while it is the status' run.
     pub read_complete: Option<Run>,
@@ -415,13 +415,20 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
             }
         }
         (Some(x), Some(y)) => {
+            // A resume gives its revision back to the next run only: when a spec change comes
+            // first, that run is of another spec, and the revision is rolled back again (promoter
+            // drops its `promoter.dev/retry` record with the run it was for).
+            let retry = g.retry.take();
             if (x.revision.as_str(), x.stages.as_str())
                 == (mb.revision.clone().as_str(), mb.stages.clone().as_str())
-                && g.retry.take().as_ref() != Some(&x.revision)
+                && retry.as_ref() != Some(&x.revision)
             {
                 out.push(format!(
                     "{name}: a new run started for the spec of the run it superseded"
                 ));
+            }
+            if let Some(r) = retry.filter(|r| *r != mb.revision) {
+                g.rolled_back.insert(r);
             }
             if (y.revision.as_str(), y.stages.as_str())
                 != (mb.revision.clone().as_str(), mb.stages.clone().as_str())

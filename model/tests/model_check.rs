@@ -691,3 +691,63 @@ fn a_rollback_landing_after_the_resume_of_its_revision_keeps_the_resume() {
     );
     assert_eq!(dev.last().map(String::as_str), Some("2.0.0"));
 }
+
+/// A `resume` gives a rolled-back revision back to the next run only. When the spec changes
+/// between the resume and the next pass, that run is of another spec: promoter drops its retry
+/// record with it, and the revision, set again later, is held until a person resumes it again.
+/// The ghost once kept the resume's give-back past that run (taken only by a run of the same
+/// spec), so a later roll-out of the revision without a person would not have been reported.
+#[test]
+fn a_resume_gives_a_revision_back_to_the_next_run_only() {
+    use Step::*;
+    let bounds = Bounds {
+        crashes: 0,
+        spec_changes: 3,
+        policy: Policy::Reverse,
+        start: Start::Completed,
+        ..Bounds::ci()
+    };
+    let ghost = |steps: &[Step]| {
+        let states = trace::replay(&bounds, steps).unwrap();
+        states
+            .last()
+            .map(|(_, s, _)| s.ghost.promotions[0].clone())
+            .unwrap_or_default()
+    };
+    let (mut steps, _) = promoter_model::start::prefix(&bounds).unwrap();
+    // 2.0.0 starts, dev misses its deadline and is rolled back to 1.0.0; the person resumes.
+    steps.extend([NEW_REVISION, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    steps.extend([Tick, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    steps.push(Observe(P));
+    finish_pass(&bounds, &mut steps);
+    let rolled_back = ghost(&steps).rolled_back;
+    assert_eq!(rolled_back.len(), 1, "{}", trace::render(&bounds, &steps));
+    steps.push(Resume(P));
+    assert!(ghost(&steps).rolled_back.is_empty());
+    // The spec goes back to 1.0.0 before any pass: the next run is of another spec.
+    steps.extend([NEW_REVISION, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    let after = ghost(&steps);
+    assert_eq!(after.retry, None);
+    assert_eq!(
+        after.rolled_back,
+        rolled_back,
+        "{}",
+        trace::render(&bounds, &steps)
+    );
+    // 2.0.0 again by a spec change: held, since the resume was not used.
+    steps.extend([NEW_REVISION, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    replays_clean(&bounds, &steps);
+    let (stage, dev) = current_stage(&bounds, &steps);
+    assert_eq!(stage, "dev");
+    assert!(dev.starts_with("Held:"), "{dev}");
+    let charts = charts(&bounds, &steps, "dev");
+    assert_eq!(
+        charts.last().map(String::as_str),
+        Some("1.0.0"),
+        "{charts:?}"
+    );
+}
