@@ -77,9 +77,15 @@ fn event_name_prefix(promotion: &str) -> String {
 /// `reportingInstance`: the pod (CronJob) or function (Lambda) that wrote the Event, else
 /// `promoter`.
 fn reporting_instance() -> String {
+    instance_from(|k| std::env::var(k).ok())
+}
+
+/// [`reporting_instance`] from the environment `var` reads (a parameter: tests cannot set the
+/// process's own environment safely).
+fn instance_from(var: impl Fn(&str) -> Option<String>) -> String {
     let id = ["HOSTNAME", "AWS_LAMBDA_FUNCTION_NAME"]
         .iter()
-        .filter_map(|k| std::env::var(k).ok())
+        .filter_map(|k| var(k))
         .find(|v| !v.trim().is_empty())
         .unwrap_or_else(|| "promoter".into());
     truncate_bytes(id.trim(), INSTANCE_LIMIT).to_string()
@@ -193,7 +199,7 @@ mod tests {
     fn promotion() -> ClusterPromotion {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
-            "metadata": {"name": "p", "uid": "u-1"}, "spec": {"stages": [{"name": "prod"}]}
+            "metadata": {"name": "p", "uid": "u-1", "resourceVersion": "7"}, "spec": {"stages": [{"name": "prod"}]}
         }))
         .unwrap()
     }
@@ -235,14 +241,109 @@ mod tests {
             note.len()
         );
         assert!(note.ends_with("more bytes)"), "a cut note says so: {note}");
-        assert_eq!(v["regarding"]["uid"], "u-1");
-        assert!(v["regarding"].get("namespace").is_none());
+        assert_eq!(
+            v["regarding"],
+            serde_json::json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                "name": "p", "uid": "u-1", "resourceVersion": "7"
+            }),
+            "kubectl describe finds the Events of the promotion by these"
+        );
+        assert_eq!(v["metadata"]["generateName"], "p-");
+        assert_eq!(v["action"], "ClusterPromotion");
+        assert_eq!(v["reportingController"], REPORTING_CONTROLLER);
+        assert_eq!(
+            v["reportingInstance"],
+            instance_from(|k| std::env::var(k).ok())
+        );
         let mut obj = v.clone();
         obj["metadata"]["namespace"] = EVENT_NAMESPACE.into();
         assert!(crate::fake::meta::validate_event(&obj, true).is_empty());
         for r in [Reason::Approved, Reason::StageProvisioning, Reason::Blocked] {
             assert!(r.as_str().len() <= REASON_LIMIT && r.action().len() <= 128);
         }
+    }
+
+    #[test]
+    fn the_reporting_instance_is_the_pod_or_the_function_else_promoter() {
+        let env = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            move |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        };
+        assert_eq!(instance_from(env(&[])), "promoter");
+        assert_eq!(
+            instance_from(env(&[("HOSTNAME", " promoter-29-abcde\n")])),
+            "promoter-29-abcde"
+        );
+        assert_eq!(
+            instance_from(env(&[
+                ("HOSTNAME", "pod"),
+                ("AWS_LAMBDA_FUNCTION_NAME", "fn")
+            ])),
+            "pod"
+        );
+        assert_eq!(
+            instance_from(env(&[
+                ("HOSTNAME", " "),
+                ("AWS_LAMBDA_FUNCTION_NAME", "promoter-fn")
+            ])),
+            "promoter-fn",
+            "a blank HOSTNAME is no name"
+        );
+        let long = "h".repeat(200);
+        assert_eq!(
+            instance_from(env(&[("HOSTNAME", &long)])).len(),
+            INSTANCE_LIMIT
+        );
+    }
+
+    /// What `emit` and `emit_action` return is what the server stored; a refused Event is
+    /// counted out, never an error.
+    #[tokio::test]
+    async fn emit_counts_the_events_the_server_stored() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        let client = server.client().await.unwrap();
+        let refuse_next = || {
+            server.inject(FaultRule::nth(
+                RequestMatcher::verbs(&["create"]).resource("events"),
+                1,
+                FaultAction::Status(403),
+            ))
+        };
+        let p = promotion();
+        let now = Utc::now();
+        let notes = [
+            Reason::StageProvisioning.note("Provisioning stage prod".into()),
+            Reason::StageProvisioned.note("Stage prod provisioned".into()),
+        ];
+        assert_eq!(emit(&client, &p, &notes, "ClusterPromotion", now).await, 2);
+        refuse_next();
+        assert_eq!(emit(&client, &p, &notes, "ClusterPromotion", now).await, 1);
+        assert!(emit_action(&client, &p, Reason::Paused, "paused".into(), now).await);
+        refuse_next();
+        assert!(!emit_action(&client, &p, Reason::Resumed, "resumed".into(), now).await);
+        let events: Api<Event> = Api::namespaced(client, EVENT_NAMESPACE);
+        let stored = events.list(&Default::default()).await.unwrap();
+        let mut reasons: Vec<&str> = stored
+            .items
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("p"))
+            .filter_map(|e| e.reason.as_deref())
+            .collect();
+        reasons.sort();
+        assert_eq!(
+            reasons,
+            [
+                "Paused",
+                "StageProvisioned",
+                "StageProvisioned",
+                "StageProvisioning"
+            ]
+        );
     }
 
     #[test]
