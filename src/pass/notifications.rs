@@ -790,6 +790,221 @@ mod tests {
         );
     }
 
+    /// The server and receiver of [`deliver`]'s tests: the settings at the default place send
+    /// to `hook` (accepts) and `down` (answers 500), `maxAge` 1h; promotions `a` and `b` stored
+    /// with their statuses and these outboxes, as [`deliver`] is given them.
+    struct Delivering {
+        server: crate::fake::FakeApiServer,
+        receiver: crate::fake::webhook::WebhookReceiver,
+        client: kube::Client,
+        settings: Settings,
+        promotions: Vec<ClusterPromotion>,
+    }
+
+    fn entry(key: &str, status: &str, confirmed: bool, at: i64, to: &[&str]) -> Entry {
+        Entry {
+            key: key.into(),
+            transition: "StageStarted".into(),
+            reason: "StageProvisioning".into(),
+            stage: Some("dev".into()),
+            message: format!("Provisioning stage dev ({key})"),
+            at: Timestamp::new(t(at)),
+            revision: None,
+            status: status.into(),
+            confirmed,
+            to: Some(
+                to.iter()
+                    .map(|r| (r.to_string(), Default::default()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// A status as the CRD stores it (its hashes are bytes, base64).
+    fn stored_status(stage: &str, description: &str) -> ClusterPromotionStatus {
+        ClusterPromotionStatus {
+            profile_spec_hash: Some("cmV2".into()),
+            stages_hash: Some("c3Q=".into()),
+            ..status(stage, description)
+        }
+    }
+
+    fn a_status() -> ClusterPromotionStatus {
+        stored_status(
+            "dev",
+            "Clusters are being provisioned (2026-02-16T06:00:00Z)",
+        )
+    }
+
+    fn b_status() -> ClusterPromotionStatus {
+        stored_status("prod", "Successfully provisioned (2026-02-16T06:05:00Z)")
+    }
+
+    async fn delivering(a: &[Entry], b: &[Entry]) -> Delivering {
+        use crate::fake::webhook::{Fault, WebhookReceiver};
+        let server = crate::fake::FakeApiServer::start_with_sveltos()
+            .await
+            .unwrap();
+        let receiver = WebhookReceiver::start().await.unwrap();
+        receiver.inject("/down", Fault::Status(500), None);
+        let location = Location::default_location();
+        let config = format!(
+            "receivers:\n- {{name: hook, type: webhook, url: '{}'}}\n- {{name: down, type: webhook, url: '{}'}}\nrules:\n- receivers: [hook]\nmaxAge: 1h\n",
+            receiver.url("/hook"),
+            receiver.url("/down")
+        );
+        server
+            .store()
+            .seed(
+                &crate::fake::ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true),
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": location.name, "namespace": location.namespace},
+                    "data": {config::CONFIG_KEY: config}}),
+            )
+            .unwrap();
+        for (name, st, entries) in [("a", a_status(), a), ("b", b_status(), b)] {
+            server
+                .store()
+                .seed(
+                    &crate::fake::cluster_promotion_type(),
+                    json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                        "metadata": {"name": name, "uid": format!("u-{name}"),
+                                     "annotations": {OUTBOX: outbox::encode(entries)}},
+                        "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]},
+                        "status": st}),
+                )
+                .unwrap();
+        }
+        let client = server.client().await.unwrap();
+        let settings = load(&client, Some(&location)).await.unwrap();
+        let api: Api<ClusterPromotion> = Api::all(client.clone());
+        let mut promotions = Vec::new();
+        for name in ["a", "b"] {
+            promotions.push(api.get(name).await.unwrap());
+        }
+        Delivering {
+            server,
+            receiver,
+            client,
+            settings,
+            promotions,
+        }
+    }
+
+    impl Delivering {
+        async fn deliver(&self) -> BTreeMap<String, Counts> {
+            let until = tokio::time::Instant::now() + Duration::from_secs(10);
+            deliver(&self.client, &self.settings, &self.promotions, t(0), until).await
+        }
+
+        /// The outbox as stored now: keys, and the receivers each still goes to.
+        async fn stored(&self, name: &str) -> Option<Vec<(String, Vec<String>)>> {
+            let api: Api<ClusterPromotion> = Api::all(self.client.clone());
+            let p = api.get_opt(name).await.unwrap()?;
+            crate::annotations::annotation(&p, OUTBOX)?;
+            Some(
+                outbox::read(&p)
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| (e.key, e.to.unwrap_or_default().into_keys().collect()))
+                    .collect(),
+            )
+        }
+
+        fn sent_to(&self, path: &str) -> usize {
+            self.receiver
+                .received()
+                .iter()
+                .filter(|r| r.path == path)
+                .count()
+        }
+    }
+
+    fn owned(v: &[(&str, &[&str])]) -> Option<Vec<(String, Vec<String>)>> {
+        Some(
+            v.iter()
+                .map(|(k, to)| (k.to_string(), to.iter().map(|r| r.to_string()).collect()))
+                .collect(),
+        )
+    }
+
+    /// Each promotion's figures are its own: sent, failed, dropped (too old, receiver gone), and
+    /// what is still pending by its own status; each outbox is written back without what was
+    /// delivered or dropped, and removed once empty.
+    #[tokio::test]
+    async fn deliver_sends_what_is_due_and_writes_each_outbox_back() {
+        let a_token = outbox::status_token(Some(&a_status()));
+        let b_token = outbox::status_token(Some(&b_status()));
+        let a = [
+            entry("a1", &a_token, true, 0, &["hook", "down"]),
+            entry("a-old", &a_token, true, -61, &["hook"]),
+            entry("a-gone", &a_token, true, 0, &["gone"]),
+            // Not deliverable for `a` (its status write failed); it would be for `b`.
+            entry("a-unwritten", &b_token, false, 0, &["hook"]),
+        ];
+        let b = [entry("b1", &b_token, true, 0, &["hook"])];
+        let env = delivering(&a, &b).await;
+        let counts = env.deliver().await;
+        let figures = |c: &Counts| (c.sent, c.failed, c.dropped, c.pending);
+        assert_eq!(figures(&counts["a"]), (1, 1, 2, 1));
+        assert_eq!(figures(&counts["b"]), (1, 0, 0, 0));
+        assert_eq!(counts.len(), 2);
+        assert_eq!((env.sent_to("/hook"), env.sent_to("/down")), (2, 1));
+        assert_eq!(
+            env.stored("a").await,
+            owned(&[("a1", &["down"]), ("a-unwritten", &["hook"])])
+        );
+        assert_eq!(env.stored("b").await, None, "delivered: the outbox is gone");
+    }
+
+    /// A write-back that lost a race to another pass applies the results to the outbox as it is
+    /// now; one refused otherwise is not tried again (the next pass sends again, same key); a
+    /// promotion gone meanwhile has nothing pending.
+    #[tokio::test]
+    async fn a_write_back_retries_only_a_lost_race() {
+        use crate::fake::{FaultAction, FaultRule, RequestMatcher};
+        let a_token = outbox::status_token(Some(&a_status()));
+        let seen = [entry("a1", &a_token, true, 0, &["hook"])];
+        let now = [
+            entry("a1", &a_token, true, 0, &["hook"]),
+            entry("a2", &a_token, true, 0, &["hook"]),
+        ];
+        // Another pass added `a2` after this one read the outbox.
+        let env = delivering(&now, &[]).await;
+        let mut raced = env.promotions.clone();
+        raced[0]
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(OUTBOX.into(), outbox::encode(&seen));
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        let counts = deliver(&env.client, &env.settings, &raced, t(0), until).await;
+        assert_eq!((counts["a"].sent, counts["a"].pending), (1, 1));
+        assert_eq!(env.stored("a").await, owned(&[("a2", &["hook"])]));
+
+        let env = delivering(&seen, &[]).await;
+        env.server.inject(FaultRule::nth(
+            RequestMatcher::verbs(&["patch"]).resource("clusterpromotions"),
+            1,
+            FaultAction::Status(403),
+        ));
+        let counts = env.deliver().await;
+        assert_eq!((counts["a"].sent, counts["a"].pending), (1, 1));
+        assert_eq!(
+            env.stored("a").await,
+            owned(&[("a1", &["hook"])]),
+            "written once, refused"
+        );
+
+        let env = delivering(&seen, &[]).await;
+        Api::<ClusterPromotion>::all(env.client.clone())
+            .delete("a", &Default::default())
+            .await
+            .unwrap();
+        let counts = env.deliver().await;
+        assert_eq!((counts["a"].sent, counts["a"].pending), (1, 0));
+    }
+
     #[test]
     fn the_send_deadline_is_inside_the_pass_deadline() {
         let now = tokio::time::Instant::now();
