@@ -808,6 +808,166 @@ mod tests {
                "metadata": {"name": "holidays", "generation": 2}, "spec": spec, "status": status})
     }
 
+    #[test]
+    fn a_decode_error_names_its_field_and_is_cut_at_a_character() {
+        // At the root there is no field to name.
+        assert_eq!(
+            decode::<BTreeMap<String, String>>(&json!([1])).unwrap_err(),
+            "invalid type: sequence, expected a map"
+        );
+        let error =
+            |text: &str| decode::<BTreeMap<String, u32>>(&json!({ "k": text })).unwrap_err();
+        let overhead = error("").len();
+        assert_eq!(error(""), "k: invalid type: string \"\", expected u32");
+        // Exactly the limit: kept whole.
+        let whole = error(&"x".repeat(MAX_ERROR - overhead));
+        assert_eq!(whole.len(), MAX_ERROR);
+        assert!(whole.ends_with("expected u32"), "{whole}");
+        // Beyond it: cut before the character the limit falls in, and marked.
+        let long = "é".repeat(MAX_ERROR);
+        let cut = error(&long);
+        let kept = if (MAX_ERROR - "k: invalid type: string \"".len()) % 2 == 0 {
+            MAX_ERROR
+        } else {
+            MAX_ERROR - 1
+        };
+        assert_eq!(cut.len(), kept + '…'.len_utf8(), "{cut}");
+        assert!(cut.starts_with("k: invalid type: string \"éé") && cut.ends_with("é…"));
+    }
+
+    #[test]
+    fn a_profile_that_does_not_decode_is_seen_by_its_metadata_and_what_spec_it_has() {
+        let bad = |raw: Value| Undecodable {
+            name: "kyverno-dev".into(),
+            raw,
+            error: "spec.syncMode: invalid type".into(),
+        };
+        let cp = lenient_profile(&bad(json!({
+            "metadata": {"name": "kyverno-dev", "labels": {PROMOTION_NAME_LABEL: "kyverno"}},
+            "spec": {"syncMode": 7}
+        })))
+        .unwrap();
+        assert_eq!(cp.metadata.name.as_deref(), Some("kyverno-dev"));
+        assert_eq!(
+            cp.metadata.labels.unwrap_or_default()[PROMOTION_NAME_LABEL],
+            "kyverno"
+        );
+        assert_eq!(cp.spec.fields["syncMode"], 7);
+        let listless = lenient_profile(&bad(json!({
+            "metadata": {"name": "kyverno-dev"}, "spec": [1]
+        })))
+        .unwrap();
+        assert!(listless.spec.fields.is_empty());
+        assert!(lenient_profile(&bad(json!({"spec": {}}))).is_none());
+    }
+
+    /// The inventory is read page by page, every page; a list whose continue token expired is
+    /// read again from the beginning once, within the pass deadline; a second expiry, or any other
+    /// failure of a later page, fails the list.
+    #[tokio::test]
+    async fn a_list_reads_every_page_and_starts_again_once_when_its_token_expires() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        let n = PAGE as usize + 5;
+        {
+            let mut store = server.store();
+            for i in 0..n {
+                store
+                    .seed(
+                        &crate::fake::sveltos_cluster_type(),
+                        crate::sim::sveltos_cluster("bulk", &format!("c{i:04}"), &[]),
+                    )
+                    .unwrap();
+            }
+        }
+        let client = server.client().await.unwrap();
+        let lists = || RequestMatcher::verbs(&["list"]).resource("sveltosclusters");
+        let listed = |code: Option<u16>| {
+            server.count(|r| {
+                r.verb == "list"
+                    && r.resource == "sveltosclusters"
+                    && code.is_none_or(|c| r.code == c)
+            })
+        };
+        assert_eq!(inventory(&client).await.unwrap().len(), n);
+        assert_eq!(listed(None), 2, "two pages");
+
+        server.clear_requests();
+        server.inject(FaultRule::nth(lists(), 2, FaultAction::Compact));
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
+        let again = crate::client::retry::within_deadline(deadline, inventory(&client)).await;
+        assert_eq!(again.unwrap().len(), n, "each cluster once");
+        assert_eq!((listed(None), listed(Some(410))), (4, 1));
+
+        server.clear_requests();
+        server.inject(FaultRule::after(lists(), 1, FaultAction::Compact));
+        let e = format!("{:#}", inventory(&client).await.unwrap_err());
+        assert!(e.contains("expired again"), "{e}");
+        assert_eq!(listed(Some(410)), 2);
+        server.clear_faults();
+
+        server.clear_requests();
+        server.inject(FaultRule::nth(lists(), 2, FaultAction::Status(403)));
+        assert!(inventory(&client).await.is_err());
+        assert_eq!(
+            listed(None),
+            2,
+            "a refused page is not a reason to list again"
+        );
+    }
+
+    #[test]
+    fn a_capi_cluster_is_served_once_onboarded_and_until_it_is_deleted() {
+        let cluster = |annotations: Value, deleting: bool| {
+            let mut c: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+                "metadata": {"name": "prod01", "namespace": "fleet", "labels": {"env": "prod"},
+                             "annotations": annotations},
+                "spec": {"paused": true},
+                "status": {"controlPlaneReady": true}
+            }))
+            .unwrap();
+            if deleting {
+                c.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            c
+        };
+        let placed = |c: DynamicObject, onboard: Option<&str>| {
+            let mut inv = Inventory::default();
+            capi_cluster(&c, onboard, &mut inv);
+            (inv.clusters, inv.excluded)
+        };
+        let (served, excluded) = placed(cluster(json!({}), false), None);
+        assert!(excluded.is_empty());
+        let c = &served[0];
+        assert_eq!(
+            (
+                c.kind,
+                c.namespace.as_str(),
+                c.name.as_str(),
+                c.ready,
+                c.paused
+            ),
+            (ClusterKind::Capi, "fleet", "prod01", true, true)
+        );
+        assert_eq!(c.labels["env"], "prod");
+        let (served, _) = placed(cluster(json!({"onboard": ""}), false), Some("onboard"));
+        assert_eq!(served.len(), 1, "onboarded");
+        let (served, excluded) = placed(cluster(json!({"other": ""}), false), Some("onboard"));
+        assert!(served.is_empty());
+        assert!(
+            excluded[0].why.contains("no annotation onboard"),
+            "{}",
+            excluded[0].why
+        );
+        let (served, excluded) = placed(cluster(json!({"onboard": ""}), true), Some("onboard"));
+        assert!(served.is_empty());
+        assert!(excluded[0].why.starts_with("being deleted"));
+    }
+
     /// Issue 30: a PromotionFreeze that does not decode is kept as far as it can be read, marked
     /// unreadable with why; an unreadable status alone is no problem of the freeze.
     #[test]
