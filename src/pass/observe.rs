@@ -914,6 +914,53 @@ mod tests {
         );
     }
 
+    /// A promotion promoter cannot decode is handed over by name with the field that failed; the
+    /// others are observed, and the whole fleet's names and labels kept (a freeze's selector).
+    #[tokio::test]
+    async fn a_promotion_that_does_not_decode_is_named_and_the_others_observed() {
+        let server = crate::fake::FakeApiServer::start_with_sveltos()
+            .await
+            .unwrap();
+        let promotion = |name: &str, stage: Value| {
+            json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                   "metadata": {"name": name, "labels": {"team": name}},
+                   "spec": {"profileSpec": {}, "stages": [stage]}})
+        };
+        for p in [
+            promotion("good", json!({"name": "dev", "clusterSelector": {}})),
+            promotion(
+                "bad",
+                json!({"name": "dev", "clusterSelector": {}, "trigger": {"auto": {"delay": "1d"}}}),
+            ),
+        ] {
+            server
+                .store()
+                .seed(&crate::fake::cluster_promotion_type(), p)
+                .unwrap();
+        }
+        let client = server.client().await.unwrap();
+        let (o, unread) = observe_pass(&client, None, None).await.unwrap();
+        assert!(unread.is_empty(), "{unread:?}");
+        let names: Vec<_> = o
+            .promotions
+            .iter()
+            .map(|p| p.metadata.name.clone())
+            .collect();
+        assert_eq!(names, [Some("good".to_string())]);
+        assert_eq!(o.undecodable.len(), 1);
+        assert_eq!(o.undecodable[0].name, "bad");
+        assert!(
+            o.undecodable[0]
+                .error
+                .starts_with("spec.stages[0].trigger.auto.delay"),
+            "{}",
+            o.undecodable[0].error
+        );
+        let all = o.world.all_promotions.unwrap();
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["bad", "good"]);
+        assert_eq!(all["bad"]["team"], "bad");
+    }
+
     #[test]
     fn a_capi_cluster_is_served_once_onboarded_and_until_it_is_deleted() {
         let cluster = |annotations: Value, deleting: bool| {
