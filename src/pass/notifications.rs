@@ -749,7 +749,23 @@ mod tests {
             Some("prod"),
             "Provisioning stage prod".into(),
         );
+        d.let_through("last", None);
         let noted = transitions(&d);
+        // In the order they happened, each once; one after the last Event too.
+        let order: Vec<(Transition, Option<&str>)> = noted
+            .iter()
+            .map(|n| (n.transition, n.stage.as_deref()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                (Transition::StageCompleted, Some("dev")),
+                (Transition::Approved, Some("dev")),
+                (Transition::Approved, Some("hand")),
+                (Transition::StageStarted, Some("prod")),
+                (Transition::Approved, Some("last")),
+            ]
+        );
         assert_eq!(noted[0].transition, Transition::StageCompleted);
         let noted = &noted[1..];
         assert_eq!(noted[0].transition, Transition::Approved);
