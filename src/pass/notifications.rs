@@ -701,6 +701,14 @@ mod tests {
             .insert(OUTBOX.into(), outbox::encode(&observed));
         // A decision that writes nothing leaves the outbox to the sending.
         assert!(record(&p, &Decision::new("p"), Some(&rules()), t(0)).is_none());
+        // One that writes the status, even without a transition, marks what the status
+        // confirmed and drops what it does not.
+        let mut quiet = Decision::new("p");
+        quiet.status = Some(written.clone());
+        let rec = record(&p, &quiet, Some(&rules()), t(0)).unwrap();
+        let keys: Vec<&str> = rec.entries.iter().map(|e| e.key.as_str()).collect();
+        assert_eq!(keys, ["confirmed-by-status", "marked"]);
+        assert!(rec.entries.iter().all(|e| e.confirmed));
         // One that moves the status on marks what the status confirmed first.
         let d = advancing(&p);
         let rec = record(&p, &d, Some(&rules()), t(0)).unwrap();
