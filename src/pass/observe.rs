@@ -961,6 +961,34 @@ mod tests {
         assert_eq!(all["bad"]["team"], "bad");
     }
 
+    /// The freezes as listed; none at all when promoter.dev is not served; any other failure to
+    /// list them is an error (a freeze fails closed).
+    #[tokio::test]
+    async fn freezes_are_listed_none_when_not_served_and_an_error_otherwise() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        server
+            .store()
+            .seed(
+                &crate::fake::promotion_freeze_type(),
+                raw(json!({"reason": "CAB-1"}), Value::Null),
+            )
+            .unwrap();
+        let client = server.client().await.unwrap();
+        let listed = freezes(&client).await.unwrap().unwrap();
+        let names: Vec<_> = listed.iter().map(|f| f.metadata.name.clone()).collect();
+        assert_eq!(names, [Some("holidays".to_string())]);
+        server.inject(FaultRule::nth(
+            RequestMatcher::verbs(&["list"]).resource("promotionfreezes"),
+            1,
+            FaultAction::Status(403),
+        ));
+        assert!(freezes(&client).await.is_err(), "refused is not unserved");
+        let without = FakeApiServer::start_with_sveltos_only().await.unwrap();
+        let client = without.client().await.unwrap();
+        assert!(freezes(&client).await.unwrap().is_none());
+    }
+
     #[test]
     fn a_capi_cluster_is_served_once_onboarded_and_until_it_is_deleted() {
         let cluster = |annotations: Value, deleting: bool| {
