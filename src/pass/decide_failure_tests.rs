@@ -1220,6 +1220,11 @@ fn the_cause_of_a_rollback_reaches_the_status_after_a_crash() {
             "{policy}: {reasons:?}"
         );
         assert_eq!(first(&d).message, first(&unharmed).message);
+        assert_eq!(
+            first(&d).stage.as_deref(),
+            Some("dev"),
+            "{policy}: the owed Event is about the stage that missed its deadline"
+        );
         assert!(
             first(&d).owed,
             "notified by the record patch that recorded it, not again"

@@ -420,3 +420,100 @@ impl Reason {
 /// The description of the stage of a ClusterPromotion that cannot be processed (a problem found
 /// before planning, or a decode error); its failureMessage says why.
 pub use super::phase::BLOCKED;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every reason, in the order the enum declares them.
+    const REASONS: [Reason; 26] = [
+        Reason::StageProvisioning,
+        Reason::StageProvisioned,
+        Reason::AwaitingApproval,
+        Reason::WindowOpened,
+        Reason::ChecksFailing,
+        Reason::ChecksPassing,
+        Reason::RolloutComplete,
+        Reason::DeploymentFailed,
+        Reason::Blocked,
+        Reason::TookOver,
+        Reason::FieldsPruned,
+        Reason::Approved,
+        Reason::Paused,
+        Reason::Resumed,
+        Reason::RollbackRequested,
+        Reason::Aborted,
+        Reason::FreezeBypassGranted,
+        Reason::ProgressDeadlineExceeded,
+        Reason::RollbackStarted,
+        Reason::StageRolledBack,
+        Reason::RolledBack,
+        Reason::RollbackDeadlineExceeded,
+        Reason::Frozen,
+        Reason::FreezeBypassed,
+        Reason::InvalidFreeze,
+        Reason::UnreadableFreeze,
+    ];
+
+    #[test]
+    fn an_event_of_a_person_names_the_command_and_a_pass_s_names_upstream_s_kind() {
+        let by_person: Vec<(&str, &str)> = REASONS
+            .iter()
+            .filter(|r| r.action() != "ClusterPromotion")
+            .map(|r| (r.as_str(), r.action()))
+            .collect();
+        assert_eq!(
+            by_person,
+            [
+                ("Approved", "Approve"),
+                ("Paused", "Pause"),
+                ("Resumed", "Resume"),
+                ("RollbackRequested", "Rollback"),
+                ("Aborted", "Abort"),
+                ("FreezeBypassGranted", "FreezeBypass"),
+            ]
+        );
+        assert_eq!(Reason::StageProvisioned.action(), "ClusterPromotion");
+    }
+
+    #[test]
+    fn warnings_are_the_reasons_that_need_somebody_s_attention() {
+        let warnings: Vec<&str> = REASONS
+            .iter()
+            .filter(|r| r.warning())
+            .map(|r| r.as_str())
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                "ChecksFailing",
+                "DeploymentFailed",
+                "Blocked",
+                "FieldsPruned",
+                "ProgressDeadlineExceeded",
+                "RollbackStarted",
+                "RolledBack",
+                "RollbackDeadlineExceeded",
+                "InvalidFreeze",
+                "UnreadableFreeze",
+            ]
+        );
+        assert!(Reason::Blocked.note("m".into()).warning);
+        assert!(!Reason::StageProvisioned.note("m".into()).warning);
+    }
+
+    #[test]
+    fn a_decision_writes_when_it_has_an_action_a_status_or_an_action_after_the_status() {
+        let quiet = Decision::new("p");
+        assert!(!quiet.writes());
+        let mut d = Decision::new("p");
+        d.actions.push(Action::AddFinalizer);
+        assert!(d.writes(), "an action");
+        let mut d = Decision::new("p");
+        d.status = Some(ClusterPromotionStatus::default());
+        assert!(d.writes(), "a status");
+        let mut d = Decision::new("p");
+        d.after_status.push(Action::Delete { name: "x".into() });
+        assert!(d.writes(), "an action after the status");
+    }
+}
