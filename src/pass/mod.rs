@@ -709,3 +709,167 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
         notifications: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(name: &str, phase: Phase) -> PromotionReport {
+        PromotionReport {
+            name: name.into(),
+            phase,
+            stage: None,
+            summary: String::new(),
+            actions: Vec::new(),
+            next_check: None,
+            conflict: None,
+            error: None,
+            stage_index: None,
+            last_promotion_time: None,
+            deferred: None,
+            undecided: None,
+            notifications: None,
+        }
+    }
+
+    fn pass_report(promotions: Vec<PromotionReport>) -> PassReport {
+        PassReport {
+            time: DateTime::UNIX_EPOCH,
+            dry_run: false,
+            promotions,
+            invalid_freezes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_promotion_is_in_error_by_its_phase_or_by_a_failed_write() {
+        assert!(!report("a", Phase::Progressing).in_error());
+        assert!(report("a", Phase::Failed).in_error());
+        let failed_write = PromotionReport {
+            error: Some("writing status: 500".into()),
+            ..report("a", Phase::Progressing)
+        };
+        assert!(failed_write.in_error());
+    }
+
+    #[test]
+    fn a_pass_counts_its_errors_deferred_undecided_and_notifications() {
+        let counts = |sent| notify::delivery::Counts {
+            sent,
+            ..Default::default()
+        };
+        let r = pass_report(vec![
+            report("ok", Phase::Complete),
+            PromotionReport {
+                notifications: Some(counts(1)),
+                ..report("failed", Phase::Failed)
+            },
+            PromotionReport {
+                error: Some("x".into()),
+                notifications: Some(counts(2)),
+                ..report("write-failed", Phase::Progressing)
+            },
+            PromotionReport {
+                deferred: Some("x".into()),
+                ..report("deferred-1", Phase::Progressing)
+            },
+            PromotionReport {
+                deferred: Some("x".into()),
+                ..report("deferred-2", Phase::Progressing)
+            },
+            PromotionReport {
+                undecided: Some("x".into()),
+                ..report("undecided-1", Phase::Progressing)
+            },
+            PromotionReport {
+                undecided: Some("x".into()),
+                ..report("undecided-2", Phase::Progressing)
+            },
+        ]);
+        assert_eq!((r.errors(), r.deferred(), r.undecided()), (2, 2, 2));
+        assert_eq!(r.notifications(), counts(3));
+        let quiet = pass_report(vec![report("ok", Phase::Complete)]);
+        assert_eq!(
+            (quiet.errors(), quiet.deferred(), quiet.undecided()),
+            (0, 0, 0)
+        );
+    }
+
+    #[test]
+    fn a_dry_run_lists_the_actions_then_the_status_then_what_follows_it() {
+        let mut d = Decision::new("p");
+        assert!(planned(&d).is_empty());
+        d.actions.push(Action::AddFinalizer);
+        d.actions.push(Action::Delete { name: "old".into() });
+        d.status = Some(crate::api::ClusterPromotionStatus::default());
+        d.after_status.push(Action::Disown {
+            name: "kept".into(),
+        });
+        assert_eq!(
+            planned(&d),
+            [
+                "add finalizer",
+                "delete ClusterProfile old",
+                "write status",
+                "remove owner reference from ClusterProfile kept",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pass_deadline_is_seconds_or_a_go_duration_and_longer_than_zero() {
+        let secs = std::time::Duration::from_secs;
+        assert_eq!(parse_deadline("45"), Ok(secs(45)));
+        assert_eq!(parse_deadline(" 1m30s "), Ok(secs(90)));
+        assert_eq!(parse_deadline("40s"), Ok(secs(40)));
+        assert!(parse_deadline("0").is_err());
+        assert!(parse_deadline("0s").is_err());
+        assert!(parse_deadline("soon").is_err());
+    }
+
+    #[test]
+    fn a_deadline_is_past_once_reached_and_never_without_one() {
+        let now = tokio::time::Instant::now();
+        assert!(!past(None));
+        assert!(past(Some(now)));
+        assert!(!past(Some(now + std::time::Duration::from_secs(3600))));
+    }
+
+    #[test]
+    fn a_deferred_promotion_says_why_and_names_its_shard() {
+        let plain = deferred_text(&PassLimits::default());
+        assert_eq!(
+            plain,
+            "not acted on: the pass deadline came first; the next pass decides again"
+        );
+        let sharded = deferred_text(&PassLimits {
+            shard: Some(shard::Shard { index: 1, count: 3 }),
+            ..PassLimits::default()
+        });
+        assert_eq!(sharded, format!("{plain} (shard 1/3)"));
+    }
+
+    #[test]
+    fn a_promotion_not_decided_keeps_its_recorded_stage_and_says_why() {
+        let p: ClusterPromotion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p"},
+            "spec": {"stages": [{"name": "dev"}, {"name": "prod"}]},
+            "status": {"currentStageName": "prod", "lastPromotionTime": "2026-02-16T06:28:24Z"}
+        }))
+        .unwrap();
+        let r = not_decided(&p, "listing ClusterSummaries failed");
+        assert_eq!(r.name, "p");
+        assert_eq!(r.phase, phase::recorded(&p));
+        assert_eq!((r.stage.as_deref(), r.stage_index), (Some("prod"), Some(2)));
+        assert_eq!(
+            r.undecided.as_deref(),
+            Some("listing ClusterSummaries failed")
+        );
+        assert!(r.in_error() && r.actions.is_empty(), "{r:?}");
+        assert_eq!(
+            r.last_promotion_time.map(|t| t.to_rfc3339()),
+            Some("2026-02-16T06:28:24+00:00".into())
+        );
+    }
+}
