@@ -6,6 +6,7 @@ mod common;
 
 use common::Env;
 use promoter::fake::cluster_promotion_type;
+use promoter::fake::{FaultAction, FaultRule, RequestMatcher};
 use promoter::pass::Phase;
 use serde_json::{Value, json};
 
@@ -103,6 +104,42 @@ async fn undecodable_delay_is_an_error_in_its_own_status_and_the_others_go_on() 
     );
     assert!(!stderr.contains("\"items\""), "{stderr}");
     assert!(!stderr.contains("kyverno.github.io"), "{stderr}");
+}
+
+/// The status write of an undecodable promotion refused because another writer got there first
+/// (409) or the promotion went away (404) is a conflict, left to the next pass; any other refusal
+/// is an error of this pass. Either way the next pass writes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_status_write_of_an_undecodable_promotion_is_a_conflict_or_an_error() {
+    for (code, conflict) in [(409, true), (404, true), (500, false)] {
+        let env = Env::new(FLEET).await;
+        let mut bad = good();
+        bad["metadata"]["name"] = json!("bad");
+        bad["spec"]["stages"][0]["trigger"]["auto"]["delay"] = json!("1d");
+        seed(&env, bad);
+        env.server.inject(FaultRule::nth(
+            RequestMatcher::verbs(&["patch"])
+                .resource("clusterpromotions")
+                .subresource("status")
+                .name("bad"),
+            1,
+            FaultAction::Status(code),
+        ));
+        let report = env.tick().await;
+        let b = report.promotions.iter().find(|p| p.name == "bad").unwrap();
+        assert_eq!(
+            (b.conflict.is_some(), b.error.is_some()),
+            (conflict, !conflict),
+            "{code}: {b:?}"
+        );
+        assert!(b.actions.is_empty(), "{code}: {b:?}");
+        assert!(failure_messages(&raw(&env, "bad")).is_empty(), "{code}");
+        let report = env.tick().await;
+        let b = report.promotions.iter().find(|p| p.name == "bad").unwrap();
+        assert_eq!(b.actions, ["write status"], "{code}: {b:?}");
+        assert!(b.conflict.is_none() && b.error.is_none(), "{code}: {b:?}");
+        assert_eq!(failure_messages(&raw(&env, "bad")).len(), 1, "{code}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
