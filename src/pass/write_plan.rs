@@ -791,4 +791,611 @@ mod tests {
             format!("error: ClusterPromotion p: storing PromotionRevision {name}: status 500")
         );
     }
+
+    fn run() -> crate::annotations::Run {
+        crate::annotations::Run {
+            revision: "h1".into(),
+            stages: "s1".into(),
+            since: "2026-02-16T06:00:00Z".into(),
+        }
+    }
+
+    fn approval_record() -> crate::annotations::Record {
+        crate::annotations::Record {
+            by: "ann".into(),
+            at: "2026-02-16T05:00:00Z".into(),
+            revision: Some("h1".into()),
+            reason: None,
+        }
+    }
+
+    fn at(text: &str) -> crate::api::Timestamp {
+        crate::api::Timestamp::parse(text).unwrap()
+    }
+
+    fn rollback_record(completed: bool) -> crate::annotations::Rollback {
+        let mut r: crate::annotations::Rollback = serde_json::from_value(json!({
+            "from": run(), "to": "h0", "order": "reverse", "cause": "ProgressDeadline",
+            "by": "promoter", "at": "2026-02-16T08:00:00Z"}))
+        .unwrap();
+        if completed {
+            r.completed_at = Some(at("2026-02-16T08:30:00Z"));
+        }
+        r
+    }
+
+    fn every_record_op() -> Vec<RecordOp> {
+        use crate::annotations::{DeadlineClock, Failed, Grant, History, HistoryEntry, Subject};
+        use crate::pass::decision::Hold;
+        let entry = |confirmed: bool| -> outbox::Entry {
+            let mut e: outbox::Entry = serde_json::from_value(json!({
+                "key": "k", "transition": "StageStarted", "reason": "StageProvisioning",
+                "message": "m", "at": "2026-02-16T06:00:00Z", "status": "s"}))
+            .unwrap();
+            e.confirmed = confirmed;
+            e
+        };
+        vec![
+            RecordOp::ConsumeApproval {
+                index: 1,
+                stage: "dev".into(),
+                grant: Grant {
+                    run: run(),
+                    approval: Some(approval_record()),
+                },
+            },
+            RecordOp::RestoreApproval {
+                index: 0,
+                stage: "prod".into(),
+                approval: Some(approval_record()),
+            },
+            RecordOp::ForgetApprovalRecord { stage: "qa".into() },
+            RecordOp::Complete(run()),
+            RecordOp::ReviseApprovalRecord {
+                stage: "eu".into(),
+                record: approval_record(),
+            },
+            RecordOp::WithdrawApproval {
+                index: 2,
+                stage: "us".into(),
+            },
+            RecordOp::History(History(vec![HistoryEntry::new("h1", None)])),
+            RecordOp::SweepDue("tok".into()),
+            RecordOp::Failed(Failed {
+                run: run(),
+                stage: "dev".into(),
+                at: at("2026-02-16T07:00:00Z"),
+                why: "w".into(),
+                deadline: "2h".into(),
+                resumed: None,
+                due: None,
+            }),
+            RecordOp::Rollback(rollback_record(false)),
+            RecordOp::Rollback(rollback_record(true)),
+            RecordOp::Clock(DeadlineClock::new(&run(), &Subject::Stage("dev".into()))),
+            RecordOp::Clock(DeadlineClock::new(&run(), &Subject::Rollback("h0".into()))),
+            RecordOp::Drop(Hold::Retry),
+            RecordOp::Outbox(vec![entry(true)]),
+            RecordOp::Outbox(vec![entry(false), entry(false), entry(true)]),
+        ]
+    }
+
+    /// Every record goes to its own annotation as the record's JSON; a `remove` only of an
+    /// annotation the promotion carries (a JSON patch removing a missing path is refused whole).
+    #[test]
+    fn every_record_is_written_to_its_annotation_and_removed_only_when_there() {
+        let ops = every_record_op();
+        // The record an op carries, as JSON text (serialized here, not by `to_json`).
+        let text = |op: &RecordOp| -> String {
+            match op {
+                RecordOp::ConsumeApproval { grant, .. } => serde_json::to_string(grant),
+                RecordOp::History(h) => Ok(h.to_annotation()),
+                RecordOp::Failed(f) => serde_json::to_string(f),
+                RecordOp::Rollback(r) => serde_json::to_string(r),
+                RecordOp::Clock(c) => serde_json::to_string(c),
+                RecordOp::Outbox(entries) => Ok(outbox::encode(entries)),
+                other => panic!("no record: {other:?}"),
+            }
+            .unwrap()
+        };
+        let record_text = serde_json::to_string(&approval_record()).unwrap();
+        let run_text = serde_json::to_string(&run()).unwrap();
+        let add = |path: &str, value: String| json!({"op": "add", "path": path, "value": value});
+        let remove = |path: &str| json!({"op": "remove", "path": path});
+        let test = |path: &str, value: Value| json!({"op": "test", "path": path, "value": value});
+        let written = |carried: bool| {
+            let mut out = vec![test("/metadata/resourceVersion", json!("7"))];
+            out.extend([
+                test("/spec/stages/1/name", json!("dev")),
+                test("/spec/stages/1/trigger/manual/approved", json!(true)),
+                remove("/spec/stages/1/trigger/manual/approved"),
+            ]);
+            if carried {
+                out.push(remove("/metadata/annotations/promoter.dev~1approval.dev"));
+            }
+            out.extend([
+                add(
+                    "/metadata/annotations/promoter.dev~1grant.dev",
+                    text(&ops[0]),
+                ),
+                test("/spec/stages/0/name", json!("prod")),
+                json!({"op": "add", "path": "/spec/stages/0/trigger/manual/approved", "value": true}),
+                add(
+                    "/metadata/annotations/promoter.dev~1approval.prod",
+                    record_text.clone(),
+                ),
+            ]);
+            if carried {
+                out.push(remove("/metadata/annotations/promoter.dev~1grant.prod"));
+                out.push(remove("/metadata/annotations/promoter.dev~1approval.qa"));
+            }
+            out.extend([
+                add(
+                    "/metadata/annotations/promoter.dev~1completed",
+                    run_text.clone(),
+                ),
+                add(
+                    "/metadata/annotations/promoter.dev~1approval.eu",
+                    record_text.clone(),
+                ),
+                test("/spec/stages/2/name", json!("us")),
+                test("/spec/stages/2/trigger/manual/approved", json!(true)),
+                remove("/spec/stages/2/trigger/manual/approved"),
+            ]);
+            if carried {
+                out.push(remove("/metadata/annotations/promoter.dev~1approval.us"));
+            }
+            out.extend([
+                add("/metadata/annotations/promoter.dev~1history", text(&ops[6])),
+                add(
+                    "/metadata/annotations/promoter.dev~1revision-sweep",
+                    "tok".into(),
+                ),
+                add("/metadata/annotations/promoter.dev~1failed", text(&ops[8])),
+                add(
+                    "/metadata/annotations/promoter.dev~1rollback",
+                    text(&ops[9]),
+                ),
+                add(
+                    "/metadata/annotations/promoter.dev~1rollback",
+                    text(&ops[10]),
+                ),
+                add(
+                    "/metadata/annotations/promoter.dev~1deadline-clock",
+                    text(&ops[11]),
+                ),
+                add(
+                    "/metadata/annotations/promoter.dev~1deadline-clock",
+                    text(&ops[12]),
+                ),
+            ]);
+            if carried {
+                out.push(remove("/metadata/annotations/promoter.dev~1retry"));
+            }
+            out.extend([
+                add("/metadata/annotations/promoter.dev~1outbox", text(&ops[14])),
+                add("/metadata/annotations/promoter.dev~1outbox", text(&ops[15])),
+            ]);
+            out
+        };
+        let mut carrying = promotion("7");
+        carrying.metadata.annotations = Some(
+            [
+                "promoter.dev/approval.dev",
+                "promoter.dev/grant.prod",
+                "promoter.dev/approval.qa",
+                "promoter.dev/approval.us",
+                "promoter.dev/retry",
+                "promoter.dev/unrelated",
+            ]
+            .into_iter()
+            .map(|k| (k.to_string(), "x".to_string()))
+            .collect(),
+        );
+        assert_eq!(record_patch(&carrying, &ops), written(true));
+        let mut bare = written(false);
+        bare.insert(
+            1,
+            json!({"op": "add", "path": "/metadata/annotations", "value": {}}),
+        );
+        assert_eq!(record_patch(&promotion("7"), &ops), bare);
+        // A restored approval without a `promoter approve` record: `approved` only.
+        let restore = RecordOp::RestoreApproval {
+            index: 0,
+            stage: "prod".into(),
+            approval: None,
+        };
+        assert_eq!(
+            record_patch(&carrying, &[restore])[1..],
+            [
+                test("/spec/stages/0/name", json!("prod")),
+                json!({"op": "add", "path": "/spec/stages/0/trigger/manual/approved", "value": true}),
+                remove("/metadata/annotations/promoter.dev~1grant.prod"),
+            ]
+        );
+    }
+
+    /// What each write says it does (`act`'s report, `promoter plan`, the conflict messages).
+    #[test]
+    fn every_write_says_what_it_does() {
+        let lines: Vec<String> = every_record_op()
+            .into_iter()
+            .map(|op| describe(&Action::Record(vec![op])))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "consuming the approval of stage dev",
+                "giving back the unused approval of stage prod",
+                "dropping the revoked approval record of stage qa",
+                "recording completion",
+                "carrying the approval of stage eu over to the taken-over run",
+                "withdrawing the approval of stage us given to an earlier revision",
+                "recording the revision history",
+                "recording that revisions the history forgot are to be deleted",
+                "recording that stage dev missed its progress deadline",
+                &format!(
+                    "recording a rollback to revision {}",
+                    crate::api::revision_id("h0")
+                ),
+                "recording the rollback's completion",
+                "recording the deadline clock of stage dev",
+                "recording the deadline clock of the rollback",
+                "dropping promoter.dev/retry",
+                "updating the notification outbox",
+                "recording 2 transitions to notify",
+            ]
+        );
+        assert_eq!(
+            describe(&Action::Record(every_record_op()[..2].to_vec())),
+            "consuming the approval of stage dev, giving back the unused approval of stage prod"
+        );
+        let staged: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "uid": "u-p"},
+            "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]}
+        }))
+        .unwrap();
+        let p = super::super::profiles::main_profile(&staged, &staged.spec.stages[0]);
+        let revision =
+            PromotionRevision::of(&promotion("7"), "h", "s", None, at("2026-01-01T00:00:00Z"));
+        let name = revision.metadata.name.clone().unwrap();
+        assert_eq!(
+            [
+                Action::AddFinalizer,
+                Action::RemoveFinalizer,
+                Action::Apply(Box::new(p)),
+                Action::Delete { name: "p-x".into() },
+                Action::Disown { name: "p-y".into() },
+                Action::StoreRevision(Box::new(revision)),
+            ]
+            .iter()
+            .map(describe)
+            .collect::<Vec<_>>(),
+            [
+                "adding the finalizer".to_string(),
+                "removing the finalizer".into(),
+                "applying ClusterProfile p-dev".into(),
+                "deleting ClusterProfile p-x".into(),
+                "removing the owner reference of ClusterProfile p-y".into(),
+                format!("storing PromotionRevision {name}"),
+            ]
+        );
+    }
+
+    /// The finalizer patch replaces the list, so it keeps every other finalizer, adds promoter's
+    /// once, and carries the resourceVersion of the promotion as last returned.
+    #[test]
+    fn the_finalizer_patch_keeps_other_finalizers() {
+        let mut current = promotion("5");
+        current.metadata.finalizers = Some(vec![
+            "other.example/keep".into(),
+            FINALIZER.into(),
+            "z.example/keep".into(),
+        ]);
+        let patch = |add: bool, current: &ClusterPromotion| {
+            let write = PlannedWrite {
+                when: When::BeforeStatus,
+                what: "w".into(),
+                kind: WriteKind::Finalizer { add },
+            };
+            match write.request(current) {
+                Some(Request::MergePatchPromotion { name, patch }) => {
+                    assert_eq!(name, "p");
+                    patch
+                }
+                other => panic!("a merge patch of the promotion: {other:?}"),
+            }
+        };
+        assert_eq!(
+            patch(true, &current),
+            json!({"metadata": {"finalizers": ["other.example/keep", "z.example/keep", FINALIZER], "resourceVersion": "5"}})
+        );
+        assert_eq!(
+            patch(false, &current),
+            json!({"metadata": {"finalizers": ["other.example/keep", "z.example/keep"], "resourceVersion": "5"}})
+        );
+        current.metadata.finalizers = None;
+        assert_eq!(
+            patch(true, &current),
+            json!({"metadata": {"finalizers": [FINALIZER], "resourceVersion": "5"}})
+        );
+    }
+
+    /// A profile write is made from what the pass observed: an observed profile is replaced
+    /// (with its resourceVersion), deleted by its UID, disowned of this promotion's owner
+    /// reference only; one not observed is created, deleted unconditionally, or not disowned.
+    #[test]
+    fn profile_writes_are_made_from_the_observed_profiles() {
+        let staged: ClusterPromotion = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+            "metadata": {"name": "p", "uid": "u-p"},
+            "spec": {"profileSpec": {"tier": 5}, "stages": [
+                {"name": "dev", "clusterSelector": {}}, {"name": "prod", "clusterSelector": {}}]}
+        }))
+        .unwrap();
+        let observed: ClusterProfile = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+            "metadata": {"name": "p-dev", "uid": "u-dev", "resourceVersion": "3",
+                "ownerReferences": [
+                    {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "name": "p", "uid": "u-p"},
+                    {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "name": "q", "uid": "u-q"},
+                    {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": "p", "uid": "u-a"}]},
+            "spec": {"tier": 1}
+        }))
+        .unwrap();
+        let world = World::new(
+            [("p-dev".to_string(), observed)].into(),
+            Default::default(),
+            Default::default(),
+        );
+        let desired = |i: usize| {
+            Box::new(super::super::profiles::main_profile(
+                &staged,
+                &staged.spec.stages[i],
+            ))
+        };
+        let mut d = Decision::new("p");
+        d.actions = vec![
+            Action::Apply(desired(0)),
+            Action::Apply(desired(1)),
+            Action::Delete {
+                name: "p-dev".into(),
+            },
+            Action::Disown {
+                name: "p-dev".into(),
+            },
+            Action::Disown {
+                name: "p-prod".into(),
+            },
+        ];
+        let writes = plan(&d, &world);
+        let requests: Vec<Option<Request>> =
+            writes.iter().map(|w| w.request(&promotion("9"))).collect();
+        let Some(Request::ReplaceProfile { name, body }) = &requests[0] else {
+            panic!("a replace: {:?}", requests[0])
+        };
+        assert_eq!(name, "p-dev");
+        assert_eq!(body.metadata.resource_version.as_deref(), Some("3"));
+        assert_eq!(body.spec.fields["tier"], json!(5));
+        let Some(Request::CreateProfile { body }) = &requests[1] else {
+            panic!("a create: {:?}", requests[1])
+        };
+        assert_eq!(body.metadata.name.as_deref(), Some("p-prod"));
+        assert_eq!(body.metadata.resource_version, None);
+        assert!(matches!(
+            &requests[2],
+            Some(Request::DeleteProfile { name, uid: Some(uid) }) if name == "p-dev" && uid == "u-dev"
+        ));
+        let Some(Request::MergePatchProfile { name, patch }) = &requests[3] else {
+            panic!("a merge patch: {:?}", requests[3])
+        };
+        assert_eq!(name, "p-dev");
+        assert_eq!(
+            patch,
+            &json!({"metadata": {"resourceVersion": "3", "ownerReferences": [
+                {"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion", "name": "q", "uid": "u-q"},
+                {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "name": "p", "uid": "u-a"}]}})
+        );
+        assert!(matches!(writes[4].kind, WriteKind::Nothing));
+        assert!(requests[4].is_none());
+    }
+
+    /// How each kind of write takes each answer: what a 404 and a 409 mean depends on what was
+    /// written; a 422 is a lost race only for the guarded record patch.
+    #[test]
+    fn every_kind_of_write_judges_every_answer() {
+        let revision =
+            PromotionRevision::of(&promotion("7"), "h", "s", None, at("2026-01-01T00:00:00Z"));
+        let profile = || Box::new(ClusterProfile::new("x", Default::default()));
+        let kinds: [(&str, When, WriteKind); 9] = [
+            (
+                "add",
+                When::BeforeStatus,
+                WriteKind::Finalizer { add: true },
+            ),
+            (
+                "remove",
+                When::AfterStatus,
+                WriteKind::Finalizer { add: false },
+            ),
+            ("records", When::BeforeStatus, WriteKind::Records(vec![])),
+            (
+                "status",
+                When::Status,
+                WriteKind::Status(Box::new(ClusterPromotionStatus::default())),
+            ),
+            (
+                "create",
+                When::BeforeStatus,
+                WriteKind::CreateProfile(profile()),
+            ),
+            (
+                "replace",
+                When::BeforeStatus,
+                WriteKind::ReplaceProfile(profile()),
+            ),
+            (
+                "delete",
+                When::AfterStatus,
+                WriteKind::DeleteProfile {
+                    name: "x".into(),
+                    uid: None,
+                },
+            ),
+            (
+                "disown",
+                When::BeforeStatus,
+                WriteKind::DisownProfile {
+                    name: "x".into(),
+                    patch: json!({}),
+                },
+            ),
+            (
+                "revision",
+                When::BeforeStatus,
+                WriteKind::StoreRevision(Box::new(revision)),
+            ),
+        ];
+        // The kind of verdict, and for a conflict which one.
+        let verdict = |v: Verdict| -> &'static str {
+            match v {
+                Verdict::Done(line, _) if line == "w" => "done",
+                Verdict::Skipped => "skipped",
+                Verdict::NotStored(_) => "not stored",
+                Verdict::Conflict(t) if t.ends_with("status not written") => "changed",
+                Verdict::Conflict(t) if t.ends_with("another writer was first") => "first",
+                Verdict::Conflict(t) if t.contains("the promotion is gone") => "gone",
+                Verdict::Conflict(t) if t.contains("the answer was lost (e)") => "lost",
+                Verdict::Error(t) if t.ends_with(": e") => "error",
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        let answers = || {
+            [
+                Answer::Written(None),
+                Answer::Present,
+                refused(404, false),
+                refused(409, false),
+                refused(422, true),
+                refused(422, false),
+                refused(500, false),
+                Answer::Unknown("e".into()),
+                Answer::Failed("e".into()),
+            ]
+        };
+        let table: Vec<(&str, Vec<&str>)> = kinds
+            .into_iter()
+            .map(|(label, when, kind)| {
+                let write = PlannedWrite {
+                    when,
+                    what: "w".into(),
+                    kind,
+                };
+                let verdicts = answers()
+                    .into_iter()
+                    .map(|a| {
+                        let a = match a {
+                            Answer::Refused {
+                                code, not_applied, ..
+                            } => Answer::Refused {
+                                code,
+                                not_applied,
+                                text: "e".into(),
+                            },
+                            a => a,
+                        };
+                        verdict(write.judge("p", a))
+                    })
+                    .collect();
+                (label, verdicts)
+            })
+            .collect();
+        //          written  present    404           409        422 test  422      500      lost    failed
+        let expected: [(&str, [&str; 9]); 9] = [
+            (
+                "add",
+                [
+                    "done", "skipped", "gone", "first", "error", "error", "error", "lost", "error",
+                ],
+            ),
+            (
+                "remove",
+                [
+                    "done", "skipped", "skipped", "first", "error", "error", "error", "lost",
+                    "error",
+                ],
+            ),
+            (
+                "records",
+                [
+                    "done", "skipped", "gone", "first", "first", "error", "error", "lost", "error",
+                ],
+            ),
+            (
+                "status",
+                [
+                    "done", "skipped", "gone", "changed", "error", "error", "error", "lost",
+                    "error",
+                ],
+            ),
+            (
+                "create",
+                [
+                    "done", "skipped", "error", "first", "error", "error", "error", "lost", "error",
+                ],
+            ),
+            (
+                "replace",
+                [
+                    "done", "skipped", "first", "first", "error", "error", "error", "lost", "error",
+                ],
+            ),
+            (
+                "delete",
+                [
+                    "done", "skipped", "skipped", "first", "error", "error", "error", "lost",
+                    "error",
+                ],
+            ),
+            (
+                "disown",
+                [
+                    "done", "skipped", "skipped", "first", "error", "error", "error", "lost",
+                    "error",
+                ],
+            ),
+            (
+                "revision",
+                [
+                    "done",
+                    "skipped",
+                    "not stored",
+                    "skipped",
+                    "error",
+                    "error",
+                    "error",
+                    "lost",
+                    "error",
+                ],
+            ),
+        ];
+        assert_eq!(
+            table,
+            expected
+                .iter()
+                .map(|(l, v)| (*l, v.to_vec()))
+                .collect::<Vec<_>>()
+        );
+        // The error of the status write names it, whatever the write's line.
+        let status = PlannedWrite {
+            when: When::Status,
+            what: "w".into(),
+            kind: WriteKind::Status(Box::default()),
+        };
+        assert!(matches!(
+            status.judge("p", refused(500, false)),
+            Verdict::Error(t) if t == "ClusterPromotion p: writing status: status 500"
+        ));
+    }
 }
