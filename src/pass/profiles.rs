@@ -454,4 +454,147 @@ mod tests {
             .remove("continueOnError");
         assert!(!main_profile(&p3, &p3.spec.stages[0]).is_applied(&observed));
     }
+
+    /// Lists are compared whole, element by element; numbers by value (`1` is `1.0`); objects
+    /// only by the keys the desired one sets.
+    #[test]
+    fn contained_compares_lists_whole_and_numbers_by_value() {
+        assert!(contained(
+            &json!({"a": [1, {"b": 2}], "s": "x"}),
+            &json!({"a": [1.0, {"b": 2, "c": 3}], "s": "x", "d": 4})
+        ));
+        assert!(!contained(&json!({"a": [1, 2]}), &json!({"a": [1]})));
+        assert!(!contained(&json!({"a": [1]}), &json!({"a": [1, 2]})));
+        assert!(!contained(&json!({"a": [1, 2]}), &json!({"a": [1, 3]})));
+        assert!(!contained(&json!({"a": 1}), &json!({"a": 2})));
+        assert!(!contained(&json!({"a": 1}), &json!({})));
+        assert!(!contained(&json!({"s": "x"}), &json!({"s": "y"})));
+        assert!(contained(&json!({}), &json!({"a": 1})));
+    }
+
+    /// Paths as `pruned_paths` spells them: keys joined by dots, list indices in brackets.
+    #[test]
+    fn value_at_follows_keys_and_indices() {
+        let v = json!({"a": {"b": [{"c": 1}, {"c": 2, "d": [[5, 6]]}]}, "e": 3});
+        assert_eq!(value_at(&v, "e"), Some(&json!(3)));
+        assert_eq!(value_at(&v, "a.b[1].c"), Some(&json!(2)));
+        assert_eq!(value_at(&v, "a.b[1].d[0][1]"), Some(&json!(6)));
+        assert_eq!(
+            value_at(&v, "a.b[1]"),
+            Some(&json!({"c": 2, "d": [[5, 6]]}))
+        );
+        assert_eq!(value_at(&v, "a.b[2].c"), None);
+        assert_eq!(value_at(&v, "a.x"), None);
+        assert_eq!(value_at(&v, "a.b[x]"), None);
+        assert_eq!(value_at(&v, "e.f"), None);
+    }
+
+    fn reference(kind: &str, name: &str, uid: &str) -> Value {
+        json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": kind, "name": name, "uid": uid})
+    }
+
+    fn with_references(mut cp: ClusterProfile, refs: &[Value]) -> ClusterProfile {
+        cp.metadata.owner_references = serde_json::from_value(Value::Array(refs.to_vec())).ok();
+        cp
+    }
+
+    /// The owner reference applied is exactly this promotion's (its UID); another promotion's,
+    /// or another kind's of the same name, is neither ours nor dropped.
+    #[test]
+    fn the_owner_reference_is_this_promotions_and_others_are_kept() {
+        let p = promotion();
+        let d = main_profile(&p, &p.spec.stages[0]);
+        let bare = with_references(d.to_object(), &[]);
+        let ours = reference("ClusterPromotion", "kyverno", "u1");
+        let stale = reference("ClusterPromotion", "kyverno", "u0");
+        let other_kind = reference("Application", "kyverno", "u1");
+        let other_promotion = reference("ClusterPromotion", "other", "u1");
+        assert!(!d.is_applied(&bare));
+        assert!(!d.is_applied(&with_references(bare.clone(), &[other_kind.clone()])));
+        assert!(!d.is_applied(&with_references(bare.clone(), &[other_promotion.clone()])));
+        assert!(!d.is_applied(&with_references(bare.clone(), &[stale.clone()])));
+        assert!(d.is_applied(&with_references(
+            bare.clone(),
+            &[other_kind.clone(), ours.clone()]
+        )));
+        let merged = d.merged_into(&with_references(
+            bare.clone(),
+            &[other_kind.clone(), stale, other_promotion.clone()],
+        ));
+        assert_eq!(
+            serde_json::to_value(&merged.metadata.owner_references).unwrap(),
+            json!([other_kind, other_promotion, ours])
+        );
+    }
+
+    /// With `preserveClusterProfilesOnDelete` the profile carries no reference to the promotion
+    /// (its UID annotation marks it instead): one that has one is not applied, and the merge
+    /// drops it, keeping the others.
+    #[test]
+    fn a_preserved_profile_carries_no_owner_reference_to_the_promotion() {
+        let mut p = promotion();
+        p.spec.preserve_cluster_profiles_on_delete = Some(true);
+        let d = main_profile(&p, &p.spec.stages[0]);
+        assert!(!d.owned);
+        let created = d.to_object();
+        assert_eq!(created.metadata.owner_references, None);
+        assert!(d.is_applied(&created));
+        let other_kind = reference("Application", "kyverno", "u1");
+        assert!(d.is_applied(&with_references(created.clone(), &[other_kind.clone()])));
+        let referenced = with_references(
+            created.clone(),
+            &[
+                other_kind.clone(),
+                reference("ClusterPromotion", "kyverno", "u1"),
+            ],
+        );
+        assert!(!d.is_applied(&referenced));
+        let merged = d.merged_into(&referenced);
+        assert_eq!(
+            serde_json::to_value(&merged.metadata.owner_references).unwrap(),
+            json!([other_kind])
+        );
+        assert!(d.is_applied(&merged));
+        assert!(owned_by(&merged, "kyverno"));
+        assert!(!has_owner_reference(&merged, "kyverno"));
+    }
+
+    /// An owner reference to the promotion (any UID), or its label together with promoter's
+    /// UID annotation; neither alone, nor another promotion's.
+    #[test]
+    fn a_profile_is_the_promotions_by_reference_or_by_label_and_uid_annotation() {
+        let cp = |labels: Value, annotations: Value, refs: Value| -> ClusterProfile {
+            serde_json::from_value(json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                "metadata": {"name": "kyverno-dev", "labels": labels, "annotations": annotations,
+                             "ownerReferences": refs},
+                "spec": {}
+            }))
+            .unwrap()
+        };
+        let label = json!({PROMOTION_NAME_LABEL: "kyverno"});
+        let uid = json!({PROMOTION_UID_ANNOTATION: "u1"});
+        let referenced = cp(
+            json!({}),
+            json!({}),
+            json!([reference("ClusterPromotion", "kyverno", "u9")]),
+        );
+        assert!(owned_by(&referenced, "kyverno"));
+        assert!(has_owner_reference(&referenced, "kyverno"));
+        assert!(!owned_by(&referenced, "other"));
+        assert!(!has_owner_reference(&referenced, "other"));
+        let other_kind = cp(
+            json!({}),
+            json!({}),
+            json!([reference("Application", "kyverno", "u1")]),
+        );
+        assert!(!owned_by(&other_kind, "kyverno"));
+        assert!(!has_owner_reference(&other_kind, "kyverno"));
+        let marked = cp(label.clone(), uid.clone(), json!([]));
+        assert!(owned_by(&marked, "kyverno"));
+        assert!(!has_owner_reference(&marked, "kyverno"));
+        assert!(!owned_by(&marked, "other"));
+        assert!(!owned_by(&cp(label, json!({}), json!([])), "kyverno"));
+        assert!(!owned_by(&cp(json!({}), uid, json!([])), "kyverno"));
+    }
 }
