@@ -247,4 +247,56 @@ mod tests {
             v[0]
         );
     }
+
+    /// A profile under a colliding name may carry any claimant's label or owner reference (the
+    /// loser may have created it first): the owner takes it over. Anyone else's is refused.
+    #[test]
+    fn a_claimants_profile_is_the_owners_to_take_and_nobody_elses() {
+        let a = promotion("a", "2026-02-16T06:00:00Z", &["b-c"]);
+        let ab = promotion("a-b", "2026-02-15T06:00:00Z", &["c"]);
+        let profile = |meta: serde_json::Value| -> ClusterProfile {
+            serde_json::from_value(json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                "metadata": meta, "spec": {}
+            }))
+            .unwrap()
+        };
+        let reference = |kind: &str, name: &str| json!([{"apiVersion": "config.projectsveltos.io/v1beta1", "kind": kind, "name": name, "uid": "u"}]);
+        let with = |cp: ClusterProfile| World {
+            claims: claims(&[a.clone(), ab.clone()]),
+            profiles: BTreeMap::from([("a-b-c".to_string(), cp)]),
+            ..Default::default()
+        };
+        let losers = with(profile(json!({"name": "a-b-c",
+            "labels": {PROMOTION_NAME_LABEL: "a"},
+            "ownerReferences": reference("ClusterPromotion", "a")})));
+        assert!(problems(&ab, &losers).is_empty());
+        let foreign_label = with(profile(json!({"name": "a-b-c",
+            "labels": {PROMOTION_NAME_LABEL: "z"}})));
+        assert_eq!(
+            problems(&ab, &foreign_label),
+            [
+                "spec.stages[0].name: ClusterProfile \"a-b-c\" already exists and belongs to ClusterPromotion \"z\" (label config.projectsveltos.io/promotionname); promoter does not take it over"
+            ]
+        );
+        let foreign_promotion = with(profile(
+            json!({"name": "a-b-c", "ownerReferences": reference("ClusterPromotion", "z")}),
+        ));
+        assert_eq!(
+            problems(&ab, &foreign_promotion),
+            [
+                "spec.stages[0].name: ClusterProfile \"a-b-c\" already exists and belongs to ClusterPromotion \"z\" (owner reference); promoter does not take it over"
+            ]
+        );
+        // Another kind of owner with a claimant's name is another owner.
+        let other_kind = with(profile(
+            json!({"name": "a-b-c", "ownerReferences": reference("Application", "a-b")}),
+        ));
+        assert_eq!(
+            problems(&ab, &other_kind),
+            [
+                "spec.stages[0].name: ClusterProfile \"a-b-c\" already exists and belongs to Application \"a-b\" (owner reference); promoter does not take it over"
+            ]
+        );
+    }
 }
