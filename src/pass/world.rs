@@ -213,3 +213,130 @@ impl World {
         self.index().label_groups.clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn profile(name: &str, promotion: &str) -> ClusterProfile {
+        serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+            "metadata": {"name": name, "labels": {PROMOTION_NAME_LABEL: promotion}},
+            "spec": {}
+        }))
+        .unwrap()
+    }
+
+    fn cluster(name: &str, env: &str) -> InventoryCluster {
+        InventoryCluster {
+            kind: ClusterKind::Sveltos,
+            namespace: "fleet".into(),
+            name: name.into(),
+            labels: [("env".to_string(), env.to_string())].into(),
+            ready: true,
+            paused: false,
+            pull_mode: false,
+            kubeconfig_secret: None,
+            kubeconfig_key: None,
+        }
+    }
+
+    /// A clone carries everything observed (a decision may be re-taken on a clone with one
+    /// thing changed), and an index of its own.
+    #[test]
+    fn a_clone_is_the_same_world() {
+        let mut w = World::new(
+            [("p-dev".to_string(), profile("p-dev", "p"))].into(),
+            [("p-dev".to_string(), ProfileSummaries::default())].into(),
+            vec![cluster("a", "dev")],
+        );
+        w.claims = [("p-x".to_string(), vec!["p".to_string(), "q".to_string()])].into();
+        w.excluded = vec![ExcludedCluster {
+            cluster: cluster("b", "dev"),
+            why: "being deleted".into(),
+        }];
+        w.now = Some(DateTime::from_timestamp(1_771_221_600, 0).unwrap());
+        let freeze = PromotionFreeze::new("f", Default::default());
+        let name = |f: &PromotionFreeze| f.metadata.name.clone();
+        w.freezes = vec![freeze.clone()];
+        w.revisions = [("r".to_string(), None)].into();
+        w.own_crds_missing = true;
+        w.summaries_listed = ["p-prod".to_string()].into();
+        w.all_promotions = Some([("p".to_string(), BTreeMap::new())].into());
+        assert_eq!(w.profiles_of("p").count(), 1);
+        let c = w.clone();
+        assert_eq!(c.profiles.keys().collect::<Vec<_>>(), ["p-dev"]);
+        assert_eq!(c.summaries.keys().collect::<Vec<_>>(), ["p-dev"]);
+        assert_eq!(c.clusters, w.clusters);
+        assert_eq!(c.claims, w.claims);
+        assert_eq!(c.excluded, w.excluded);
+        assert_eq!(c.now, w.now);
+        assert_eq!(
+            c.freezes.iter().map(name).collect::<Vec<_>>(),
+            [name(&freeze)]
+        );
+        assert_eq!(c.revisions.keys().collect::<Vec<_>>(), ["r"]);
+        assert!(c.own_crds_missing);
+        assert_eq!(c.summaries_listed, w.summaries_listed);
+        assert_eq!(c.all_promotions, w.all_promotions);
+        assert_eq!(c.profiles_of("p").count(), 1);
+    }
+
+    /// Summaries are known for a profile listed without any, and for one that has some.
+    #[test]
+    fn summaries_are_known_when_listed_or_present() {
+        let mut w = World::default();
+        w.summaries_listed.insert("listed".into());
+        w.summaries
+            .insert("present".into(), ProfileSummaries::default());
+        assert!(w.summaries_known("listed"));
+        assert!(w.summaries_known("present"));
+        assert!(!w.summaries_known("other"));
+    }
+
+    /// The index follows profiles and clusters added or removed after it was first built.
+    #[test]
+    fn the_index_is_rebuilt_when_profiles_or_clusters_change() {
+        let mut w = World::new(
+            [("p-dev".to_string(), profile("p-dev", "p"))].into(),
+            Default::default(),
+            vec![
+                cluster("b", "dev"),
+                cluster("a", "prod"),
+                cluster("c", "dev"),
+            ],
+        );
+        let names = |w: &World, promotion: &str| -> Vec<String> {
+            w.profiles_of(promotion)
+                .filter_map(|cp| cp.metadata.name.clone())
+                .collect()
+        };
+        let dev = |w: &World| -> Vec<String> {
+            w.clusters_where(|l| l.get("env").is_some_and(|e| e == "dev"))
+                .into_iter()
+                .map(|c| c.to_string())
+                .collect()
+        };
+        assert_eq!(names(&w, "p"), ["p-dev"]);
+        assert!(names(&w, "q").is_empty());
+        assert_eq!(dev(&w), ["fleet/b", "fleet/c"]);
+        assert_eq!(
+            w.label_sets(),
+            [
+                ([("env".to_string(), "dev".to_string())].into(), vec![0, 2]),
+                ([("env".to_string(), "prod".to_string())].into(), vec![1]),
+            ]
+        );
+        w.profiles.insert("p-prod".into(), profile("p-prod", "p"));
+        w.profiles.insert("q-dev".into(), profile("q-dev", "q"));
+        w.clusters.push(cluster("d", "dev"));
+        assert_eq!(names(&w, "p"), ["p-dev", "p-prod"]);
+        assert_eq!(names(&w, "q"), ["q-dev"]);
+        assert_eq!(dev(&w), ["fleet/b", "fleet/c", "fleet/d"]);
+        w.profiles.remove("p-dev");
+        w.clusters.remove(0);
+        assert_eq!(names(&w, "p"), ["p-prod"]);
+        assert_eq!(dev(&w), ["fleet/c", "fleet/d"]);
+    }
+}
