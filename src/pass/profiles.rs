@@ -597,4 +597,44 @@ mod tests {
         assert!(!owned_by(&cp(label, json!({}), json!([])), "kyverno"));
         assert!(!owned_by(&cp(json!({}), uid, json!([])), "kyverno"));
     }
+
+    /// A served CRD that prunes a field promoter writes: the profile, carrying promoter's hash
+    /// of this very spec, differs only by the missing field; it counts as applied and the
+    /// field is reported. Any other difference, or another spec's hash, is drift.
+    #[test]
+    fn a_field_the_served_crd_pruned_is_reported_not_rewritten() {
+        let mut p = promotion();
+        p.spec.profile_spec.as_mut().unwrap().0.insert(
+            "driftExclusions".into(),
+            json!([{"paths": ["/spec/replicas"]}]),
+        );
+        let d = main_profile(&p, &p.spec.stages[0]);
+        let written = d.to_object();
+        assert_eq!(d.pruned_fields(&written), Some(vec![]));
+        assert!(d.dropped_by_server(&written).is_empty());
+        let mut pruned = written.clone();
+        pruned.spec.fields.remove("driftExclusions");
+        assert_eq!(
+            d.pruned_fields(&pruned),
+            Some(vec!["driftExclusions".to_string()])
+        );
+        assert_eq!(d.dropped_by_server(&pruned), ["driftExclusions"]);
+        assert!(d.is_applied(&pruned));
+        // Pruned, and another field changed: rewritten.
+        let mut changed = pruned.clone();
+        changed.spec.fields.insert("tier".into(), json!(50));
+        assert_eq!(d.pruned_fields(&changed), None);
+        assert!(d.dropped_by_server(&changed).is_empty());
+        assert!(!d.is_applied(&changed));
+        // The hash of another spec: promoter did not write this one.
+        let mut other_hash = pruned.clone();
+        other_hash
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(SPEC_HASH_ANNOTATION.into(), "other".into());
+        assert_eq!(d.pruned_fields(&other_hash), None);
+        assert!(d.dropped_by_server(&other_hash).is_empty());
+        assert!(!d.is_applied(&other_hash));
+    }
 }
