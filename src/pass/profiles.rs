@@ -510,9 +510,15 @@ mod tests {
         let other_kind = reference("Application", "kyverno", "u1");
         let other_promotion = reference("ClusterPromotion", "other", "u1");
         assert!(!d.is_applied(&bare));
-        assert!(!d.is_applied(&with_references(bare.clone(), &[other_kind.clone()])));
-        assert!(!d.is_applied(&with_references(bare.clone(), &[other_promotion.clone()])));
-        assert!(!d.is_applied(&with_references(bare.clone(), &[stale.clone()])));
+        assert!(!d.is_applied(&with_references(
+            bare.clone(),
+            std::slice::from_ref(&other_kind)
+        )));
+        assert!(!d.is_applied(&with_references(
+            bare.clone(),
+            std::slice::from_ref(&other_promotion)
+        )));
+        assert!(!d.is_applied(&with_references(bare.clone(), std::slice::from_ref(&stale))));
         assert!(d.is_applied(&with_references(
             bare.clone(),
             &[other_kind.clone(), ours.clone()]
@@ -540,7 +546,10 @@ mod tests {
         assert_eq!(created.metadata.owner_references, None);
         assert!(d.is_applied(&created));
         let other_kind = reference("Application", "kyverno", "u1");
-        assert!(d.is_applied(&with_references(created.clone(), &[other_kind.clone()])));
+        assert!(d.is_applied(&with_references(
+            created.clone(),
+            std::slice::from_ref(&other_kind)
+        )));
         let referenced = with_references(
             created.clone(),
             &[

@@ -1220,11 +1220,7 @@ mod tests {
                 WriteKind::Finalizer { add: false },
             ),
             ("records", When::BeforeStatus, WriteKind::Records(vec![])),
-            (
-                "status",
-                When::Status,
-                WriteKind::Status(Box::new(ClusterPromotionStatus::default())),
-            ),
+            ("status", When::Status, WriteKind::Status(Box::default())),
             (
                 "create",
                 When::BeforeStatus,
