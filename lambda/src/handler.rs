@@ -271,19 +271,9 @@ mod tests {
         undecided: bool,
     ) -> promoter::pass::PromotionReport {
         promoter::pass::PromotionReport {
-            name: name.into(),
-            phase: promoter::pass::Phase::Progressing,
-            stage: None,
-            summary: String::new(),
-            actions: Vec::new(),
-            next_check: None,
-            conflict: None,
             error: error.map(String::from),
-            stage_index: None,
-            last_promotion_time: None,
-            deferred: None,
             undecided: undecided.then(|| "listing ClusterSummaries failed".to_string()),
-            notifications: None,
+            ..promoter::pass::PromotionReport::new(name, promoter::pass::Phase::Progressing)
         }
     }
 

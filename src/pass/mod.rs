@@ -137,6 +137,25 @@ pub struct PromotionReport {
 }
 
 impl PromotionReport {
+    /// The report of `name` in `phase` with nothing else said yet.
+    pub fn new(name: impl Into<String>, phase: Phase) -> PromotionReport {
+        PromotionReport {
+            name: name.into(),
+            phase,
+            stage: None,
+            summary: String::new(),
+            actions: Vec::new(),
+            next_check: None,
+            conflict: None,
+            error: None,
+            stage_index: None,
+            last_promotion_time: None,
+            deferred: None,
+            undecided: None,
+            notifications: None,
+        }
+    }
+
     /// In error for the exit code: invalid, failing deployment, a missed progress deadline and
     /// what follows it (a rollback, rolled back), or a write that failed.
     pub fn in_error(&self) -> bool {
@@ -238,19 +257,8 @@ async fn report_undecodable(
     opts: &PassOptions,
 ) -> PromotionReport {
     let mut r = PromotionReport {
-        name: bad.name.clone(),
-        phase: Phase::Blocked,
-        stage: None,
         summary: undecodable::failure_message(&bad.error),
-        actions: Vec::new(),
-        next_check: None,
-        conflict: None,
-        error: None,
-        stage_index: None,
-        last_promotion_time: None,
-        deferred: None,
-        undecided: None,
-        notifications: None,
+        ..PromotionReport::new(bad.name.clone(), Phase::Blocked)
     };
     if undecodable::status_patch(bad, opts.now).is_none() {
         return r;
@@ -714,24 +722,6 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
 mod tests {
     use super::*;
 
-    fn report(name: &str, phase: Phase) -> PromotionReport {
-        PromotionReport {
-            name: name.into(),
-            phase,
-            stage: None,
-            summary: String::new(),
-            actions: Vec::new(),
-            next_check: None,
-            conflict: None,
-            error: None,
-            stage_index: None,
-            last_promotion_time: None,
-            deferred: None,
-            undecided: None,
-            notifications: None,
-        }
-    }
-
     fn pass_report(promotions: Vec<PromotionReport>) -> PassReport {
         PassReport {
             time: DateTime::UNIX_EPOCH,
@@ -743,11 +733,11 @@ mod tests {
 
     #[test]
     fn a_promotion_is_in_error_by_its_phase_or_by_a_failed_write() {
-        assert!(!report("a", Phase::Progressing).in_error());
-        assert!(report("a", Phase::Failed).in_error());
+        assert!(!PromotionReport::new("a", Phase::Progressing).in_error());
+        assert!(PromotionReport::new("a", Phase::Failed).in_error());
         let failed_write = PromotionReport {
             error: Some("writing status: 500".into()),
-            ..report("a", Phase::Progressing)
+            ..PromotionReport::new("a", Phase::Progressing)
         };
         assert!(failed_write.in_error());
     }
@@ -759,36 +749,36 @@ mod tests {
             ..Default::default()
         };
         let r = pass_report(vec![
-            report("ok", Phase::Complete),
+            PromotionReport::new("ok", Phase::Complete),
             PromotionReport {
                 notifications: Some(counts(1)),
-                ..report("failed", Phase::Failed)
+                ..PromotionReport::new("failed", Phase::Failed)
             },
             PromotionReport {
                 error: Some("x".into()),
                 notifications: Some(counts(2)),
-                ..report("write-failed", Phase::Progressing)
+                ..PromotionReport::new("write-failed", Phase::Progressing)
             },
             PromotionReport {
                 deferred: Some("x".into()),
-                ..report("deferred-1", Phase::Progressing)
+                ..PromotionReport::new("deferred-1", Phase::Progressing)
             },
             PromotionReport {
                 deferred: Some("x".into()),
-                ..report("deferred-2", Phase::Progressing)
+                ..PromotionReport::new("deferred-2", Phase::Progressing)
             },
             PromotionReport {
                 undecided: Some("x".into()),
-                ..report("undecided-1", Phase::Progressing)
+                ..PromotionReport::new("undecided-1", Phase::Progressing)
             },
             PromotionReport {
                 undecided: Some("x".into()),
-                ..report("undecided-2", Phase::Progressing)
+                ..PromotionReport::new("undecided-2", Phase::Progressing)
             },
         ]);
         assert_eq!((r.errors(), r.deferred(), r.undecided()), (2, 2, 2));
         assert_eq!(r.notifications(), counts(3));
-        let quiet = pass_report(vec![report("ok", Phase::Complete)]);
+        let quiet = pass_report(vec![PromotionReport::new("ok", Phase::Complete)]);
         assert_eq!(
             (quiet.errors(), quiet.deferred(), quiet.undecided()),
             (0, 0, 0)
