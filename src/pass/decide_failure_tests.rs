@@ -2352,6 +2352,66 @@ fn a_pass_lists_the_summaries_of_the_current_stage_or_of_every_stage_it_rolls_ba
     assert_eq!(watched_profiles(&p), names(&[]), "rolled back");
 }
 
+/// Which failed read holds a promotion back (`Unread::missing_for`): the profiles or the freezes
+/// hold every promotion (the profiles' failure first); the summaries only of a profile it watches;
+/// the inventory only a promotion that watches a profile (a finished rollout reads none of it).
+#[test]
+fn a_failed_read_holds_back_only_the_promotions_that_need_it() {
+    use crate::pass::observe::Unread;
+    let fresh = promotion(auto_stages());
+    let (done, _, _) = completed(&[]);
+    let text = |t: &str| Some(t.to_string());
+    let nothing = Unread::default();
+    assert_eq!(nothing.missing_for(&fresh), None);
+
+    let freezes = Unread {
+        freezes: text("listing PromotionFreezes: forbidden"),
+        ..Unread::default()
+    };
+    assert_eq!(
+        freezes.missing_for(&done),
+        text("listing PromotionFreezes: forbidden")
+    );
+    let profiles = Unread {
+        profiles: text("listing ClusterProfiles: timed out"),
+        ..freezes.clone()
+    };
+    assert_eq!(
+        profiles.missing_for(&done),
+        text("listing ClusterProfiles: timed out")
+    );
+
+    let summaries = Unread {
+        summaries: std::collections::BTreeMap::from([
+            (
+                "kyverno-staging".to_string(),
+                "staging's summaries: 500".to_string(),
+            ),
+            (
+                "kyverno-dev".to_string(),
+                "dev's summaries: 503".to_string(),
+            ),
+        ]),
+        inventory: text("listing SveltosClusters: 500"),
+        ..Unread::default()
+    };
+    assert_eq!(summaries.missing_for(&fresh), text("dev's summaries: 503"));
+    assert_eq!(
+        summaries.missing_for(&done),
+        None,
+        "a finished rollout reads nothing"
+    );
+    let inventory = Unread {
+        inventory: text("listing SveltosClusters: 500"),
+        ..Unread::default()
+    };
+    assert_eq!(
+        inventory.missing_for(&fresh),
+        text("listing SveltosClusters: 500")
+    );
+    assert_eq!(inventory.missing_for(&done), None);
+}
+
 /// A pass whose clock says `min`:`sec` (clocks of CronJob pods on different nodes disagree).
 fn ctx_s(min: i64, sec: i64) -> Context {
     Context {

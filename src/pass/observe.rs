@@ -1080,4 +1080,71 @@ mod tests {
         assert_eq!((f.spec.unreadable, f.status), (None, None));
         assert!(lenient_freeze(&json!({"metadata": {}, "spec": {}})).is_none());
     }
+
+    /// A pass holds back only what a failed read touches: `is_empty` is false as soon as any one
+    /// of the four reads failed (one condition each), true only when none did.
+    #[test]
+    fn unread_is_empty_only_when_no_read_failed() {
+        assert!(Unread::default().is_empty());
+        let failed = || Some("listing failed".to_string());
+        let one_each = [
+            Unread {
+                profiles: failed(),
+                ..Unread::default()
+            },
+            Unread {
+                summaries: BTreeMap::from([("kyverno-dev".into(), "listing failed".into())]),
+                ..Unread::default()
+            },
+            Unread {
+                inventory: failed(),
+                ..Unread::default()
+            },
+            Unread {
+                freezes: failed(),
+                ..Unread::default()
+            },
+        ];
+        for u in one_each {
+            assert!(!u.is_empty(), "{u:?}");
+        }
+    }
+
+    /// A failed read kept in [`Unread`] reads as the error itself: the same text, the same
+    /// source chain (so `cli_error` finds the API server's answer under promoter's context and
+    /// gives its hint), and the first failure is the cause.
+    #[test]
+    fn a_read_error_reads_as_the_error_it_holds() {
+        let forbidden = || {
+            anyhow::Error::new(kube::Error::Api(
+                kube::core::Status::failure(
+                    "clusterprofiles.config.projectsveltos.io is forbidden: User \"promoter\" cannot list resource",
+                    "Forbidden",
+                )
+                .with_code(403)
+                .boxed(),
+            ))
+            .context("listing ClusterProfiles")
+        };
+        let e = ReadError::new(forbidden());
+        assert_eq!(e.to_string(), "listing ClusterProfiles");
+        let source = std::error::Error::source(&e).map(|s| s.to_string());
+        assert_eq!(source, forbidden().source().map(|s| s.to_string()));
+        assert!(source.is_some_and(|s| s.contains("forbidden")));
+        let line = e.line();
+        assert_eq!(line, crate::cli_error::line_with_hint(forbidden().as_ref()));
+        assert!(
+            line.contains("listing ClusterProfiles") && line.contains("forbidden"),
+            "{line}"
+        );
+
+        let mut u = Unread::default();
+        assert_eq!(u.failed(forbidden()), line);
+        u.failed(anyhow::anyhow!("listing PromotionFreezes: timed out"));
+        assert_eq!(
+            u.cause.map(|c| c.to_string()).as_deref(),
+            Some("listing ClusterProfiles"),
+            "the first failure is the cause"
+        );
+    }
 }
