@@ -1147,4 +1147,121 @@ mod tests {
             "the first failure is the cause"
         );
     }
+
+    fn summary(profile: &str, cluster: &str) -> Value {
+        json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+               "metadata": {"name": format!("{profile}-sveltos-{cluster}"), "namespace": "fleet",
+                            "labels": {CLUSTER_PROFILE_NAME_LABEL: profile}},
+               "spec": {"clusterNamespace": "fleet", "clusterName": cluster, "clusterType": "Sveltos",
+                        "clusterProfileSpec": {}}})
+    }
+
+    fn names_of(s: &ProfileSummaries) -> Vec<String> {
+        s.iter().map(|cs| cs.name.to_string()).collect()
+    }
+
+    /// A pass lists the ClusterSummaries of the profiles its promotions watch, under the profile
+    /// they belong to, and says which it listed; a list the API server refuses holds back the
+    /// promotions that need it (named, with the first failure as the cause) and keeps nothing of
+    /// it. `summaries_of` (what `explain` reads) is the same list, or its error.
+    #[tokio::test]
+    async fn summaries_are_listed_for_the_watched_profiles_or_hold_back_who_needs_them() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        {
+            let mut store = server.store();
+            store
+            .seed(
+                &crate::fake::cluster_promotion_type(),
+                json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                       "metadata": {"name": "p"},
+                       "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]}}),
+            )
+            .unwrap();
+            for (profile, cluster) in [("p-dev", "c1"), ("p-dev", "c2"), ("other-dev", "c1")] {
+                store
+                    .seed(
+                        &crate::fake::cluster_summary_type(),
+                        summary(profile, cluster),
+                    )
+                    .unwrap();
+            }
+        }
+        let client = server.client().await.unwrap();
+        let (o, unread) = observe_pass(&client, None, None).await.unwrap();
+        assert!(unread.is_empty(), "{unread:?}");
+        let w = &o.world;
+        assert_eq!(w.summaries.keys().collect::<Vec<_>>(), ["p-dev"]);
+        assert_eq!(
+            names_of(&w.summaries["p-dev"]),
+            ["p-dev-sveltos-c1", "p-dev-sveltos-c2"]
+        );
+        assert_eq!(w.summaries_listed.iter().collect::<Vec<_>>(), ["p-dev"]);
+        let listed = summaries_of(&client, &["p-dev".into(), "other-dev".into()])
+            .await
+            .unwrap();
+        assert_eq!(listed.keys().collect::<Vec<_>>(), ["other-dev", "p-dev"]);
+        assert_eq!(names_of(&listed["other-dev"]), ["other-dev-sveltos-c1"]);
+
+        server.inject(FaultRule::after(
+            RequestMatcher::verbs(&["list"]).resource("clustersummaries"),
+            0,
+            FaultAction::Status(403),
+        ));
+        let (o, unread) = observe_pass(&client, None, None).await.unwrap();
+        assert!(o.world.summaries.is_empty() && o.world.summaries_listed.is_empty());
+        let line = unread.summaries.get("p-dev").cloned().unwrap_or_default();
+        assert!(
+            line.contains("Forbidden") && line.contains("listing ClusterSummaries"),
+            "{line}"
+        );
+        assert_eq!(unread.missing_for(&o.promotions[0]), Some(line.clone()));
+        assert_eq!(unread.cause.map(|c| c.line()), Some(line));
+        let refused = summaries_of(&client, &["p-dev".into()]).await.unwrap_err();
+        assert!(
+            refused.to_string().starts_with("listing ClusterSummaries"),
+            "{refused}"
+        );
+    }
+
+    /// The world the model checker builds from what it listed: profiles by name, summaries by
+    /// profile, SveltosClusters as the inventory (a cluster being deleted left out, named).
+    #[test]
+    fn the_world_of_what_was_listed_has_its_profiles_summaries_and_clusters() {
+        let profile: ClusterProfile = serde_json::from_value(json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+            "metadata": {"name": "p-dev"}, "spec": {}}))
+        .unwrap();
+        let summaries: Vec<ClusterSummary> = [summary("p-dev", "c1"), summary("p-dev", "c2")]
+            .into_iter()
+            .map(|s| serde_json::from_value(s).unwrap())
+            .collect();
+        let cluster = |name: &str, deleting: bool| -> SveltosCluster {
+            let mut c = json!({"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
+                               "metadata": {"name": name, "namespace": "fleet", "labels": {"env": "dev"}},
+                               "spec": {}, "status": {"ready": true}});
+            if deleting {
+                c["metadata"]["deletionTimestamp"] = json!("2026-02-16T06:00:00Z");
+            }
+            serde_json::from_value(c).unwrap()
+        };
+        let w = world_from_listed(
+            vec![profile],
+            summaries,
+            &[cluster("c1", false), cluster("c2", true)],
+        );
+        assert_eq!(w.profiles.keys().collect::<Vec<_>>(), ["p-dev"]);
+        assert_eq!(
+            names_of(&w.summaries["p-dev"]),
+            ["p-dev-sveltos-c1", "p-dev-sveltos-c2"]
+        );
+        let clusters: Vec<_> = w
+            .clusters
+            .iter()
+            .map(|c| (c.name.as_str(), c.ready))
+            .collect();
+        assert_eq!(clusters, [("c1", true)]);
+        assert_eq!(w.excluded.len(), 1);
+        assert_eq!(w.excluded[0].cluster.name, "c2");
+    }
 }
