@@ -248,6 +248,49 @@ mod tests {
         );
     }
 
+    /// A profile the decision would create that the pass did not list is looked for: one that
+    /// exists (unlabelled: hand-written) goes into the world and the promotion is decided again;
+    /// none found, or all already known, and it is not.
+    #[tokio::test]
+    async fn a_profile_to_create_that_was_not_listed_is_fetched() {
+        use super::super::profiles::main_profile;
+        let p = promotion("app", "2026-02-16T06:00:00Z", &["dev", "prod"]);
+        let server = crate::fake::FakeApiServer::start_with_sveltos()
+            .await
+            .unwrap();
+        server
+            .store()
+            .seed(
+                &crate::fake::cluster_profile_type(),
+                json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                       "metadata": {"name": "app-prod"},
+                       "spec": {"clusterSelector": {"matchLabels": {"env": "legacy"}}}}),
+            )
+            .unwrap();
+        let client = server.client().await.unwrap();
+        let apply = |i: usize| Action::Apply(Box::new(main_profile(&p, &p.spec.stages[i])));
+        let mut world = World::default();
+        let mut d = Decision::new("app");
+        d.actions.push(apply(0));
+        assert!(
+            !fetch_unlisted(&client, &mut world, &d).await,
+            "none exists"
+        );
+        assert!(world.profiles.is_empty());
+        d.after_status.push(apply(1));
+        assert!(fetch_unlisted(&client, &mut world, &d).await);
+        assert_eq!(world.profiles.keys().collect::<Vec<_>>(), ["app-prod"]);
+        assert_eq!(
+            world.profiles["app-prod"].spec.fields["clusterSelector"],
+            json!({"matchLabels": {"env": "legacy"}})
+        );
+        // Known now: only the absent one is looked for again.
+        server.clear_requests();
+        assert!(!fetch_unlisted(&client, &mut world, &d).await);
+        let gets = server.count(|r| r.resource == "clusterprofiles" && r.verb == "get");
+        assert_eq!(gets, 1, "{:#?}", server.requests());
+    }
+
     /// A profile under a colliding name may carry any claimant's label or owner reference (the
     /// loser may have created it first): the owner takes it over. Anyone else's is refused.
     #[test]
