@@ -213,3 +213,170 @@ async fn send(apis: &Apis<'_>, request: Request) -> Answer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! `act` against the in-process fake API server: what each answer does to the rest of a
+    //! promotion's writes, its Events and the promotion handed back.
+    use super::*;
+    use crate::api::ClusterPromotionStatus;
+    use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+    use crate::pass::decision::Reason;
+    use k8s_openapi::api::events::v1::Event;
+
+    /// The blog's automatic rollout, stored as `p`; the server and the promotion as stored.
+    async fn stored() -> (FakeApiServer, kube::Client, ClusterPromotion) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/blog-kyverno-auto.yaml");
+        let mut p = crate::manifest::load_file(&path).unwrap()[0]
+            .promotion()
+            .unwrap()
+            .clone();
+        p.metadata.name = Some("p".into());
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        let client = server.client().await.unwrap();
+        let api: Api<ClusterPromotion> = Api::all(client.clone());
+        let p = api.create(&PostParams::default(), &p).await.unwrap();
+        (server, client, p)
+    }
+
+    /// Add the finalizer, then write the status, announcing one Event.
+    fn decision() -> Decision {
+        let mut d = Decision::new("p");
+        d.actions.push(super::super::Action::AddFinalizer);
+        d.status = Some(ClusterPromotionStatus {
+            current_stage_name: Some("dev".into()),
+            ..Default::default()
+        });
+        d.events
+            .push(Reason::StageProvisioning.note("Provisioning stage dev".into()));
+        d
+    }
+
+    async fn events(client: &kube::Client) -> usize {
+        let api: Api<Event> =
+            Api::namespaced(client.clone(), super::super::events::EVENT_NAMESPACE);
+        api.list(&Default::default()).await.unwrap().items.len()
+    }
+
+    fn status_writes() -> RequestMatcher {
+        RequestMatcher::verbs(&["update"])
+            .resource("clusterpromotions")
+            .subresource("status")
+    }
+
+    #[tokio::test]
+    async fn a_decision_is_written_in_order_and_the_promotion_handed_back_as_stored() {
+        let (_server, client, p) = stored().await;
+        let now = Utc::now();
+        let out = act(&client, &p, &decision(), &World::default(), now).await;
+        assert_eq!(out.done, ["adding the finalizer", "wrote status"]);
+        assert_eq!((out.conflict, out.error), (None, None));
+        let written = out
+            .promotion
+            .expect("the promotion as the last write returned it");
+        assert_ne!(
+            written.metadata.resource_version,
+            p.metadata.resource_version
+        );
+        assert_eq!(
+            written.status.and_then(|s| s.current_stage_name).as_deref(),
+            Some("dev")
+        );
+        assert_eq!(events(&client).await, 1, "the status's Event");
+
+        // Nothing to write: nothing handed back (notifications then go from the observed one).
+        let stored = Api::<ClusterPromotion>::all(client.clone())
+            .get("p")
+            .await
+            .unwrap();
+        let out = act(
+            &client,
+            &stored,
+            &Decision::new("p"),
+            &World::default(),
+            now,
+        )
+        .await;
+        assert!(out.done.is_empty() && out.promotion.is_none(), "{out:?}");
+    }
+
+    /// A 409 is another writer (a conflict, said as such); a 504 or a lost answer is a write of
+    /// unknown outcome (a conflict that says the answer was lost, never an error).
+    #[tokio::test]
+    async fn a_refused_status_write_is_a_conflict_and_a_lost_answer_is_not_an_error() {
+        for (fault, says) in [
+            (FaultAction::Status(409), "changed during the pass"),
+            (FaultAction::Status(504), "the answer was lost"),
+            (FaultAction::ResetAfter, "the answer was lost"),
+        ] {
+            let (server, client, p) = stored().await;
+            server.inject(FaultRule::nth(status_writes(), 1, fault.clone()));
+            let out = act(&client, &p, &decision(), &World::default(), Utc::now()).await;
+            assert_eq!(out.done, ["adding the finalizer"], "{fault:?}");
+            assert!(out.error.is_none(), "{fault:?}: {out:?}");
+            let conflict = out.conflict.unwrap_or_default();
+            assert!(conflict.contains(says), "{fault:?}: {conflict}");
+            assert_eq!(events(&client).await, 0, "{fault:?}: no status, no Event");
+        }
+    }
+
+    /// Before the status nothing of the decision stands: no Events. After it, the status's Events
+    /// are true even though a later write failed.
+    #[tokio::test]
+    async fn events_follow_the_status_write_whatever_comes_after_it() {
+        let (server, client, p) = stored().await;
+        server.inject(FaultRule::nth(
+            RequestMatcher::verbs(&["patch"]).resource("clusterpromotions"),
+            1,
+            FaultAction::Status(409),
+        ));
+        let out = act(&client, &p, &decision(), &World::default(), Utc::now()).await;
+        assert!(out.done.is_empty() && out.conflict.is_some(), "{out:?}");
+        assert_eq!(events(&client).await, 0);
+        assert!(out.promotion.is_none(), "nothing was written");
+
+        let mut d = decision();
+        d.after_status.push(super::super::Action::AddFinalizer);
+        server.inject(FaultRule::nth(
+            RequestMatcher::verbs(&["patch"]).resource("clusterpromotions"),
+            2,
+            FaultAction::Status(500),
+        ));
+        let out = act(&client, &p, &d, &World::default(), Utc::now()).await;
+        assert_eq!(
+            out.done,
+            ["adding the finalizer", "wrote status"],
+            "{out:?}"
+        );
+        assert!(out.error.is_some(), "{out:?}");
+        assert_eq!(events(&client).await, 1, "the status's Event");
+    }
+
+    /// A profile is deleted only if it is still the one the pass judged: one created again since
+    /// (another UID) is a conflict, and stays.
+    #[tokio::test]
+    async fn a_profile_deleted_and_created_again_since_the_pass_read_it_is_not_deleted() {
+        let (_server, client, p) = stored().await;
+        let profiles: Api<ClusterProfile> = Api::all(client.clone());
+        let profile: ClusterProfile = serde_json::from_value(serde_json::json!({
+            "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+            "metadata": {"name": "p-dev"}, "spec": {}
+        }))
+        .unwrap();
+        let mut observed = profiles
+            .create(&PostParams::default(), &profile)
+            .await
+            .unwrap();
+        observed.metadata.uid = Some("the-one-deleted-since".into());
+        let mut world = World::default();
+        world.profiles.insert("p-dev".into(), observed);
+        let mut d = Decision::new("p");
+        d.actions.push(super::super::Action::Delete {
+            name: "p-dev".into(),
+        });
+        let out = act(&client, &p, &d, &world, Utc::now()).await;
+        assert!(out.conflict.is_some() && out.done.is_empty(), "{out:?}");
+        assert!(profiles.get_opt("p-dev").await.unwrap().is_some());
+    }
+}
