@@ -719,6 +719,9 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
 }
 
 #[cfg(test)]
+mod pass_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -1,0 +1,355 @@
+//! Whole passes (`run_pass_for`) against the in-process fake API server: what `pass_body` decides,
+//! writes, defers and reports, without an integration target's build. A fleet of three ready
+//! clusters (dev, staging, prod) and the blog's automatic rollout.
+
+use super::*;
+use crate::annotations::outbox::{self, Entry, OUTBOX};
+use crate::api::Timestamp;
+use crate::fake::webhook::WebhookReceiver;
+use crate::fake::{
+    FakeApiServer, FaultAction, FaultRule, RequestMatcher, ResourceType, cluster_profile_type,
+    cluster_promotion_type, promotion_freeze_type, sveltos_cluster_type,
+};
+use serde_json::{Value, json};
+
+fn start() -> DateTime<Utc> {
+    "2026-02-16T06:00:00Z".parse().unwrap()
+}
+
+struct Fleet {
+    server: FakeApiServer,
+    client: kube::Client,
+}
+
+async fn fleet() -> Fleet {
+    let server = FakeApiServer::start_with_sveltos().await.unwrap();
+    for (ns, name, env) in [
+        ("dev", "dev01", "dev"),
+        ("staging", "staging", "staging"),
+        ("prod", "prod", "prod"),
+    ] {
+        server
+            .store()
+            .seed(
+                &sveltos_cluster_type(),
+                crate::sim::sveltos_cluster(ns, name, &[("env", env)]),
+            )
+            .unwrap();
+    }
+    let client = server.client().await.unwrap();
+    Fleet { server, client }
+}
+
+/// The blog's automatic rollout as `name`, as JSON (to add annotations or break it).
+fn rollout(name: &str) -> Value {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-auto.yaml");
+    let mut p = crate::manifest::load_file(&path).unwrap()[0]
+        .promotion()
+        .unwrap()
+        .clone();
+    p.metadata.name = Some(name.into());
+    serde_json::to_value(p).unwrap()
+}
+
+/// A promotion promoter cannot decode (a delay in days).
+fn undecodable(name: &str) -> Value {
+    let mut p = rollout(name);
+    p["spec"]["stages"][0]["trigger"]["auto"]["delay"] = json!("1d");
+    p
+}
+
+fn opts(dry_run: bool) -> PassOptions {
+    PassOptions {
+        dry_run,
+        selector: None,
+        default_tz: chrono_tz::Tz::UTC,
+        now: start(),
+        notifications: None,
+    }
+}
+
+fn names(r: &PassReport) -> Vec<&str> {
+    let mut names: Vec<&str> = r.promotions.iter().map(|p| p.name.as_str()).collect();
+    names.sort();
+    names
+}
+
+fn report<'a>(r: &'a PassReport, name: &str) -> &'a PromotionReport {
+    r.promotions
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("{name} not in {r:?}"))
+}
+
+impl Fleet {
+    fn add(&self, p: Value) {
+        self.server
+            .store()
+            .seed(&cluster_promotion_type(), p)
+            .unwrap();
+    }
+
+    fn stored(&self, name: &str) -> ClusterPromotion {
+        let v = self
+            .server
+            .store()
+            .get(&cluster_promotion_type(), "", name)
+            .unwrap();
+        serde_json::from_value(v).unwrap()
+    }
+
+    async fn pass(
+        &self,
+        opts: &PassOptions,
+        limits: &PassLimits,
+        only: Option<&str>,
+    ) -> PassReport {
+        run_pass_for(&self.client, &ChecksNotEvaluated, opts, limits, only)
+            .await
+            .unwrap()
+    }
+
+    /// Writes of any kind to `resource` so far.
+    fn writes_to(&self, resource: &str) -> usize {
+        self.server.count(|r| {
+            r.resource == resource
+                && ["create", "update", "patch", "delete"].contains(&r.verb.as_str())
+        })
+    }
+}
+
+#[tokio::test]
+async fn every_promotion_is_decided_written_and_numbered_by_its_stage() {
+    let f = fleet().await;
+    f.add(rollout("a"));
+    f.add(rollout("b"));
+    let r = f.pass(&opts(false), &PassLimits::default(), None).await;
+    assert_eq!(names(&r), ["a", "b"]);
+    for name in ["a", "b"] {
+        let p = report(&r, name);
+        assert_eq!((p.stage.as_deref(), p.stage_index), (Some("dev"), Some(1)));
+        assert!(
+            p.error.is_none() && p.conflict.is_none() && p.deferred.is_none(),
+            "{p:?}"
+        );
+        assert!(p.actions.iter().any(|a| a == "wrote status"), "{p:?}");
+        let stored = f.stored(name).status.and_then(|s| s.current_stage_name);
+        assert_eq!(stored.as_deref(), Some("dev"), "{name}");
+    }
+}
+
+/// `promoter step NAME`: only that promotion is decided and reported, undecodable ones included.
+#[tokio::test]
+async fn a_pass_for_one_promotion_decides_and_reports_only_it() {
+    let f = fleet().await;
+    f.add(rollout("a"));
+    f.add(rollout("b"));
+    f.add(undecodable("bad"));
+    let r = f
+        .pass(&opts(false), &PassLimits::default(), Some("a"))
+        .await;
+    assert_eq!(names(&r), ["a"]);
+    assert!(f.stored("b").status.is_none());
+    let r = f
+        .pass(&opts(false), &PassLimits::default(), Some("bad"))
+        .await;
+    assert_eq!(names(&r), ["bad"]);
+}
+
+/// The deadline passes while the pass reads (the freezes' list hangs past it and is given up): the
+/// promotion that cannot be read is deferred, not reported as written, and nothing is written.
+#[tokio::test]
+async fn past_the_deadline_an_undecodable_promotion_is_deferred_and_nothing_written() {
+    let f = fleet().await;
+    f.add(rollout("a"));
+    f.add(undecodable("bad"));
+    f.server.inject(FaultRule::nth(
+        RequestMatcher::verbs(&["list"]).resource("promotionfreezes"),
+        1,
+        FaultAction::Hang(std::time::Duration::from_secs(60)),
+    ));
+    f.server.clear_requests();
+    // Long enough for the reads before the freezes' list on a busy machine.
+    let limits = PassLimits {
+        deadline: Some(tokio::time::Instant::now() + std::time::Duration::from_secs(5)),
+        shard: None,
+    };
+    let r = f.pass(&opts(false), &limits, None).await;
+    let bad = report(&r, "bad");
+    assert!(
+        bad.deferred
+            .as_deref()
+            .unwrap_or_default()
+            .contains("deadline"),
+        "{bad:?}"
+    );
+    assert!(
+        bad.actions.is_empty() && bad.conflict.is_none() && bad.error.is_none(),
+        "{bad:?}"
+    );
+    assert!(report(&r, "a").undecided.is_some(), "{r:?}");
+    assert_eq!(f.server.writes(), 0);
+}
+
+/// A dry run lists what it would write and writes nothing: no status, no revision sweep. The pass
+/// after it does both.
+#[tokio::test]
+async fn a_dry_run_writes_nothing_and_the_pass_after_it_writes_and_sweeps() {
+    let f = fleet().await;
+    let mut a = rollout("a");
+    a["metadata"]["annotations"] =
+        json!({crate::annotations::REVISION_SWEEP: "2026-02-16T05:00:00Z"});
+    f.add(a);
+    f.server.clear_requests();
+    let r = f.pass(&opts(true), &PassLimits::default(), None).await;
+    let a = report(&r, "a");
+    assert!(a.actions.iter().any(|x| x == "write status"), "{a:?}");
+    assert!(!a.actions.iter().any(|x| x.contains("sweep")), "{a:?}");
+    assert_eq!(f.server.writes(), 0);
+
+    let r = f.pass(&opts(false), &PassLimits::default(), None).await;
+    let a = report(&r, "a");
+    assert!(a.actions.iter().any(|x| x == "wrote status"), "{a:?}");
+    assert!(
+        a.actions.iter().any(|x| x == "the revision sweep is done"),
+        "{a:?}"
+    );
+}
+
+/// The freezes' status is written by the first shard's pass only, never by a dry run nor by
+/// `promoter step NAME`.
+#[tokio::test]
+async fn only_the_first_shard_writes_the_freezes_status() {
+    let f = fleet().await;
+    f.add(rollout("a"));
+    f.server
+        .store()
+        .seed(
+            &promotion_freeze_type(),
+            json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+                   "metadata": {"name": "holidays"}, "spec": {"reason": "CAB-1"}}),
+        )
+        .unwrap();
+    let sharded = |index| PassLimits {
+        deadline: None,
+        shard: Some(shard::Shard { index, count: 2 }),
+    };
+    f.pass(&opts(true), &PassLimits::default(), None).await;
+    f.pass(&opts(false), &PassLimits::default(), Some("a"))
+        .await;
+    f.pass(&opts(false), &sharded(1), None).await;
+    assert_eq!(f.writes_to("promotionfreezes"), 0);
+    f.pass(&opts(false), &sharded(0), None).await;
+    assert_eq!(f.writes_to("promotionfreezes"), 1);
+}
+
+/// A profile to create that exists but was not listed (no promotion's label) is read first and
+/// decided with: never created blindly over it.
+#[tokio::test]
+async fn a_profile_that_exists_unlisted_is_read_before_it_is_written() {
+    let f = fleet().await;
+    f.add(rollout("a"));
+    f.server
+        .store()
+        .seed(
+            &cluster_profile_type(),
+            json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                   "metadata": {"name": "a-dev"}, "spec": {}}),
+        )
+        .unwrap();
+    f.server.clear_requests();
+    let r = f.pass(&opts(false), &PassLimits::default(), None).await;
+    assert_eq!(
+        f.server.count(|r| r.verb == "get"
+            && r.resource == "clusterprofiles"
+            && r.name.as_deref() == Some("a-dev")),
+        1
+    );
+    let a = report(&r, "a");
+    assert!(a.conflict.is_none(), "not a create that lost to it: {a:?}");
+}
+
+/// Notifications are sent in the pass that records them, from the promotion as written, and
+/// the report counts them, a transition too old to send among them (dropped). A dry run sends
+/// none.
+#[tokio::test]
+async fn a_pass_sends_what_it_records_and_counts_what_it_drops() {
+    let f = fleet().await;
+    let receiver = WebhookReceiver::start().await.unwrap();
+    let location = notify::Location::default_location();
+    let config = format!(
+        "receivers:\n- {{name: hook, type: webhook, url: '{}'}}\nrules:\n- receivers: [hook]\nmaxAge: 1h\n",
+        receiver.url("/hook")
+    );
+    f.server
+        .store()
+        .seed(
+            &ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true),
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": location.name, "namespace": location.namespace},
+                   "data": {notify::config::CONFIG_KEY: config}}),
+        )
+        .unwrap();
+    // Recorded two hours ago with the status as it still is: too old to send now.
+    let old = Entry {
+        key: "old".into(),
+        transition: "StageStarted".into(),
+        reason: "StageProvisioning".into(),
+        stage: Some("dev".into()),
+        message: "Provisioning stage dev".into(),
+        at: Timestamp::new(start() - chrono::Duration::hours(2)),
+        revision: None,
+        status: outbox::status_token(None),
+        confirmed: true,
+        to: Some([("hook".to_string(), Default::default())].into()),
+    };
+    let mut a = rollout("a");
+    a["metadata"]["annotations"] = json!({OUTBOX: outbox::encode(&[old])});
+    f.add(a);
+    let with = |dry_run| PassOptions {
+        notifications: Some(location.clone()),
+        ..opts(dry_run)
+    };
+    let r = f.pass(&with(true), &PassLimits::default(), None).await;
+    assert!(receiver.received().is_empty());
+    let counts = report(&r, "a").notifications;
+    assert_eq!(
+        counts.map(|c| (c.sent, c.dropped)),
+        Some((0, 1)),
+        "what it would drop"
+    );
+
+    let r = f.pass(&with(false), &PassLimits::default(), None).await;
+    let counts = report(&r, "a").notifications.unwrap_or_default();
+    assert_eq!((counts.sent, counts.dropped), (1, 1), "{counts:?}");
+    assert_eq!(receiver.received().len(), 1);
+}
+
+/// `decide_all` and `decide_all_until` (the library's entry points; no pass calls them): one
+/// decision per promotion, in order.
+#[tokio::test]
+async fn every_promotion_has_its_decision_in_order() {
+    let promotions: Vec<ClusterPromotion> = ["b", "a"]
+        .iter()
+        .map(|n| serde_json::from_value(rollout(n)).unwrap())
+        .collect();
+    let world = World::default();
+    let ctx = Context {
+        now: start(),
+        default_tz: chrono_tz::Tz::UTC,
+    };
+    let all = decide_all(&promotions, &world, &ChecksNotEvaluated, &ctx).await;
+    let named: Vec<&str> = all.iter().map(|d| d.promotion.as_str()).collect();
+    assert_eq!(named, ["b", "a"]);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
+    let until = decide_all_until(
+        &promotions,
+        &world,
+        &ChecksNotEvaluated,
+        &ctx,
+        Some(deadline),
+    )
+    .await;
+    assert_eq!(until, all);
+}
