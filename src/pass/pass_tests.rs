@@ -353,3 +353,75 @@ async fn every_promotion_has_its_decision_in_order() {
     .await;
     assert_eq!(until, all);
 }
+
+/// Health checks that take a moment (they wait on a timer once) and fail; counts how many began
+/// and how many finished.
+#[derive(Default)]
+struct SlowFailingChecks {
+    began: std::sync::atomic::AtomicUsize,
+    finished: std::sync::atomic::AtomicUsize,
+}
+
+impl HealthEvaluator for SlowFailingChecks {
+    fn evaluate<'a>(
+        &'a self,
+        _promotion: &'a ClusterPromotion,
+        _stage: &'a str,
+        _world: &'a World,
+    ) -> BoxFuture<'a, HealthVerdict> {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            self.began.fetch_add(1, SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            self.finished.fetch_add(1, SeqCst);
+            HealthVerdict::Failing("cert-manager: Degraded".into())
+        })
+    }
+}
+
+/// With a pass deadline far ahead, the health checks get until a little before it (the writes'
+/// reserve), not an instant: checks that take a moment finish and their verdict is the stage's.
+#[tokio::test]
+async fn health_checks_run_to_their_verdict_when_the_deadline_is_far() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let f = fleet().await;
+    let now = std::sync::Arc::new(std::sync::Mutex::new(start()));
+    let clock = now.clone();
+    f.server
+        .set_clock(std::sync::Arc::new(move || *clock.lock().unwrap()));
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/docs-cert-manager.yaml");
+    let p = crate::manifest::load_file(&path).unwrap()[0]
+        .promotion()
+        .unwrap()
+        .clone();
+    f.add(serde_json::to_value(&p).unwrap());
+    let addon = crate::sim::AddonController::default();
+    let checks = SlowFailingChecks::default();
+    let limits = PassLimits {
+        deadline: Some(tokio::time::Instant::now() + std::time::Duration::from_secs(600)),
+        shard: None,
+    };
+    for _ in 0..10 {
+        let at = *now.lock().unwrap();
+        let pass_opts = PassOptions {
+            now: at,
+            ..opts(false)
+        };
+        let r = run_pass_for(&f.client, &checks, &pass_opts, &limits, None)
+            .await
+            .unwrap();
+        if checks.began.load(SeqCst) > 0 {
+            let c = report(&r, "cert-manager-rollout-auto");
+            assert_eq!(c.phase, Phase::ChecksFailing, "the checks' verdict: {c:?}");
+            break;
+        }
+        addon.reconcile(&f.server, at);
+        *now.lock().unwrap() += chrono::Duration::minutes(1);
+    }
+    assert!(
+        checks.began.load(SeqCst) > 0,
+        "the stage came to its checks"
+    );
+    assert_eq!(checks.finished.load(SeqCst), checks.began.load(SeqCst));
+}
