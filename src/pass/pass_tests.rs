@@ -188,6 +188,11 @@ async fn past_the_deadline_an_undecodable_promotion_is_deferred_and_nothing_writ
         bad.actions.is_empty() && bad.conflict.is_none() && bad.error.is_none(),
         "{bad:?}"
     );
+    assert!(
+        bad.summary
+            .starts_with("cannot read this ClusterPromotion: spec.stages[0].trigger.auto.delay"),
+        "{bad:?}"
+    );
     assert!(report(&r, "a").undecided.is_some(), "{r:?}");
     assert_eq!(f.server.writes(), 0);
 }
