@@ -430,3 +430,69 @@ async fn health_checks_run_to_their_verdict_when_the_deadline_is_far() {
     );
     assert_eq!(checks.finished.load(SeqCst), checks.began.load(SeqCst));
 }
+
+/// A new run rewrites the next stage's profile once the first stage completes again. That
+/// stage's ClusterSummaries were not read by the pass (only the current stage's are), so they
+/// are read before the profile is written (what Sveltos will redeploy goes into the record).
+#[tokio::test]
+async fn a_profile_rewritten_by_a_new_run_has_its_summaries_read_first() {
+    let f = fleet().await;
+    let now = std::sync::Arc::new(std::sync::Mutex::new(start()));
+    let clock = now.clone();
+    f.server
+        .set_clock(std::sync::Arc::new(move || *clock.lock().unwrap()));
+    f.add(rollout("a"));
+    let addon = crate::sim::AddonController::default();
+    let stage = || f.stored("a").status.and_then(|s| s.current_stage_name);
+    let tick = async || {
+        let at = *now.lock().unwrap();
+        let r = f
+            .pass(
+                &PassOptions {
+                    now: at,
+                    ..opts(false)
+                },
+                &PassLimits::default(),
+                None,
+            )
+            .await;
+        assert_eq!(r.errors(), 0, "{r:?}");
+        addon.reconcile(&f.server, at);
+        *now.lock().unwrap() += chrono::Duration::minutes(1);
+    };
+    for _ in 0..20 {
+        if stage().as_deref() == Some("staging") {
+            break;
+        }
+        tick().await;
+    }
+    assert_eq!(stage().as_deref(), Some("staging"));
+    {
+        let rt = cluster_promotion_type();
+        let mut store = f.server.store();
+        let mut next = store.get(&rt, "", "a").unwrap();
+        next["spec"]["profileSpec"]["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+        store.update(&rt, "", "a", next, false).unwrap();
+    }
+    let staging = |verb: &'static str| {
+        f.server.count(move |r| {
+            r.verb == verb
+                && r.resource
+                    == if verb == "list" {
+                        "clustersummaries"
+                    } else {
+                        "clusterprofiles"
+                    }
+                && (r.name.as_deref() == Some("a-staging") || r.query.contains("a-staging"))
+        })
+    };
+    for _ in 0..20 {
+        f.server.clear_requests();
+        tick().await;
+        if staging("update") > 0 {
+            assert_eq!(staging("list"), 1, "{:?}", f.server.requests());
+            return;
+        }
+    }
+    panic!("the new run never rewrote a-staging");
+}
