@@ -91,6 +91,9 @@ pub struct RequestMatcher {
     pub name: Option<String>,
     /// The client (user) the fault applies to: faults are per client, as on a real network.
     pub user: Option<String>,
+    /// The exact URL path (`/apis/cluster.x-k8s.io/v1beta1`): how a discovery request, which has
+    /// no resource, is named.
+    pub path: Option<String>,
 }
 
 impl RequestMatcher {
@@ -122,6 +125,16 @@ impl RequestMatcher {
         self.user = Some(user.into());
         self
     }
+    /// Discovery of one group version: the `/apis/{group}/{version}` request kube's
+    /// `discovery::group` makes after `/apis` (kube-client 5.0.0 src/discovery/oneshot.rs
+    /// `group` → `ApiGroup::query_apis` → `Client::list_api_group_resources`, one per version
+    /// `/apis` lists).
+    pub fn discovery(group_version: &str) -> Self {
+        RequestMatcher {
+            path: Some(format!("/apis/{group_version}")),
+            ..Self::verbs(&["discovery"])
+        }
+    }
 
     pub fn matches(&self, r: &RequestRecord) -> bool {
         (self.verbs.is_empty() || self.verbs.contains(&r.verb))
@@ -135,6 +148,7 @@ impl RequestMatcher {
                 .as_ref()
                 .is_none_or(|x| Some(x) == r.name.as_ref())
             && self.user.as_ref().is_none_or(|x| *x == r.user)
+            && self.path.as_ref().is_none_or(|x| *x == r.path)
     }
 }
 
@@ -167,6 +181,10 @@ pub enum FaultAction {
     /// Answer with this error instead of serving the request, as the real server would answer
     /// it (a 422 `Invalid` with its exact text, a 410 `Expired`, …).
     Answer(super::api_error::ApiError),
+    /// Serve a list, its last page with an explicit `"continue": ""`: kube-apiserver omits an
+    /// empty token (`ListMeta.Continue` is `omitempty`), a proxy that re-encodes the answer
+    /// without `omitempty` does not.
+    EmptyContinue,
 }
 
 /// Lets `skip` matching requests through, then applies `action` to the next `times` (all, if None).

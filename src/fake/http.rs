@@ -172,6 +172,12 @@ where
         }
     };
     record.code = code;
+    let mut value = value;
+    if fault == Some(FaultAction::EmptyContinue)
+        && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.entry("continue").or_insert_with(|| json!(""));
+    }
     match fault {
         Some(FaultAction::ResetAfter) => return Err(reset(&shared, record)),
         Some(FaultAction::AnswerAfter(d)) => tokio::time::sleep(d).await,
@@ -1016,5 +1022,59 @@ mod tests {
         assert_eq!(q["labelSelector"], "a=b,c in (x)");
         assert_eq!(q["limit"], "5");
         assert_eq!(percent_decode("%zz"), None);
+    }
+
+    /// A fault can name one group version's discovery (a CRD removed between `/apis` and
+    /// `/apis/{group}/{version}`: 404; a denied discovery: 403), leaving the rest of discovery and
+    /// the group's resources alone.
+    #[tokio::test]
+    async fn a_fault_can_name_one_group_version_s_discovery() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start().await.unwrap();
+        server.register(crate::fake::capi_cluster_type());
+        server.register(crate::fake::sveltos_cluster_type());
+        let client = server.plain_client_as(crate::fake::ADMIN).await.unwrap();
+        let capi = || RequestMatcher::discovery("cluster.x-k8s.io/v1beta1");
+        let code = |r: kube::Result<()>| match r {
+            Err(kube::Error::Api(s)) => s.code,
+            Ok(()) => 200,
+            Err(e) => panic!("{e}"),
+        };
+        let discover = |gv: &'static str| {
+            let client = client.clone();
+            async move { code(client.list_api_group_resources(gv).await.map(|_| ())) }
+        };
+        let gvk = kube::api::GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta1", "Cluster");
+        let clusters = kube::Api::<kube::api::DynamicObject>::all_with(
+            client.clone(),
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, "clusters"),
+        );
+
+        server.inject(FaultRule::after(capi(), 0, FaultAction::Status(404)));
+        assert_eq!(discover("cluster.x-k8s.io/v1beta1").await, 404);
+        assert_eq!(discover("lib.projectsveltos.io/v1beta1").await, 200);
+        assert_eq!(code(client.list_api_groups().await.map(|_| ())), 200);
+        assert_eq!(
+            code(clusters.list(&Default::default()).await.map(|_| ())),
+            200
+        );
+        let faulted: Vec<_> = server
+            .requests()
+            .into_iter()
+            .filter(|r| r.code != 200)
+            .map(|r| (r.verb, r.path))
+            .collect();
+        assert_eq!(
+            faulted,
+            [(
+                "discovery".to_string(),
+                "/apis/cluster.x-k8s.io/v1beta1".to_string()
+            )]
+        );
+
+        server.clear_faults();
+        server.inject(FaultRule::nth(capi(), 1, FaultAction::Status(403)));
+        assert_eq!(discover("cluster.x-k8s.io/v1beta1").await, 403);
+        assert_eq!(discover("cluster.x-k8s.io/v1beta1").await, 200);
     }
 }
