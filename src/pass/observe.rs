@@ -654,10 +654,10 @@ fn past_deadline() -> bool {
 /// clusters without that annotation are not onboarded by Sveltos.
 pub const CAPI_ONBOARD_ANNOTATION_ENV: &str = "PROMOTER_CAPI_ONBOARD_ANNOTATION";
 
-fn capi_onboard_annotation() -> Option<String> {
-    std::env::var(CAPI_ONBOARD_ANNOTATION_ENV)
-        .ok()
-        .filter(|v| !v.is_empty())
+/// The onboarding annotation from the environment `var` reads (a parameter: tests cannot set the
+/// process's own environment safely); an empty value configures none.
+fn capi_onboard_annotation(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    var(CAPI_ONBOARD_ANNOTATION_ENV).filter(|v| !v.is_empty())
 }
 
 /// The clusters Sveltos serves (see [`inventory_with_exclusions`]).
@@ -700,18 +700,22 @@ pub async fn inventory_with_exclusions(
     )
     .await
     .context("listing SveltosClusters")?;
+    // kube's `discovery::group` (kube-client 5.0.0 src/discovery/oneshot.rs) reads `/apis`, then
+    // `/apis/{group}/{version}` for each version listed there (`ApiGroup::query_apis`).
     let group = match kube::discovery::group(client, CAPI_GROUP).await {
         Ok(g) => g,
         // No Cluster API in this management cluster: no CAPI clusters.
         Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
             return Ok((inventory.clusters, inventory.excluded));
         }
+        // A version `/apis` listed is gone by the time it is read (the CRD just removed): no
+        // CAPI clusters either. Any other error (a 403) is not taken for an absent Cluster API.
         Err(kube::Error::Api(s)) if s.code == 404 => {
             return Ok((inventory.clusters, inventory.excluded));
         }
         Err(e) => return Err(e).context("discovering the Cluster API group"),
     };
-    let onboard = capi_onboard_annotation();
+    let onboard = capi_onboard_annotation(|k| std::env::var(k).ok());
     if let Some((resource, _)) = group.recommended_kind("Cluster") {
         let url = DynamicObject::url_path(&resource, None);
         let capi: Inventory = list_tolerant(
@@ -914,6 +918,35 @@ mod tests {
         );
     }
 
+    /// A last page with an explicit empty continue token (a proxy re-encoding the list) ends the
+    /// list: it is not a token to continue from, which would read the list again from the start.
+    #[tokio::test]
+    async fn an_empty_continue_token_ends_the_list() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        for name in ["c1", "c2"] {
+            server
+                .store()
+                .seed(
+                    &crate::fake::sveltos_cluster_type(),
+                    crate::sim::sveltos_cluster("fleet", name, &[]),
+                )
+                .unwrap();
+        }
+        let client = server.client().await.unwrap();
+        let lists = RequestMatcher::verbs(&["list"]).resource("sveltosclusters");
+        server.inject(FaultRule::nth(lists, 1, FaultAction::EmptyContinue));
+        assert_eq!(
+            inventory(&client).await.unwrap().len(),
+            2,
+            "each cluster once"
+        );
+        assert_eq!(
+            server.count(|r| r.verb == "list" && r.resource == "sveltosclusters"),
+            1
+        );
+    }
+
     /// A promotion promoter cannot decode is handed over by name with the field that failed; the
     /// others are observed, and the whole fleet's names and labels kept (a freeze's selector).
     #[tokio::test]
@@ -1039,6 +1072,71 @@ mod tests {
         let (served, excluded) = placed(cluster(json!({"onboard": ""}), true), Some("onboard"));
         assert!(served.is_empty());
         assert!(excluded[0].why.starts_with("being deleted"));
+    }
+
+    #[test]
+    fn the_onboarding_annotation_is_the_one_configured_and_none_when_empty_or_absent() {
+        let env = |value: Option<&'static str>| {
+            move |k: &str| {
+                assert_eq!(k, CAPI_ONBOARD_ANNOTATION_ENV);
+                value.map(String::from)
+            }
+        };
+        assert_eq!(
+            capi_onboard_annotation(env(Some("sveltos.io/onboard"))).as_deref(),
+            Some("sveltos.io/onboard")
+        );
+        assert_eq!(capi_onboard_annotation(env(Some(""))), None);
+        assert_eq!(capi_onboard_annotation(env(None)), None);
+    }
+
+    /// Cluster API discovered, a version of it gone between `/apis` and its own discovery (404),
+    /// or its discovery refused (403): CAPI clusters listed, none, or an error naming the
+    /// discovery (not an inventory silently without them).
+    #[tokio::test]
+    async fn a_cluster_api_version_gone_is_no_capi_clusters_and_a_refused_discovery_an_error() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        server.register(crate::fake::capi_cluster_type());
+        {
+            let mut store = server.store();
+            store
+                .seed(
+                    &crate::fake::sveltos_cluster_type(),
+                    crate::sim::sveltos_cluster("fleet", "sveltos01", &[]),
+                )
+                .unwrap();
+            store
+                .seed(
+                    &crate::fake::capi_cluster_type(),
+                    json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
+                           "metadata": {"name": "capi01", "namespace": "fleet"}, "spec": {},
+                           "status": {"controlPlaneReady": true}}),
+                )
+                .unwrap();
+        }
+        let client = server.client().await.unwrap();
+        // Served or left out (the environment may name an onboarding annotation): either way seen.
+        let names = |(served, excluded): (Vec<InventoryCluster>, Vec<ExcludedCluster>)| {
+            let mut all: Vec<String> = served.into_iter().map(|c| c.name).collect();
+            all.extend(excluded.into_iter().map(|e| e.cluster.name));
+            all.sort();
+            all
+        };
+        let listed = inventory_with_exclusions(&client).await.unwrap();
+        assert_eq!(names(listed), ["capi01", "sveltos01"]);
+
+        let version = || RequestMatcher::discovery("cluster.x-k8s.io/v1beta1");
+        server.inject(FaultRule::nth(version(), 1, FaultAction::Status(404)));
+        let gone = inventory_with_exclusions(&client).await.unwrap();
+        assert_eq!(names(gone), ["sveltos01"]);
+
+        server.inject(FaultRule::nth(version(), 1, FaultAction::Status(403)));
+        let e = format!(
+            "{:#}",
+            inventory_with_exclusions(&client).await.unwrap_err()
+        );
+        assert!(e.contains("discovering the Cluster API group"), "{e}");
     }
 
     /// Issue 30: a PromotionFreeze that does not decode is kept as far as it can be read, marked
