@@ -1284,6 +1284,14 @@ mod tests {
                     )
                     .unwrap();
             }
+            // Written before the CRD became stricter (a number where Sveltos' types now have a
+            // string): listed, but it does not decode; its cluster has no readable summary,
+            // named under the profile of its label.
+            let mut odd = summary("p-dev", "c3");
+            odd["spec"]["clusterName"] = json!(3);
+            store
+                .seed_unvalidated(&crate::fake::cluster_summary_type(), odd)
+                .unwrap();
         }
         let client = server.client().await.unwrap();
         let (o, unread) = observe_pass(&client, None, None).await.unwrap();
@@ -1295,6 +1303,12 @@ mod tests {
             ["p-dev-sveltos-c1", "p-dev-sveltos-c2"]
         );
         assert_eq!(w.summaries_listed.iter().collect::<Vec<_>>(), ["p-dev"]);
+        let unreadable = &w.summaries["p-dev"].unreadable;
+        assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+        assert!(
+            unreadable[0].starts_with("fleet/p-dev-sveltos-c3: invalid type"),
+            "{unreadable:?}"
+        );
         let listed = summaries_of(&client, &["p-dev".into(), "other-dev".into()])
             .await
             .unwrap();
