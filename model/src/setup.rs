@@ -173,6 +173,12 @@ pub enum Start {
 pub struct Bounds {
     /// How many promotions (1 or 2).
     pub promotions: usize,
+    /// The stages of the first promotion and of the second (indices into [`STAGES`], in that
+    /// order; every one by default). Fewer keep a bound of two promotions small where they add
+    /// nothing of their own: a stage's gate is the same with one promotion or two, while one pass
+    /// deciding and writing both, their profiles and summaries in one world and the clusters they
+    /// share are there with a stage each.
+    pub stages: [Vec<usize>; 2],
     /// How many passes may run at the same time.
     pub passes: usize,
     /// How many clusters [`Bounds::two_clusters_in`] selects (1 or 2). With 2, Sveltos
@@ -246,6 +252,7 @@ impl Bounds {
     pub fn ci() -> Bounds {
         Bounds {
             promotions: 1,
+            stages: [vec![0, 1, 2], vec![0, 1, 2]],
             passes: 1,
             clusters: 1,
             two_clusters_in: 0,
@@ -283,7 +290,9 @@ impl Bounds {
         }
     }
 
-    /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`, `passes`,
+    /// `ci`, `large`, or either followed by `,key=value` overrides (`promotions`,
+    /// `stages=dev+staging+prod` and `second_stages=…` (the first and second promotion's stages),
+    /// `passes`,
     /// `clusters` (1 or 2), `clusters_in=dev|staging|prod` (the stage of two clusters),
     /// `observe=atomic|lists`, `crashes`, `lost`, `spec_changes`, `changes=revision+reorder+selector`,
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
@@ -304,6 +313,19 @@ impl Bounds {
             let number = || value.parse::<u8>().map_err(|e| format!("{key}: {e}"));
             match key {
                 "promotions" => b.promotions = number()?.clamp(1, 2) as usize,
+                "stages" | "second_stages" => {
+                    let mut stages = value
+                        .split('+')
+                        .map(|s| {
+                            STAGES.iter().position(|x| *x == s).ok_or_else(|| {
+                                format!("{key}: {s:?}: dev, staging or prod, joined by +")
+                            })
+                        })
+                        .collect::<Result<Vec<usize>, _>>()?;
+                    stages.sort();
+                    stages.dedup();
+                    b.stages[usize::from(key == "second_stages")] = stages;
+                }
                 "passes" => b.passes = number()?.max(1) as usize,
                 "clusters" => b.clusters = number()?.clamp(1, 2),
                 "clusters_in" => {
@@ -386,8 +408,13 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions x 3 stages ({} clusters in {}), {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
+            "{} promotions ({}) ({} clusters in {}), {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
             self.promotions,
+            self.stages[..self.promotions]
+                .iter()
+                .map(|s| s.iter().map(|&i| STAGES[i]).collect::<Vec<_>>().join("+"))
+                .collect::<Vec<_>>()
+                .join("; "),
             self.clusters,
             STAGES[self.two_clusters_in],
             self.passes,
@@ -527,11 +554,19 @@ pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
             .map_err(|e| anyhow::anyhow!("seeding cluster {name}: {}", e.message))?;
     }
     for i in 0..bounds.promotions {
+        let mut p = promotion_object(i, bounds.policy, bounds.deadline_stage);
+        if let (Some(keep), Some(stages)) = (
+            bounds.stages.get(i),
+            p.pointer_mut("/spec/stages").and_then(Value::as_array_mut),
+        ) && keep.len() < STAGES.len()
+        {
+            *stages = keep
+                .iter()
+                .filter_map(|&k| stages.get(k).cloned())
+                .collect();
+        }
         store
-            .seed(
-                &cluster_promotion_type(),
-                promotion_object(i, bounds.policy, bounds.deadline_stage),
-            )
+            .seed(&cluster_promotion_type(), p)
             .map_err(|e| anyhow::anyhow!("seeding promotion {i}: {}", e.message))?;
     }
     Ok(store)

@@ -145,6 +145,30 @@ fn a_stage_of_two_clusters_passes_only_once_both_run_the_revision() {
     });
 }
 
+/// Two promotions in one world (issue 33 §1), the whole graph (12,603 states; liveness and
+/// quiescence included): p0 of `dev` (a delay) and `prod` (a window), p1 of `dev` alone, one pass
+/// at a time deciding both and writing p0's requests then p1's, killed once at any step. What two
+/// promotions add that one cannot show is all here: one pass deciding both from one listing and
+/// writing both (a crash after p0's writes and before p1's, p1's decision taken before p0's writes
+/// landed), the profiles and summaries of both in one world (whose profile is whose: the claims of
+/// generated names, labels and owner references), and a cluster they share (`dev` runs `p0-dev`
+/// and `p1-dev`). A stage's gate is the same with one promotion or two, and the bounds of three
+/// stages above check it; `staging`'s approval (a person's step in every state) and more stages
+/// would only multiply the graph (p0 of three stages and p1 of one, without the crash: 20,360
+/// states, 37 s of CPU, over CI's budget). With generated names that forget the promotion
+/// (`ownership::generated_names` pushing `stage.name` for `profile_name(&promotion, ..)`), both
+/// promotions claim `dev` and p1 is blocked behind p0: "liveness: from 1161 states no path
+/// completes the rollouts", from the first state on; every bound of one promotion passes.
+#[test]
+fn two_promotions_sharing_a_cluster_keep_the_gates_in_every_interleaving() {
+    check(&Bounds {
+        promotions: 2,
+        stages: [vec![0, 2], vec![0]],
+        spec_changes: 0,
+        ..Bounds::ci()
+    });
+}
+
 /// With `clusters=2`, dev's first pass, then Sveltos deploys dev on cluster `dev` only: dev does
 /// not run the revision everywhere (judged from the world, by cluster), and the passes of this
 /// tick and the next keep dev provisioning; once Sveltos deploys `dev-b` too, dev runs it
