@@ -169,6 +169,31 @@ fn two_promotions_sharing_a_cluster_keep_the_gates_in_every_interleaving() {
     });
 }
 
+/// Two concurrent passes (issue 33 §1), each listing the profiles, then the promotions, summaries
+/// and clusters in a step of its own (`observe=lists`), so that the other pass's writes can land
+/// between them; from the first rollout completed (`start=completed`), a new revision, Sveltos,
+/// the person and the clock at any step; every state within 15 steps (15,883 states; step
+/// invariants only: the whole graph is out of CI's reach, `ci,passes=2,crashes=0,spec_changes=0`
+/// alone is 270,538 states). The start skips the first rollout's interleavings, which one pass
+/// explores above, so that the depth reaches what two passes add: both restarting the run of the
+/// new revision, one pass's view going stale under the other's writes, the conflicts that stop
+/// it. With issue 24's stale-view race re-introduced (the promotions listed before the profiles,
+/// and the record patch without its resourceVersion `test`), this reports at depth 12 (5,300
+/// states): "p0: a new run started for the spec of the run it superseded" (a stale pass restarts
+/// the run over the concurrent pass's restart) and "p0: profile p0-dev went back to an earlier
+/// revision without a rollback asked for the run"; every bound of one pass passes.
+#[test]
+fn two_concurrent_passes_keep_the_gates_after_a_new_revision_to_a_depth() {
+    check_to_depth(&Bounds {
+        passes: 2,
+        observe: promoter_model::Observe::ListByList,
+        crashes: 0,
+        start: Start::Completed,
+        max_depth: Some(15),
+        ..Bounds::ci()
+    });
+}
+
 /// With `clusters=2`, dev's first pass, then Sveltos deploys dev on cluster `dev` only: dev does
 /// not run the revision everywhere (judged from the world, by cluster), and the passes of this
 /// tick and the next keep dev provisioning; once Sveltos deploys `dev-b` too, dev runs it
