@@ -181,7 +181,10 @@ fn two_promotions_sharing_a_cluster_keep_the_gates_in_every_interleaving() {
 /// and the record patch without its resourceVersion `test`), this reports at depth 12 (5,300
 /// states): "p0: a new run started for the spec of the run it superseded" (a stale pass restarts
 /// the run over the concurrent pass's restart) and "p0: profile p0-dev went back to an earlier
-/// revision without a rollback asked for the run"; every bound of one pass passes.
+/// revision without a rollback asked for the run". (The CI bound of one pass reports the record's
+/// half alone, through a person's new revision between a pass's listing and its record patch; the
+/// list order alone, the half only two passes could show, neither reports: the record's `test`
+/// still stops the stale pass.)
 #[test]
 fn two_concurrent_passes_keep_the_gates_after_a_new_revision_to_a_depth() {
     check_to_depth(&Bounds {
