@@ -293,7 +293,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
 /// stage's profile carries nor the current stage (README: passes leave a paused promotion alone;
 /// an aborted run holds where it is, with no profile writes).
 fn held(pre: &State, step: Step, post: &State, out: &mut Vec<String>) {
-    let (Step::Write(n) | Step::WriteLost(n)) = step else {
+    let (Step::Write(n) | Step::WriteLost(n) | Step::WriteDropped(n)) = step else {
         return;
     };
     let Pass::Acting(a) = &pre.passes[n as usize] else {

@@ -193,7 +193,8 @@ pub struct Bounds {
     pub observe: Observe,
     /// Processes killed (at any step of a pass).
     pub crashes: u8,
-    /// Writes applied whose answer the pass never gets.
+    /// Writes whose answer the pass never gets, applied by the server (`Step::WriteLost`) or
+    /// not (`Step::WriteDropped`).
     pub lost_answers: u8,
     /// Spec changes, of the kinds in `changes`.
     pub spec_changes: u8,

@@ -69,6 +69,14 @@ impl Budget {
     }
 }
 
+/// Whether a write's answer is lost, and whether the server applied it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lost {
+    No,
+    Applied,
+    NotApplied,
+}
+
 /// One step of one actor. Promotions and stages are indices (stages by their name in [`STAGES`],
 /// whatever their order in the spec).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,6 +90,12 @@ pub enum Step {
     Write(u8),
     /// Pass `n` sends its next write, the server applies it, the answer is lost.
     WriteLost(u8),
+    /// Pass `n` sends its next write, the server never applies it, and the answer is lost: the
+    /// connection reset before the server read the request, or a 504 whose write was not
+    /// committed. The pass gets the same `Answer::Unknown` as for [`Step::WriteLost`] and cannot
+    /// tell the two apart; only a pass that takes a lost answer for a write made goes on from
+    /// a world that does not have it. Both draw on [`Bounds::lost_answers`].
+    WriteDropped(u8),
     /// Pass `n`'s process dies.
     Crash(u8),
     /// The person approves: `kubectl patch … approved: true`, or `promoter approve` (`command`).
@@ -159,6 +173,7 @@ impl Step {
             | Step::Prepare(n)
             | Step::Write(n)
             | Step::WriteLost(n)
+            | Step::WriteDropped(n)
             | Step::Crash(n) => Some(n),
             _ => None,
         }
@@ -172,6 +187,7 @@ impl Step {
             Step::Prepare(n) => format!("pass {n}: read unlisted profiles"),
             Step::Write(n) => format!("pass {n}: write"),
             Step::WriteLost(n) => format!("pass {n}: write, answer lost"),
+            Step::WriteDropped(n) => format!("pass {n}: write not applied, answer lost"),
             Step::Crash(n) => format!("pass {n}: process killed"),
             Step::Approve {
                 promotion,
@@ -367,6 +383,7 @@ impl State {
                         out.push(Step::Write(n));
                         if self.budget.lost_answers > 0 {
                             out.push(Step::WriteLost(n));
+                            out.push(Step::WriteDropped(n));
                         }
                     }
                 },
@@ -493,8 +510,9 @@ impl State {
         let changed = match step {
             Step::Observe(n) => next.observe(n as usize, bounds)?,
             Step::Prepare(n) => next.prepare(n as usize)?,
-            Step::Write(n) => next.write(n as usize, false)?,
-            Step::WriteLost(n) => next.write(n as usize, true)?,
+            Step::Write(n) => next.write(n as usize, Lost::No)?,
+            Step::WriteLost(n) => next.write(n as usize, Lost::Applied)?,
+            Step::WriteDropped(n) => next.write(n as usize, Lost::NotApplied)?,
             Step::Crash(n) => {
                 next.passes[n as usize] = Pass::Idle;
                 next.budget.crashes -= 1;
@@ -808,7 +826,7 @@ impl State {
         Ok(true)
     }
 
-    fn write(&mut self, n: usize, lost: bool) -> Res<bool> {
+    fn write(&mut self, n: usize, lost: Lost) -> Res<bool> {
         let Pass::Acting(a) = &self.passes[n] else {
             return err("write while not acting");
         };
@@ -829,16 +847,21 @@ impl State {
         let Some(request) = w.request(&current) else {
             return err("a write with nothing to send is skipped when planned");
         };
-        let answer = send(&mut self.store, &request)?;
-        let verdict = if lost {
-            if !matches!(answer, Answer::Written(_)) {
-                // A lost answer to a refused write is the refusal's own outcome.
-                return Ok(false);
+        let verdict = match lost {
+            Lost::No => w.judge(&name, send(&mut self.store, &request)?),
+            Lost::Applied => {
+                if !matches!(send(&mut self.store, &request)?, Answer::Written(_)) {
+                    // A lost answer to a refused write is the refusal's own outcome.
+                    return Ok(false);
+                }
+                self.budget.lost_answers -= 1;
+                w.judge(&name, Answer::Unknown("connection reset (model)".into()))
             }
-            self.budget.lost_answers -= 1;
-            w.judge(&name, Answer::Unknown("connection reset (model)".into()))
-        } else {
-            w.judge(&name, answer)
+            // The store is left as it is: the request never reached it.
+            Lost::NotApplied => {
+                self.budget.lost_answers -= 1;
+                w.judge(&name, Answer::Unknown("connection reset (model)".into()))
+            }
         };
         let go_on = match verdict {
             Verdict::Done(_, updated) => {
