@@ -2,7 +2,8 @@
 //! ghost state they need: what happened before that the objects no longer show.
 //!
 //! * **Progressive.** A stage's profile gets a content (the profile's spec without its selector)
-//!   only when a status has recorded the stage as reached with that content, and (for every stage
+//!   only when a status of the current run has recorded the stage as reached with that content
+//!   (a rollback's content is judged by the incident checks instead), and (for every stage
 //!   after the first) only once the stage before ran that content on every cluster it selects, a
 //!   tick earlier when it has a delay. "Ran" is judged by content, as Sveltos shows it: the
 //!   summary's spec is the profile's and every feature is `Provisioned` with the hash Sveltos
@@ -29,7 +30,7 @@ use super::memo;
 use super::setup::{
     Bounds, CLUSTER_NAMESPACE, STAGES, all_clusters, fixed_time, promotion_name, tier,
 };
-use super::state::{FREEZE, Pass, State, Step, person, promotion};
+use super::state::{FREEZE, Pass, State, Step, Work, person, promotion};
 use chrono::{DateTime, Utc};
 use promoter::annotations::{self, Run};
 use promoter::api::{ClusterPromotion, Stage};
@@ -69,7 +70,8 @@ pub struct PromotionGhost {
     /// `<stage>/<content>` that ran on every selected cluster since the stage's profile last got
     /// that content, and whether a tick passed since.
     pub deployed: BTreeMap<String, bool>,
-    /// `<stage>/<content>` a status recorded as reached.
+    /// `<stage>/<content>` a status of the current run recorded as reached (cleared by a new
+    /// run).
     pub recorded: BTreeSet<String>,
     /// The revisions every stage ran on all its clusters at once (as the world showed it: the
     /// last completed last), with the content each stage ran: what a rollback may restore.
@@ -380,6 +382,11 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
     if sa != sb && !matches!(who, Actor::Pass(_)) {
         out.push(format!("{name}: the status changed by a step of {step:?}"));
     }
+    // A new run records afresh: what an earlier run recorded as reached (before a revert, a
+    // rollback and its resume) says nothing of when this run may write a stage's profile.
+    if rb != ra && !g.recorded.is_empty() {
+        g.recorded.clear();
+    }
     if sa != sb
         && let Some(c) = position(b, &cb)
     {
@@ -604,7 +611,12 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
                 .as_ref()
                 .and_then(|r| contents_of(i, &r.revision))
                 .is_none_or(|contents| contents.get(&stage.name) != Some(&c));
-        if !g.recorded.contains(&key(&stage.name, c)) {
+        // Judged against this run's records, but for a rollback's content (`incident` judges
+        // it: asked for, the last good revision, in order) and the write of a pass whose run a
+        // concurrent pass's new run superseded after the pass's status write (the next pass
+        // writes the current run's revision over it, as `incident` says).
+        let superseded = writer_run(pre, step).is_some_and(|r| Some(r) != rb);
+        if !rollback && !superseded && !g.recorded.contains(&key(&stage.name, c)) {
             out.push(format!(
                 "{name}: profile {}-{} got a revision before a status recorded the stage as reached",
                 name, stage.name
@@ -645,6 +657,18 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
         g.good.retain(|(r, _)| *r != mb.revision);
         g.good.push((mb.revision.clone(), everywhere));
     }
+}
+
+/// The run of the status the pass taking `step` last saw of its promotion: as it observed it, or
+/// as its own last write of it returned it.
+fn writer_run(pre: &State, step: Step) -> Option<Run> {
+    let Pass::Acting(a) = pre.passes.get(step.pass()? as usize)? else {
+        return None;
+    };
+    let Work::Writing { current, .. } = &a.work else {
+        return None;
+    };
+    current.status.as_ref().and_then(Run::of)
 }
 
 /// Upstream's text of a stage passed (reference, 3.10: "advancing"); on the last stage it says
