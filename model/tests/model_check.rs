@@ -108,12 +108,12 @@ fn a_missed_deadline_under_halt_holds_without_rolling_back_in_every_interleaving
 /// A lost answer (issue 33 §1): one write whose answer the pass never gets, applied by the API
 /// server (`WriteLost`) or not (`WriteDropped`: a reset before the server read it, a 504 not
 /// committed); the pass cannot tell the two apart. The whole graph of one revision's rollout with
-/// no crash (3,716 states, liveness and quiescence: BENCHMARKS.md "A lost answer in CI"): the pass
-/// stops at a lost answer, and the next one reads what happened and decides again. With one
-/// promotion, a lost answer to a write the server applied leaves the world a crash after that
-/// write leaves; a write not applied is what only a pass that takes the lost answer for a write
-/// made can go on from. `ci`'s crash already covers the first, the rest of `ci` (a new revision)
-/// makes `ci,lost=1` 141,000 states: too large for CI. A lost answer taken as applied
+/// no crash (3,716 states, about 5 s of CPU, liveness and quiescence: BENCHMARKS.md "A lost
+/// answer in CI"): the pass stops at a lost answer, and the next one reads what happened and
+/// decides again. With one promotion, a lost answer to a write the server applied leaves what a
+/// crash right after that write leaves (`ci`'s crash covers it); a write not applied is where a
+/// pass that takes a lost answer for a write made goes wrong. With `ci`'s new revision too
+/// (`large`) it is 141,000 states: too large for CI. A lost answer taken as applied
 /// (`write_plan`'s `judge`: `Answer::Unknown(_) => Verdict::Done(self.what.clone(), None)`, the
 /// next write made on that belief) is reported here at 88 states, 5 steps: "p0: profile p0-dev got
 /// a revision before a status recorded the stage as reached" (the status write dropped, dev's
@@ -133,8 +133,10 @@ fn a_lost_answer_stops_the_pass_and_the_next_one_decides_again() {
 /// the automatic rollback in reverse order, `promoter resume` at any point) with one lost answer,
 /// applied or not, at any write: the miss's record patch, the status that shows it, the
 /// rollback's profile writes, and the next pass's repair of whatever the lost one left. Every
-/// state within 24 steps of the completed start (8,700 states, about 15 s of CPU; depth 29 is
-/// about 25,000 states and the whole graph more than 60,000: too large for CI) keeps every
+/// state within 24 steps of the completed start (8,700 states, about 14 s of CPU, BENCHMARKS.md
+/// "A lost answer in CI"; depth 20 is 3,160 states, and the growth per level rules out the 29
+/// steps of the test above within CI's budget; the whole graph of one revision with deadlines,
+/// `ci,crashes=0,spec_changes=0,policy=reverse,lost=1`, is more than 60,000 states) keeps every
 /// invariant. The incident tests above have no crash, so a pass stopped between the miss's
 /// record patch and its status write, or between the rollback's status and its profile writes,
 /// is explored in CI here only. A lost record patch taken as written and followed by the status
