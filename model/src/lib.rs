@@ -85,12 +85,16 @@
 //! resumes, Sveltos deployments, passes and clock ticks are unbounded: they are what lets a
 //! rollout finish. CI checks [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time,
 //! a crash, a new revision); larger bounds run on demand (BENCHMARKS.md has their sizes and times).
+//! A lost answer is of a write the API server applied (`Step::WriteLost`) or never applied
+//! (`Step::WriteDropped`: a reset before the server read it, a 504 not committed): the pass gets
+//! the same unknown outcome for both. CI checks one lost answer over the whole graph of one revision's rollout
+//! (`ci,crashes=0,spec_changes=0,lost=1`, 3,716 states) and on the incident path to a depth
+//! (below).
 //!
 //! Two promotions and two concurrent passes (issue 33 §1) are in CI in bounds cut where they add
 //! nothing of their own. Two promotions: the whole graph of p0 of `dev` and `prod` and p1 of `dev`
 //! alone, one pass at a time killed once (`stages=dev+prod`, `second_stages=dev`; 12,603 states,
-//! liveness included): one pass decides both from one listing
-//! and writes both, a crash may fall between them, both promotions' profiles and summaries are in
+//! liveness included): one pass decides both from one listing and writes both, a crash may fall between them, both promotions' profiles and summaries are in
 //! one world, and `dev` runs a profile of each. A stage's gate is the same with one promotion or
 //! two (the bounds of one promotion check every gate), and the whole graph with p0's three stages
 //! is 20,360 states without a crash, over CI's budget. Two passes listing one by one
@@ -131,8 +135,9 @@
 //! miss again and the history grows with each miss) and `max_depth=N` (every state within N
 //! steps, step invariants only). CI checks the whole graph of a deadline on every stage under
 //! the rollback policy with one revision (a miss holds: 33,104 states, liveness), and to a depth
-//! the rollback in reverse order after a completed rollout (29 steps) and `promoter rollback`,
-//! freezes and bypasses (10 steps); their whole graphs are too large for CI (BENCHMARKS.md).
+//! the rollback in reverse order after a completed rollout (29 steps; with one lost answer, 24
+//! steps) and `promoter rollback`, freezes and bypasses (10 steps); their whole graphs are too
+//! large for CI (BENCHMARKS.md).
 //! CI also replays the rollback path (`a_missed_deadline_rolls_back_to_the_good_revision`).
 //! Not modelled: a rollback's own deadline (set to `none`: its default, 1h, is two steps, which
 //! the fingerprint cannot tell apart), deadlines together with pauses (the time held is summed
