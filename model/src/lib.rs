@@ -82,28 +82,28 @@
 //! fewer by `stages=`/`second_stages=`), concurrent passes, whether observing is one step or two
 //! list steps, and how many crashes, lost answers, spec changes (new revision, stage reorder,
 //! selector change), hand revocations, pauses, aborts and Sveltos failures may happen. Approvals,
-//! resumes, Sveltos deployments, passes and clock ticks are unbounded: they are what lets a
-//! rollout finish. CI checks [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time,
-//! a crash, a new revision); larger bounds run on demand (BENCHMARKS.md has their sizes and times).
-//! A lost answer is of a write the API server applied (`Step::WriteLost`) or never applied
+//! resumes, Sveltos deployments, passes and clock ticks are unbounded: they are what lets a rollout
+//! finish. CI checks [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash,
+//! a new revision); larger bounds run on demand (BENCHMARKS.md has their sizes and times). A lost
+//! answer is of a write the API server applied (`Step::WriteLost`) or never applied
 //! (`Step::WriteDropped`: a reset before the server read it, a 504 not committed): the pass gets
-//! the same unknown outcome for both. CI checks one lost answer over the whole graph of one revision's rollout
-//! (`ci,crashes=0,spec_changes=0,lost=1`, 3,716 states) and on the incident path to a depth
-//! (below).
+//! the same unknown outcome for both. CI checks one lost answer over the whole graph of one
+//! revision's rollout (`ci,crashes=0,spec_changes=0,lost=1`, 3,716 states) and on the incident path
+//! to a depth (below).
 //!
 //! Two promotions and two concurrent passes (issue 33 §1) are in CI in bounds cut where they add
 //! nothing of their own. Two promotions: the whole graph of p0 of `dev` and `prod` and p1 of `dev`
 //! alone, one pass at a time killed once (`stages=dev+prod`, `second_stages=dev`; 12,603 states,
-//! liveness included): one pass decides both from one listing and writes both, a crash may fall between them, both promotions' profiles and summaries are in
-//! one world, and `dev` runs a profile of each. A stage's gate is the same with one promotion or
-//! two (the bounds of one promotion check every gate), and the whole graph with p0's three stages
-//! is 20,360 states without a crash, over CI's budget. Two passes listing one by one
-//! (`observe=lists`), from the first rollout completed (`start=completed`: the first rollout's
-//! interleavings are one pass's), a new revision, to depth 15 (15,883 states, step invariants
-//! only): both passes restarting the run, one's view going stale under the other's writes, the
-//! conflicts that stop it; its whole graph is out of CI's reach (its levels still grow ×1.6 at
-//! depth 15; from a fresh store without faults it is 270,538 states). Issue 24's stale-view race,
-//! re-introduced, is reported at depth 12.
+//! liveness included): one pass decides both from one listing and writes both, a crash may fall
+//! between them, both promotions' profiles and summaries are in one world, and `dev` runs a profile
+//! of each. A stage's gate is the same with one promotion or two (the bounds of one promotion check
+//! every gate), and the whole graph with p0's three stages is 20,360 states without a crash, over
+//! CI's budget. Two passes listing one by one (`observe=lists`), from the first rollout completed
+//! (`start=completed`: the first rollout's interleavings are one pass's), a new revision, to depth
+//! 15 (15,883 states, step invariants only): both passes restarting the run, one's view going stale
+//! under the other's writes, the conflicts that stop it; its whole graph is out of CI's reach (its
+//! levels still grow ×1.6 at depth 15; from a fresh store without faults it is 270,538 states).
+//! Issue 24's stale-view race, re-introduced, is reported at depth 12.
 //!
 //! `clusters=2` ([`Bounds::clusters`](setup::Bounds::clusters)): `dev` (or the stage
 //! `clusters_in=` names) selects two clusters and Sveltos reconciles its profile per cluster

@@ -283,8 +283,8 @@ impl Bounds {
     }
 
     /// A larger bound, on demand: `ci` and one lost answer (about 141,000 states before a lost
-    /// answer could be of a write not applied; optimised, see BENCHMARKS.md). Concurrent passes, more promotions and the other actors are there by
-    /// overrides (see [`Bounds::parse`]).
+    /// answer could be of a write not applied; optimised, see BENCHMARKS.md). Concurrent passes,
+    /// more promotions and the other actors are there by overrides (see [`Bounds::parse`]).
     pub fn large() -> Bounds {
         Bounds {
             lost_answers: 1,
