@@ -794,7 +794,9 @@ impl State {
             again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
         }
         // As `pass_body`: a profile whose spec changes has its summaries read (the hashes they
-        // carry go into the `promoter.dev/redeploy` record), then is decided again.
+        // carry go into the `promoter.dev/redeploy` record), then is decided again. The summaries
+        // read replace what the pass listed of those profiles, as `pass_body`'s `extend` does with
+        // `observe::summaries_of`'s map (a profile none of whose summaries is read keeps its own).
         let needs = again
             .as_ref()
             .unwrap_or(&a.decisions[a.index])
@@ -802,11 +804,13 @@ impl State {
             .clone();
         if !needs.is_empty() {
             let listed = summaries_of(&self.store, &needs);
+            let mut read = std::collections::BTreeMap::new();
             for v in &listed {
                 let cs: ClusterSummary =
                     memo::decoded(v).map_err(|e| ModelError(format!("a summary: {e}")))?;
-                observe::add_summary(&mut world.summaries, cs);
+                observe::add_summary(&mut read, cs);
             }
+            world.summaries.extend(read);
             Arc::make_mut(&mut a.fetched).extend(listed);
             world.summaries_listed.extend(needs);
             again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
