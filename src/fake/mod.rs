@@ -372,13 +372,28 @@ fn register_sveltos_only(store: &mut Store) -> anyhow::Result<()> {
     for rt in sveltos_types() {
         store.register(rt);
     }
-    for crd in schema::SVELTOS_CRDS {
-        store
-            .register_crd_yaml(crd)
-            .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
+    let compiled = SVELTOS_COMPILED
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("registering a vendored CRD: {e}"))?;
+    for (rt, schema) in compiled {
+        store.register_compiled(rt.clone(), schema.clone());
     }
     Ok(())
 }
+
+/// Sveltos' vendored CRDs (530 kB of YAML), read and compiled once per process: every server a
+/// test starts registers them (hundreds per test binary), and a compiled schema is immutable.
+static SVELTOS_COMPILED: std::sync::LazyLock<Result<Vec<store::CompiledCrd>, String>> =
+    std::sync::LazyLock::new(|| {
+        schema::SVELTOS_CRDS
+            .iter()
+            .map(|yaml| {
+                let crd: serde_json::Value =
+                    serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+                store::compile_crd(&crd)
+            })
+            .collect()
+    });
 
 pub fn sveltos_types() -> Vec<ResourceType> {
     vec![
@@ -392,4 +407,35 @@ pub fn sveltos_types() -> Vec<ResourceType> {
         ResourceType::builtin("", "v1", "Event", "events", true),
         ResourceType::builtin("events.k8s.io", "v1", "Event", "events", true),
     ]
+}
+
+#[cfg(test)]
+mod compiled_once_tests {
+    use super::*;
+
+    fn registered() -> Store {
+        let mut store = Store::new(Arc::new(chrono::Utc::now));
+        register_sveltos(&mut store).unwrap();
+        store
+    }
+
+    #[test]
+    fn every_server_shares_the_crds_compiled_once_and_a_new_crd_is_its_own() {
+        let (mut a, b) = (registered(), registered());
+        for rt in [cluster_promotion_type(), own_kinds::promotion_freeze_type()] {
+            let (sa, sb) = (a.schema(&rt).unwrap(), b.schema(&rt).unwrap());
+            assert!(Arc::ptr_eq(&sa, &sb), "{} compiled twice", rt.kind);
+        }
+        // A CRD registered by hand (a CRD upgrade in a test) replaces one store's schema only.
+        a.register_crd_yaml(schema::SVELTOS_CRDS[0]).unwrap();
+        let rt = cluster_promotion_type();
+        assert!(!Arc::ptr_eq(
+            &a.schema(&rt).unwrap(),
+            &b.schema(&rt).unwrap()
+        ));
+        assert!(Arc::ptr_eq(
+            &registered().schema(&rt).unwrap(),
+            &b.schema(&rt).unwrap()
+        ));
+    }
 }

@@ -17,6 +17,26 @@ use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use std::sync::Arc;
 
+/// A CRD compiled: the type it serves and its schema.
+pub(crate) type CompiledCrd = (ResourceType, Arc<Schema>);
+
+/// A CRD (as JSON) read into the type it serves and its compiled schema, what
+/// [`Store::register_compiled`] registers.
+pub(crate) fn compile_crd(crd: &Value) -> Result<CompiledCrd, String> {
+    let Crd {
+        group,
+        version,
+        kind,
+        plural,
+        namespaced,
+        status_subresource,
+        schema,
+    } = crd_from_value(crd)?;
+    let mut rt = ResourceType::custom(&group, &version, &kind, &plural, namespaced);
+    rt.status_subresource = status_subresource;
+    Ok((rt, Arc::new(schema)))
+}
+
 /// The source of "now" for creation and deletion timestamps (virtual in the simulator).
 pub type Clock = Arc<dyn Fn() -> DateTime<Utc> + Send + Sync>;
 
@@ -289,18 +309,18 @@ impl Store {
     /// semantics: pruning, defaulting and validation on every write. Objects already stored are
     /// pruned and defaulted again, as a real server does when it reads them after a CRD change.
     pub fn register_crd(&mut self, crd: &Value) -> Result<ResourceType, String> {
-        let Crd {
-            group,
-            version,
-            kind,
-            plural,
-            namespaced,
-            status_subresource,
-            schema,
-        } = crd_from_value(crd)?;
-        let mut rt = ResourceType::custom(&group, &version, &kind, &plural, namespaced);
-        rt.status_subresource = status_subresource;
-        let schema = Arc::new(schema);
+        let (rt, schema) = compile_crd(crd)?;
+        Ok(self.register_compiled(rt, schema))
+    }
+
+    /// Registers a custom resource from a CRD already compiled ([`Store::register_crd`]'s work
+    /// after reading the CRD): the fake server's CRDs are compiled once per process and shared.
+    pub(crate) fn register_compiled(
+        &mut self,
+        rt: ResourceType,
+        schema: Arc<Schema>,
+    ) -> ResourceType {
+        let (group, plural) = (rt.group.clone(), rt.plural.clone());
         Arc::make_mut(&mut self.schemas).insert((group.clone(), plural.clone()), schema.clone());
         self.register(rt.clone());
         for ((g, p, ..), obj) in Arc::make_mut(&mut self.objects).iter_mut() {
@@ -308,7 +328,7 @@ impl Store {
                 schema.normalise(Arc::make_mut(obj));
             }
         }
-        Ok(rt)
+        rt
     }
 
     /// Registers a custom resource from a CRD in YAML (one document).
