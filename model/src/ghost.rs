@@ -488,14 +488,6 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
                 ));
             }
         }
-        if stage == STAGES[1] {
-            match (&g.approval.grant, &ra) {
-                (Some(grant), Some(run)) if grant == run => g.approval.grant = None,
-                (grant, _) => out.push(format!(
-                    "{name}: stage {stage} passed without an approval consumed for this run (grant {grant:?})"
-                )),
-            }
-        }
     }
 
     if sa != sb {
@@ -565,6 +557,17 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
             }
         }
         _ => {}
+    }
+    // Passing `staging` uses the grant its run consumed. Judged after this step's own
+    // consumption above: when `staging` is the last stage (`stages=dev+staging`), the record
+    // patch that consumes its approval also records the completion, which passes it.
+    if let Some(stage) = passed.as_deref().filter(|s| *s == STAGES[1]) {
+        match (&g.approval.grant, &ra) {
+            (Some(grant), Some(run)) if grant == run => g.approval.grant = None,
+            (grant, _) => out.push(format!(
+                "{name}: stage {stage} passed without an approval consumed for this run (grant {grant:?})"
+            )),
+        }
     }
     // A new run voids a grant consumed for the run it superseded.
     if rb.is_some()
