@@ -191,7 +191,7 @@ async fn an_update_restarts_at_dev_while_production_keeps_the_old_version() {
     let after: Vec<(&str, &str)> = t
         .events
         .iter()
-        .skip_while(|e| e.event != "new revision applied")
+        .skip_while(|e| !e.event.starts_with("new revision"))
         .map(|e| (e.stage.as_str(), e.event.as_str()))
         .filter(|(_, e)| e.starts_with("profile applied") || *e == "promoted")
         .map(|(s, e)| {
@@ -317,9 +317,9 @@ async fn plan_of_a_rollback_lists_events_in_time_order() {
         o.start = env.now();
         let report = simulate(world, SimHealth::FleetObjects, &o).await.unwrap();
         let t = &report.promotions[0];
-        let order = |name: &str| t.stages.iter().position(|s| s.name == name);
-        let keys: Vec<_> = t.events.iter().map(|e| (e.at, order(&e.stage))).collect();
-        if !keys.windows(2).all(|w| w[0] <= w[1]) {
+        // In time order (lines of one instant cause before effect: staging rolled back, then
+        // dev starts rolling back).
+        if !t.events.windows(2).all(|w| w[0].at <= w[1].at) {
             wrong.push(format!("after pass {pass}:\n{}", report.render_text()));
         }
         // The revision it restores is stored, and the plan reads it.
@@ -592,4 +592,312 @@ fn the_sveltos_clock_skew_flag_through_the_binary() {
     let bad = sim("2 parsecs");
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--sveltos-clock-skew"));
+}
+
+/// The simulator's text for one promotion, `-o json` for all, run through the binary.
+fn simulate_bin(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("simulate")
+        .args(args)
+        .args(["--start", "2026-02-17T06:00:00Z"])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 46 §1: a promotion that is not the last one got another promotion's verdict (the pass
+/// reports promotions by name, the simulation in file order): the manual rollout, waiting for its
+/// approval at staging, ended "stopped at stage production: complete".
+#[test]
+fn each_promotion_of_a_run_gets_its_own_verdict() {
+    for files in [
+        [
+            "examples/blog-kyverno-auto.yaml",
+            "examples/blog-kyverno-manual.yaml",
+        ],
+        [
+            "examples/blog-kyverno-manual.yaml",
+            "examples/blog-kyverno-auto.yaml",
+        ],
+    ] {
+        let (code, out, err) = simulate_bin(&[files[0], files[1], "-o", "json"]);
+        assert_eq!(code, Some(2), "{files:?}: {err}{out}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let of = |name: &str| {
+            report["promotions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == name)
+                .unwrap()
+                .clone()
+        };
+        let manual = of("kyverno-prog-rollout-man");
+        assert_eq!(manual["complete"], false, "{files:?}");
+        assert_eq!(manual["stopped"]["stage"], "staging", "{files:?}: {manual}");
+        assert_eq!(
+            manual["stopped"]["reason"], "stage staging: awaiting manual approval",
+            "{files:?}"
+        );
+        let auto = of("kyverno-rollout-auto");
+        assert_eq!(auto["complete"], true, "{files:?}");
+        assert!(auto["stopped"].is_null(), "{files:?}: {auto}");
+    }
+}
+
+/// Issue 46 §1: an `--update` landing inside a `--freeze`: the first run's events printed twice,
+/// the second run's `profile applied` missing, `freeze lifted` after the stages it held had
+/// soaked. Each run is shown once, in order, and the new revision is named with the one it replaces.
+#[tokio::test]
+async fn an_update_inside_a_freeze_shows_each_run_once() {
+    let mut o = opts();
+    o.updates.push(ScriptedUpdate {
+        promotions: example("rollback-on-deadline-v2.yaml"),
+        at: Duration::hours(1),
+    });
+    o.freezes
+        .push(promoter::sim::ScriptedFreeze::parse("20m..2h=holidays").unwrap());
+    let report = run(
+        example("rollback-on-deadline.yaml"),
+        fleet("blog-lab.yaml"),
+        &o,
+    )
+    .await;
+    let text = report.render_text();
+    let t = &report.promotions[0];
+    assert!(t.complete, "{text}");
+    let lines: Vec<(DateTime<Utc>, &str, &str)> = t
+        .events
+        .iter()
+        .map(|e| (e.at, e.stage.as_str(), e.event.as_str()))
+        .collect();
+    for (i, l) in lines.iter().enumerate() {
+        assert!(!lines[..i].contains(l), "{l:?} twice:\n{text}");
+    }
+    let lifted = start() + Duration::hours(2);
+    let after: Vec<(&str, &str)> = lines
+        .iter()
+        .skip_while(|(at, _, _)| *at < lifted)
+        .map(|(_, s, e)| (*s, *e))
+        .collect();
+    let position = |stage: &str, begins: &str| {
+        after
+            .iter()
+            .position(|(s, e)| *s == stage && e.starts_with(begins))
+            .unwrap_or_else(|| panic!("no {stage} {begins:?} after the freeze:\n{text}"))
+    };
+    assert!(
+        position("production", "freeze lifted") < position("dev", "profile applied"),
+        "{text}"
+    );
+    assert!(position("dev", "promoted") < position("staging", "profile applied"));
+    assert!(position("staging", "promoted") < position("production", "profile applied"));
+    assert!(
+        position("production", "all clusters provisioned") < position("production", "promoted")
+    );
+    let revision = lines
+        .iter()
+        .find(|(_, _, e)| e.starts_with("new revision"))
+        .unwrap_or_else(|| panic!("no new revision line:\n{text}"));
+    assert_eq!(revision.0, start() + Duration::hours(1));
+    // The ids are of the revisions as stored (the API server defaults fields of the manifest):
+    // tests/simulate_records.rs checks them against the statuses.
+    let ids: Vec<&str> = revision
+        .2
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() == 10 && w.chars().all(|c| c.is_ascii_hexdigit()))
+        .collect();
+    assert!(
+        revision.2.starts_with("new revision ")
+            && revision.2.contains("(replaces ")
+            && ids.len() == 2
+            && ids[0] != ids[1],
+        "{revision:?}"
+    );
+    assert_eq!(
+        stage(t, "dev").started_at,
+        Some(lifted),
+        "the second run's dev starts when the freeze lifts"
+    );
+}
+
+/// Issue 46 §1: without `--fleet`, two promotions with a stage of the same name but different
+/// selectors derived clusters of the same name ("production-1 already exists").
+#[tokio::test]
+async fn derived_fleets_of_several_promotions_never_collide() {
+    let mut other = example("blog-kyverno-auto.yaml").remove(0);
+    other.metadata.name = Some("other".into());
+    for s in &mut other.spec.stages {
+        s.cluster_selector =
+            serde_json::from_value(json!({"matchLabels": {"tier": s.name}})).unwrap();
+    }
+    let promotions = vec![example("blog-kyverno-auto.yaml").remove(0), other];
+    let fleet = Fleet::derive(&promotions, 2);
+    let names: Vec<String> = fleet.clusters.iter().map(|c| c.key()).collect();
+    for (i, n) in names.iter().enumerate() {
+        assert!(!names[..i].contains(n), "{n} twice: {names:?}");
+    }
+    let report = run(promotions, fleet, &opts()).await;
+    assert!(
+        report.promotions.iter().all(|p| p.complete),
+        "{}",
+        report.render_text()
+    );
+}
+
+/// Issue 46 §1: two files defining the same promotion said `already exists` without naming either.
+#[test]
+fn a_promotion_defined_twice_names_both_files() {
+    let (code, out, err) = simulate_bin(&[
+        "examples/blog-kyverno-auto.yaml",
+        "examples/blog-kyverno-update.yaml",
+    ]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    for part in [
+        "kyverno-rollout-auto",
+        "examples/blog-kyverno-auto.yaml",
+        "examples/blog-kyverno-update.yaml",
+    ] {
+        assert!(err.contains(part), "no {part:?} in: {err}");
+    }
+}
+
+/// Issue 46 §1: lines of one instant read cause before effect (staging missed its deadline, then
+/// the stages roll back; staging is rolled back, then dev rolls back), and a failed deployment
+/// says the cluster's and feature's error, not upstream's "is not yet provisioned.".
+#[tokio::test]
+async fn lines_of_one_instant_read_cause_before_effect() {
+    let mut o = opts();
+    o.updates.push(ScriptedUpdate {
+        promotions: example("rollback-on-deadline-v2.yaml"),
+        at: Duration::days(1),
+    });
+    o.failures
+        .push(ScriptedFailure::parse("staging@1d:3.6.0").unwrap());
+    let report = run(
+        example("rollback-on-deadline.yaml"),
+        fleet("blog-lab.yaml"),
+        &o,
+    )
+    .await;
+    let text = report.render_text();
+    let t = &report.promotions[0];
+    let at = |stage: &str, begins: &str| {
+        t.events
+            .iter()
+            .position(|e| e.stage == stage && e.event.starts_with(begins))
+            .unwrap_or_else(|| panic!("no {stage} {begins:?}:\n{text}"))
+    };
+    let missed = at("staging", "progress deadline 30m exceeded");
+    for (i, e) in t.events.iter().enumerate() {
+        if e.at == t.events[missed].at && i < missed {
+            panic!("{:?} before the miss that caused it:\n{text}", e.event);
+        }
+    }
+    assert!(
+        at("staging", "rolled back to revision") < at("dev", "rolling back to revision"),
+        "{text}"
+    );
+    let failing = &t.events[at("staging", "deployment failing")];
+    assert!(
+        failing
+            .event
+            .starts_with("deployment failing: cluster staging/staging: feature Helm Failed"),
+        "{text}"
+    );
+    let mut o = opts();
+    o.failures.push(ScriptedFailure::parse("dev01").unwrap());
+    let report = run(
+        example("blog-kyverno-failure.yaml"),
+        fleet("blog-lab.yaml"),
+        &o,
+    )
+    .await;
+    let text = report.render_text();
+    assert!(
+        text.contains("dev         deployment failed: cluster dev/dev01: feature Helm Failed"),
+        "{text}"
+    );
+    assert!(!text.contains("provisioned.;"), "{text}");
+}
+
+/// Issue 46 §1: approving a stage rewrote its "provisioned" time to the approval's, though nothing
+/// was redeployed: the stored deployment time stays; the promotion's time is its own line.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_keeps_the_stage_provisioned_time() {
+    let env = common::Env::new(&[
+        ("dev", "dev01", "dev"),
+        ("staging", "stg", "staging"),
+        ("prod", "prod", "prod"),
+    ])
+    .await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    let name = "kyverno-prog-rollout-man";
+    let provisioned = |env: &common::Env| {
+        env.promotion(name)
+            .and_then(|p| p.status)
+            .and_then(|s| s.stages)
+            .and_then(|s| s.into_iter().find(|s| s.name == "staging"))
+            .and_then(|s| s.last_successful_applied_time)
+    };
+    let mut ticks = 0;
+    while provisioned(&env).is_none() {
+        env.tick().await;
+        ticks += 1;
+        assert!(ticks < 30, "staging never provisioned");
+    }
+    let deployed = provisioned(&env).unwrap();
+    for _ in 0..5 {
+        env.tick().await;
+    }
+    let idx = 1;
+    env.json_patch(
+        name,
+        json!([{"op": "add", "path": format!("/spec/stages/{idx}/trigger/manual/approved"), "value": true}]),
+    )
+    .await;
+    let approved_at = env.now();
+    env.tick().await;
+    assert_eq!(env.current_stage(name).as_deref(), Some("production"));
+    assert_eq!(provisioned(&env), Some(deployed), "nothing was redeployed");
+    // `explain` shows both.
+    let (code, out, err) = common::promoter(&env, &["explain", name, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let explained: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let staging = explained["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "staging")
+        .unwrap();
+    assert_eq!(
+        staging["provisionedAt"],
+        json!(deployed.as_datetime()),
+        "{staging}"
+    );
+    assert_eq!(staging["promotedAt"], json!(approved_at), "{staging}");
+    let world = promoter::sim::plan::load_live(&env.client, name)
+        .await
+        .unwrap();
+    let mut o = opts();
+    o.start = env.now();
+    let report = simulate(world, SimHealth::FleetObjects, &o).await.unwrap();
+    let t = &report.promotions[0];
+    assert_eq!(
+        stage(t, "staging").provisioned_at,
+        Some(deployed.as_datetime()),
+        "{}",
+        report.render_text()
+    );
+    assert_eq!(
+        stage(t, "staging").promoted_at,
+        Some(approved_at),
+        "{}",
+        report.render_text()
+    );
 }

@@ -62,16 +62,23 @@ async fn kyverno_two_stage_auto_rollout() {
         stages.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
         ["staging", "production"]
     );
-    // Production was promoted no earlier than staging's provisioning plus the 5m delay.
-    let staging_promoted = stage(&stages, "staging")
-        .last_successful_applied_time
-        .unwrap()
-        .as_datetime();
+    // Production was promoted no earlier than staging's provisioning plus the 5m delay; staging's
+    // description says when it was promoted, its lastSuccessfulAppliedTime when it was deployed.
+    let staging = stage(&stages, "staging");
+    let staging_promoted = staging
+        .current_status_description
+        .as_deref()
+        .and_then(promoter::pass::stage_status::description_time)
+        .unwrap();
     let production_started = stage(&stages, "production")
         .last_update_reconciled_time
         .unwrap()
         .as_datetime();
     assert_eq!(staging_promoted, production_started);
+    assert!(
+        staging.last_successful_applied_time.unwrap().as_datetime() + Duration::minutes(5)
+            <= staging_promoted
+    );
     let first_provisioned = env
         .server
         .requests()

@@ -190,6 +190,25 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = errors.first() {
         anyhow::bail!("{e}");
     }
+    // One promotion per name, as in a cluster: a second definition (a revision of it belongs in
+    // --update) is refused, naming where both are.
+    let mut seen: Vec<(&str, &promoter::manifest::Document)> = Vec::new();
+    for d in &docs {
+        let Some(name) = d.promotion().and_then(|p| p.metadata.name.as_deref()) else {
+            continue;
+        };
+        if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+            anyhow::bail!(
+                "ClusterPromotion {name} is defined twice: {} document {} and {} document {} \
+                 (a new revision of it goes in --update FILE@OFFSET)",
+                first.source,
+                first.index,
+                d.source,
+                d.index
+            );
+        }
+        seen.push((name, d));
+    }
     // A manifest describes desired state: whatever status it carries is not the simulation's.
     let promotions: Vec<_> = docs
         .iter()

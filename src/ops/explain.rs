@@ -8,6 +8,7 @@ use crate::api::ClusterPromotion;
 use crate::pass::World;
 use crate::pass::deployment::{WriteRecord, matching_clusters, stale_text};
 use crate::pass::profiles::{main_profile, preverification_name, profile_name};
+use crate::pass::stage_status::{description_text, description_time};
 use crate::pass::summaries::{Provisioned, STALE_PROVISIONED_GRACE};
 use crate::sveltos::redeploy::{Expect, ids};
 use crate::window::{PromotionWindow, WindowState};
@@ -139,7 +140,11 @@ pub struct StageExplanation {
     pub preverification_profile: Option<String>,
     pub description: Option<String>,
     pub failure_message: Option<String>,
+    /// When every cluster of the stage was first seen deployed in this run (an approval, a
+    /// promotion, does not move it).
     pub provisioned_at: Option<DateTime<Utc>>,
+    /// When the rollout was promoted past the stage (its `Successfully provisioned` description).
+    pub promoted_at: Option<DateTime<Utc>>,
     /// What Sveltos redeploys for the spec promoter last wrote to the profile, from the
     /// `promoter.dev/redeploy` record (how stage completion judges a `Provisioned`).
     pub redeploy: Option<String>,
@@ -428,6 +433,10 @@ pub fn explain(
                 provisioned_at: stored
                     .and_then(|s| s.last_successful_applied_time)
                     .map(|t| t.as_datetime()),
+                promoted_at: stored
+                    .and_then(|s| s.current_status_description.as_deref())
+                    .filter(|d| description_text(d) == "Successfully provisioned")
+                    .and_then(description_time),
                 redeploy,
                 clusters,
                 excluded,
@@ -713,6 +722,9 @@ impl Explanation {
             }
             if let Some(t) = s.provisioned_at {
                 let _ = writeln!(out, "  provisioned: {}", ts(t));
+            }
+            if let Some(t) = s.promoted_at {
+                let _ = writeln!(out, "  promoted: {}", ts(t));
             }
             if let Some(r) = &s.redeploy {
                 let _ = writeln!(out, "  redeploy: {r}");

@@ -408,8 +408,8 @@ fn full_auto_manual_rollout_with_upstream_texts() {
     );
     assert_eq!(
         stage_status(&p, "dev").last_successful_applied_time,
-        Some(Timestamp::new(t(6))),
-        "upstream overwrites it on advance"
+        Some(Timestamp::new(t(4))),
+        "the deployment's time stays (upstream overwrites it on advance); the promotion's is the description's"
     );
     assert_eq!(
         p.status.as_ref().unwrap().current_stage_name.as_deref(),

@@ -754,7 +754,11 @@ impl Planner<'_> {
         let stages = &self.p.spec.stages;
         let stage = stages[idx].clone();
         let e = entry(status, &stage.name);
-        e.last_successful_applied_time = Some(Timestamp::new(now));
+        // lastSuccessfulAppliedTime stays when the stage was deployed (upstream overwrites it
+        // here, so that an approval looked like a redeployment); the promotion's time is the
+        // description's, the next stage's lastUpdateReconciledTime and lastPromotionTime.
+        e.last_successful_applied_time
+            .get_or_insert_with(|| Timestamp::new(now));
         e.last_status_check_time = Some(Timestamp::new(now));
         e.failure_message = None;
         set_description(e, "Successfully provisioned", now);

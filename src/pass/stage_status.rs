@@ -18,6 +18,13 @@ pub fn description_text(description: &str) -> &str {
     }
 }
 
+/// When the description's text was written: its trailing timestamp, if it has one.
+pub fn description_time(description: &str) -> Option<DateTime<Utc>> {
+    let text = description_text(description);
+    let stamp = description.get(text.len() + 2..description.len().checked_sub(1)?)?;
+    Timestamp::parse(stamp).ok().map(|t| t.as_datetime())
+}
+
 /// Sets the description (its text bounded, `bounded_text`), moving lastStatusCheckTime only when
 /// the text changes.
 pub fn set_description(stage: &mut StageStatus, text: &str, now: DateTime<Utc>) {
@@ -64,6 +71,17 @@ pub fn entry<'a>(status: &'a mut ClusterPromotionStatus, name: &str) -> &'a mut 
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn a_description_says_when_its_text_was_written() {
+        let t0 = Utc.with_ymd_and_hms(2026, 2, 16, 6, 28, 24).unwrap();
+        assert_eq!(
+            description_time(&with_timestamp("Successfully provisioned", t0)),
+            Some(t0)
+        );
+        assert_eq!(description_time("Successfully provisioned"), None);
+        assert_eq!(description_time("Frozen: (until x)"), None);
+    }
 
     #[test]
     fn quiet_updates() {

@@ -152,9 +152,18 @@ impl Fleet {
                 if clusters.iter().any(|c| c.labels == labels) {
                     continue;
                 }
+                // A stage of another promotion with the same name and other labels has the
+                // stage's plain names already: these carry the promotion's name too.
+                let taken = clusters
+                    .iter()
+                    .any(|c| c.namespace == stage.name && c.name == format!("{}-1", stage.name));
+                let base = match (&p.metadata.name, taken) {
+                    (Some(promotion), true) => format!("{promotion}-{}", stage.name),
+                    _ => stage.name.clone(),
+                };
                 for i in 1..=per_stage {
                     clusters.push(FleetCluster {
-                        name: format!("{}-{i}", stage.name),
+                        name: format!("{base}-{i}"),
                         namespace: stage.name.clone(),
                         labels: labels.clone(),
                         ready: true,

@@ -8,11 +8,12 @@
 
 use super::addon::AddonController;
 use super::fleet::Fleet;
-use super::timeline::{PromotionTimeline, Stop, TimelineEvent, offset};
+use super::timeline::{PassEvent, PromotionTimeline, Stop, TimelineEvent, offset};
+use crate::annotations::Run;
 use crate::api::{ClusterPromotion, flag_duration};
 use crate::fake::promotion_freeze_type;
 use crate::fake::{FakeApiServer, cluster_promotion_type, sveltos_cluster_type};
-use crate::pass::{HealthEvaluator, PassOptions, Phase, run_pass};
+use crate::pass::{HealthEvaluator, PassOptions, Phase, PromotionReport, run_pass};
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
@@ -244,6 +245,45 @@ impl HealthEvaluator for AssumeHealthy {
     }
 }
 
+/// The Events written since the store's `revision` (by one pass), each with the name of the
+/// object it is about, in the order they were written.
+fn events_since(server: &FakeApiServer, revision: u64) -> Vec<(String, PassEvent)> {
+    let store = server.store();
+    let Some(rt) = store.resource("events.k8s.io", "v1", "events").cloned() else {
+        return Vec::new();
+    };
+    let version = |e: &serde_json::Value| {
+        e.pointer("/metadata/resourceVersion")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or_default()
+    };
+    let mut events: Vec<serde_json::Value> = store
+        .all(&rt)
+        .into_iter()
+        .filter(|e| version(e) > revision)
+        .collect();
+    events.sort_by_key(version);
+    events
+        .iter()
+        .map(|e| {
+            let text = |pointer: &str| {
+                e.pointer(pointer)
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (
+                text("/regarding/name"),
+                PassEvent {
+                    reason: text("/reason"),
+                    note: text("/note"),
+                },
+            )
+        })
+        .collect()
+}
+
 /// Loads an object as it is, status and uid included; its resourceVersion belongs to another server.
 fn load(
     server: &FakeApiServer,
@@ -295,8 +335,9 @@ pub struct Step {
     /// finishes, something scripted), after the step's time; none: nothing will change without
     /// outside help.
     pub next_change: Option<DateTime<Utc>>,
-    /// What each promotion's pass decided, in the order of the promotions.
-    pub decided: Vec<(Option<String>, Phase, String)>,
+    /// What the pass decided for each promotion (each report names its promotion; the pass
+    /// reports them in its own order, not the simulation's).
+    pub decided: Vec<PromotionReport>,
 }
 
 impl<'h> Simulation<'h> {
@@ -499,13 +540,17 @@ impl<'h> Simulation<'h> {
                 let Ok(mut current) = store.get(&cluster_promotion_type(), "", &name) else {
                     continue;
                 };
+                let recorded = serde_json::from_value::<ClusterPromotion>(current.clone())
+                    .ok()
+                    .and_then(|c| c.status)
+                    .and_then(|s| Run::of(&s));
                 current["spec"] = serde_json::to_value(&p.spec)?;
-                if store
-                    .update(&cluster_promotion_type(), "", &name, current, false)
-                    .is_ok()
+                if let Ok(stored) =
+                    store.update(&cluster_promotion_type(), "", &name, current, false)
+                    && let Ok(stored) = serde_json::from_value::<ClusterPromotion>(stored)
                     && let Some(t) = self.timelines.iter_mut().find(|t| t.name == name)
                 {
-                    t.new_revision(opts.start, now);
+                    t.new_revision(opts.start, now, recorded.as_ref(), &stored);
                 }
             }
         }
@@ -531,6 +576,7 @@ impl<'h> Simulation<'h> {
             SimHealth::Evaluator(e) => run_pass(&self.client, *e, &pass_opts).await?,
         };
         self.passes += 1;
+        let recorded = events_since(&self.server, revision);
         for (timeline, p) in self.timelines.iter_mut().zip(&self.promotions) {
             let name = p.metadata.name.clone().unwrap_or_default();
             let stored = self
@@ -541,7 +587,12 @@ impl<'h> Simulation<'h> {
             if let Some(current) =
                 stored.and_then(|v| serde_json::from_value::<ClusterPromotion>(v).ok())
             {
-                timeline.observe(opts.start, now, &current);
+                let own: Vec<PassEvent> = recorded
+                    .iter()
+                    .filter(|(about, _)| *about == name)
+                    .map(|(_, e)| e.clone())
+                    .collect();
+                timeline.observe(opts.start, now, &current, &own);
             }
         }
         self.addon.reconcile(&self.server, now);
@@ -563,26 +614,22 @@ impl<'h> Simulation<'h> {
         Ok(Step {
             changed,
             next_change,
-            decided: report
-                .promotions
-                .iter()
-                .map(|r| (r.stage.clone(), r.phase, r.summary.clone()))
-                .collect(),
+            decided: report.promotions,
         })
     }
 
-    /// Marks every promotion that has not completed as stopped, at `now`, for `why`.
-    fn stop(
-        &mut self,
-        decided: &[(Option<String>, Phase, String)],
-        now: DateTime<Utc>,
-        until: bool,
-    ) {
-        for (timeline, (stage, phase, summary)) in self.timelines.iter_mut().zip(decided) {
+    /// Marks every promotion that has not completed as stopped at `now`, with what its own last
+    /// pass decided (`until`: the simulated time ran out).
+    fn stop(&mut self, decided: &[PromotionReport], now: DateTime<Utc>, until: bool) {
+        for timeline in &mut self.timelines {
             if timeline.complete {
                 continue;
             }
-            let reason = match (until, phase) {
+            let Some(r) = decided.iter().find(|r| r.name == timeline.name) else {
+                continue;
+            };
+            let summary = &r.summary;
+            let reason = match (until, r.phase) {
                 (false, _) => summary.clone(),
                 (true, Phase::Complete) => "complete".to_string(),
                 (true, _) => format!(
@@ -591,7 +638,7 @@ impl<'h> Simulation<'h> {
                 ),
             };
             timeline.stopped = Some(Stop {
-                stage: stage.clone(),
+                stage: r.stage.clone(),
                 at: now,
                 reason,
             });
@@ -618,38 +665,52 @@ pub async fn simulate(
     opts: &SimOptions,
 ) -> anyhow::Result<SimReport> {
     let mut sim = Simulation::start(world, health, opts).await?;
-    let deadline = opts.start + opts.until;
-    let mut now = opts.start;
-    let show_progress = opts.progress && std::io::stderr().is_terminal();
-    loop {
-        let step = sim.step(now).await?;
-        if sim.finished() {
-            break;
-        }
-        if show_progress {
-            eprint!("\rsimulating: {} ", offset(now - opts.start));
-        }
-        let mut next = now + opts.tick;
-        if !step.changed {
-            match step.next_change {
-                Some(t) => next = next.max(sim.tick_at_or_after(t)),
-                None => {
-                    // At rest for good: nothing will change without outside help.
-                    sim.stop(&step.decided, now, false);
-                    break;
+    sim.run(|_, _, _| {}).await
+}
+
+impl Simulation<'_> {
+    /// Runs the simulation to its end (every promotion complete and nothing more scripted, at
+    /// rest for good, or `--until`), calling `after_pass` after each pass with its time and what
+    /// it did, and returns the report.
+    pub async fn run(
+        &mut self,
+        mut after_pass: impl FnMut(&Simulation<'_>, DateTime<Utc>, &Step),
+    ) -> anyhow::Result<SimReport> {
+        let opts = self.opts.clone();
+        let deadline = opts.start + opts.until;
+        let mut now = opts.start;
+        let show_progress = opts.progress && std::io::stderr().is_terminal();
+        loop {
+            let step = self.step(now).await?;
+            after_pass(self, now, &step);
+            if self.finished() {
+                break;
+            }
+            if show_progress {
+                eprint!("\rsimulating: {} ", offset(now - opts.start));
+            }
+            let mut next = now + opts.tick;
+            if !step.changed {
+                match step.next_change {
+                    Some(t) => next = next.max(self.tick_at_or_after(t)),
+                    None => {
+                        // At rest for good: nothing will change without outside help.
+                        self.stop(&step.decided, now, false);
+                        break;
+                    }
                 }
             }
+            if next > deadline {
+                self.stop(&step.decided, now, true);
+                break;
+            }
+            now = next;
         }
-        if next > deadline {
-            sim.stop(&step.decided, now, true);
-            break;
+        if show_progress {
+            eprintln!();
         }
-        now = next;
+        Ok(self.report(now))
     }
-    if show_progress {
-        eprintln!();
-    }
-    Ok(sim.report(now))
 }
 
 impl SimReport {

@@ -1,12 +1,20 @@
-//! What a simulation saw, per promotion and stage, read off the statuses promoter wrote: when each
-//! stage started, was provisioned, soaked, waited for its window or an approval, and was promoted.
+//! What a simulation saw, per promotion and stage, read off the statuses promoter wrote and the
+//! Events each pass recorded: when each stage started, was provisioned, soaked, waited for its
+//! window or an approval, and was promoted.
+//!
+//! A timeline follows the promotion's runs (a run is one revision from the restart that started
+//! it, [`Run`]): when the status shows a new run, what ended with the old one is said (a freeze
+//! lifted), and the stages start over; a revision applied while a freeze holds the old run is one
+//! line when it is applied, and its run's lines when it starts. Lines of one instant read cause
+//! before effect ([`Order`]).
 
-use crate::api::{ClusterPromotion, StageStatus};
+use crate::annotations::Run;
+use crate::api::{ClusterPromotion, StageStatus, revision_id};
 use crate::pass::FAILED_DEADLINE;
 use crate::pass::gates::freeze::FROZEN;
-use crate::pass::phase::{DEPLOYMENT_FAILING, PROVISIONING};
+use crate::pass::phase::{DEPLOYMENT_FAILED, DEPLOYMENT_FAILING, PROVISIONING};
 use crate::pass::rollback;
-use crate::pass::stage_status::description_text;
+use crate::pass::stage_status::{description_text, description_time};
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -17,6 +25,8 @@ pub struct StageTimeline {
     pub name: String,
     pub clusters: Vec<String>,
     pub started_at: Option<DateTime<Utc>>,
+    /// When every cluster was first seen deployed in this run (an approval or a promotion later
+    /// does not move it).
     pub provisioned_at: Option<DateTime<Utc>>,
     pub soak_ends_at: Option<DateTime<Utc>>,
     pub window_opened_at: Option<DateTime<Utc>>,
@@ -56,6 +66,40 @@ pub struct PromotionTimeline {
     pub stopped: Option<Stop>,
     #[serde(skip)]
     waiting: BTreeMap<String, String>,
+    /// The run the stages' lines are about.
+    #[serde(skip)]
+    run: Option<Run>,
+    /// Each line's place among the lines of its instant, beside `events`.
+    #[serde(skip)]
+    order: Vec<(Order, Option<usize>)>,
+    /// A new spec was applied whose run has not started yet (a freeze may hold it): the old run's
+    /// completion is not the rollout's.
+    #[serde(skip)]
+    pending_run: bool,
+}
+
+/// Where a line goes among the lines of the same instant: what came from outside the pass first,
+/// then what ended, then what was concluded, the promotions, and last what began because of them
+/// (a stage rolled back, then the next one down starts rolling back). Within one place, in stage
+/// order, then in the order observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Order {
+    /// Done to the promotion before the pass: an approval, a new revision.
+    Input,
+    /// A hold ended: a freeze lifted, a window opened.
+    HoldEnded,
+    /// What the pass found: deployed everywhere, a deadline missed, a stage rolled back.
+    Concluded,
+    Promoted,
+    /// What starts or waits from now on.
+    Began,
+}
+
+/// An Event the pass recorded about the promotion: its reason and note.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassEvent {
+    pub reason: String,
+    pub note: String,
 }
 
 impl PromotionTimeline {
@@ -78,18 +122,31 @@ impl PromotionTimeline {
             eta_seconds: None,
             stopped: None,
             waiting: BTreeMap::new(),
+            run: None,
+            order: Vec::new(),
+            pending_run: false,
         }
     }
 
-    /// Adds an event in time order, ties in stage order, after the events already there with the
-    /// same time and stage: a pass reads past times off the status (a stage's entry may be older
-    /// than the next one's: a rollback restores from the top) next to what it sees now.
-    fn push(&mut self, start: DateTime<Utc>, at: DateTime<Utc>, stage: &str, event: String) {
-        let order = |name: &str| self.stages.iter().position(|s| s.name == name);
-        let key = (at, order(stage));
+    /// Adds a line in time order, then by [`Order`], then stage order, after the lines already
+    /// there with the same key: a pass reads past times off the status (a stage's entry may be
+    /// older than the next one's: a rollback restores from the top) next to what it sees now.
+    fn push(
+        &mut self,
+        start: DateTime<Utc>,
+        at: DateTime<Utc>,
+        stage: &str,
+        order: Order,
+        event: String,
+    ) {
+        let stage_index = self.stages.iter().position(|s| s.name == stage);
+        let key = (at, order, stage_index);
         let index = self
             .events
-            .partition_point(|e| (e.at, order(&e.stage)) <= key);
+            .iter()
+            .zip(&self.order)
+            .take_while(|(e, (o, s))| (e.at, *o, *s) <= key)
+            .count();
         self.events.insert(
             index,
             TimelineEvent {
@@ -99,16 +156,27 @@ impl PromotionTimeline {
                 event,
             },
         );
+        self.order.insert(index, (order, stage_index));
     }
 
-    /// Records what changed in the promotion's status in the pass at `now`. Times come from the
-    /// status where it has them, so a timeline of live state (`promoter plan`) shows the past too.
-    pub fn observe(&mut self, start: DateTime<Utc>, now: DateTime<Utc>, p: &ClusterPromotion) {
-        let statuses: Vec<StageStatus> = p
-            .status
-            .as_ref()
-            .and_then(|s| s.stages.clone())
-            .unwrap_or_default();
+    /// Records what changed in the promotion's status in the pass at `now`, with the Events that
+    /// pass recorded about it. Times come from the status where it has them, so a timeline of live
+    /// state (`promoter plan`) shows the past too.
+    pub fn observe(
+        &mut self,
+        start: DateTime<Utc>,
+        now: DateTime<Utc>,
+        p: &ClusterPromotion,
+        recorded: &[PassEvent],
+    ) {
+        let status = p.status.clone().unwrap_or_default();
+        if let Some(run) = Run::of(&status) {
+            if self.run.as_ref().is_some_and(|r| *r != run) {
+                self.run_ended(start, now);
+            }
+            self.run = Some(run);
+        }
+        let statuses: Vec<StageStatus> = status.stages.unwrap_or_default();
         for i in 0..self.stages.len() {
             let name = self.stages[i].name.clone();
             let Some(s) = statuses.iter().find(|s| s.name == name) else {
@@ -121,8 +189,13 @@ impl PromotionTimeline {
                 .unwrap_or_default()
                 .to_string();
             let previous = self.waiting.get(&name).cloned().unwrap_or_default();
+            let failed_now = recorded
+                .iter()
+                .filter(|e| e.reason == "DeploymentFailed")
+                .find_map(|e| e.note.strip_prefix(&format!("Stage {name}: ")))
+                .map(String::from);
             let st = &mut self.stages[i];
-            let mut events: Vec<(DateTime<Utc>, String)> = Vec::new();
+            let mut events: Vec<(DateTime<Utc>, Order, String)> = Vec::new();
             if st.started_at.is_none() {
                 let at = s
                     .last_update_reconciled_time
@@ -131,6 +204,7 @@ impl PromotionTimeline {
                 st.started_at = Some(at);
                 events.push((
                     at,
+                    Order::Began,
                     format!(
                         "profile applied ({}{})",
                         plural(st.clusters.len(), "cluster"),
@@ -142,7 +216,11 @@ impl PromotionTimeline {
                 && let Some(t) = s.last_successful_applied_time
             {
                 st.provisioned_at = Some(t.as_datetime());
-                events.push((t.as_datetime(), "all clusters provisioned".to_string()));
+                events.push((
+                    t.as_datetime(),
+                    Order::Concluded,
+                    "all clusters provisioned".to_string(),
+                ));
             }
             if let Some(t) = text.strip_prefix("Delayed: Waiting for Time Window: ")
                 && st.soak_ends_at.is_none()
@@ -150,10 +228,14 @@ impl PromotionTimeline {
                 st.soak_ends_at = DateTime::parse_from_rfc3339(t)
                     .ok()
                     .map(|t| t.with_timezone(&Utc));
-                events.push((now, format!("soaking until {t}")));
+                events.push((now, Order::Began, format!("soaking until {t}")));
             }
             if text.starts_with("Window Closed") && !previous.starts_with("Window Closed") {
-                events.push((now, "waiting for the promotion window".to_string()));
+                events.push((
+                    now,
+                    Order::Began,
+                    "waiting for the promotion window".to_string(),
+                ));
             }
             // A provisioned stage being provisioned again (a cluster redeploying) is neither
             // failing checks nor the window opening.
@@ -164,52 +246,65 @@ impl PromotionTimeline {
                 && !regressed
             {
                 st.window_opened_at = Some(now);
-                events.push((now, "promotion window open".to_string()));
+                events.push((now, Order::HoldEnded, "promotion window open".to_string()));
             }
             if text.starts_with("Paused: Awaiting Manual Approval")
                 && !previous.starts_with("Paused")
             {
-                events.push((now, "awaiting manual approval".to_string()));
+                events.push((now, Order::Began, "awaiting manual approval".to_string()));
             }
             let failure = s.failure_message.clone().unwrap_or_default();
             if previous != text {
                 if regressed {
-                    events.push((now, format!("redeploying: {failure}")));
+                    events.push((now, Order::Began, format!("redeploying: {failure}")));
                 }
                 if text == "Awaiting Health Checks to Pass" {
-                    events.push((now, format!("health checks failing: {failure}")));
-                }
-                if let Some(rest) = text.strip_prefix(DEPLOYMENT_FAILING) {
                     events.push((
                         now,
-                        format!("deployment failing: {failure}; retrying until{rest}"),
+                        Order::Began,
+                        format!("health checks failing: {failure}"),
                     ));
                 }
-                if text.starts_with("Deployment Failed:") {
-                    events.push((now, format!("deployment failed: {failure}")));
-                }
+            }
+            // A failure is said when the pass recorded it (Sveltos' error, from its Event), or,
+            // read off a status no pass of this timeline wrote, when the text says it.
+            let failing =
+                text.starts_with(DEPLOYMENT_FAILING) || text.starts_with(DEPLOYMENT_FAILED);
+            if let Some(what) =
+                failed_now.or_else(|| (failing && previous != text).then(|| failure.clone()))
+            {
+                let line = match text.strip_prefix(DEPLOYMENT_FAILING) {
+                    Some(rest) => format!("deployment failing: {what}; retrying until{rest}"),
+                    None => format!("deployment failed: {what}"),
+                };
+                events.push((now, Order::Began, line));
             }
             events.extend(
                 hold_events(&previous, &text, s)
                     .into_iter()
-                    .map(|e| (now, e)),
+                    .map(|(order, e)| (now, order, e)),
             );
+            let st = &mut self.stages[i];
             if st.promoted_at.is_none() && text == "Successfully provisioned" {
+                // The promotion's own time: the description's (lastSuccessfulAppliedTime stays
+                // the deployment's).
                 let at = s
-                    .last_successful_applied_time
-                    .map(|t| t.as_datetime())
+                    .current_status_description
+                    .as_deref()
+                    .and_then(description_time)
                     .unwrap_or(now);
                 st.promoted_at = Some(at);
-                events.push((at, "promoted".to_string()));
+                events.push((at, Order::Promoted, "promoted".to_string()));
             }
             self.waiting.insert(name.clone(), text);
-            for (at, e) in events {
-                self.push(start, at, &name, e);
+            for (at, order, e) in events {
+                self.push(start, at, &name, order, e);
             }
         }
         if let Some(last) = self.stages.last()
             && let Some(done) = last.promoted_at
             && !self.complete
+            && !self.pending_run
         {
             self.complete = true;
             self.finished_at = Some(done);
@@ -217,8 +312,17 @@ impl PromotionTimeline {
         }
     }
 
-    /// A new revision was applied: the run starts over.
-    pub fn new_revision(&mut self, start: DateTime<Utc>, now: DateTime<Utc>) {
+    /// The status shows a new run: what held the old one has ended, and the stages start over.
+    fn run_ended(&mut self, start: DateTime<Utc>, now: DateTime<Utc>) {
+        let lifted: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, text)| text.starts_with(FROZEN))
+            .map(|(stage, _)| stage.clone())
+            .collect();
+        for stage in lifted {
+            self.push(start, now, &stage, Order::HoldEnded, "freeze lifted".into());
+        }
         for st in &mut self.stages {
             *st = StageTimeline {
                 name: st.name.clone(),
@@ -226,39 +330,69 @@ impl PromotionTimeline {
                 ..Default::default()
             };
         }
-        self.complete = false;
-        self.finished_at = None;
-        self.eta_seconds = None;
-        self.stopped = None;
         self.waiting.clear();
+        self.pending_run = false;
+    }
+
+    /// A new spec was applied at `now` (`kubectl apply`): `old` is the run the status recorded
+    /// then, `new` the promotion as stored. A new revision or new stages start a new run once the
+    /// passes let them (a freeze may hold them); until then the old run's lines go on.
+    pub fn new_revision(
+        &mut self,
+        start: DateTime<Utc>,
+        now: DateTime<Utc>,
+        old: Option<&Run>,
+        new: &ClusterPromotion,
+    ) {
+        let revision = crate::hash::revision_hash(new);
+        let stages = crate::hash::stages_hash(&new.spec.stages);
+        let id = revision_id(&revision);
+        let line = match old {
+            Some(old) if old.revision != revision => format!(
+                "new revision {id} applied (replaces {})",
+                revision_id(&old.revision)
+            ),
+            Some(old) if old.stages != stages => {
+                format!("new stages applied (revision {id}): the rollout starts over")
+            }
+            Some(_) => format!("applied again: revision {id} unchanged"),
+            None => format!("new revision {id} applied"),
+        };
+        if old.is_none_or(|o| o.revision != revision || o.stages != stages) {
+            self.complete = false;
+            self.finished_at = None;
+            self.eta_seconds = None;
+            self.stopped = None;
+            self.pending_run = true;
+        }
         let first = self
             .stages
             .first()
             .map(|s| s.name.clone())
             .unwrap_or_default();
-        self.push(start, now, &first, "new revision applied".into());
+        self.push(start, now, &first, Order::Input, line);
     }
 
     pub fn approved(&mut self, start: DateTime<Utc>, now: DateTime<Utc>, stage: &str) {
         if let Some(st) = self.stages.iter_mut().find(|s| s.name == stage) {
             st.approved_at = Some(now);
         }
-        self.push(start, now, stage, "approved".into());
+        self.push(start, now, stage, Order::Input, "approved".into());
     }
 }
 
 /// What a freeze, a missed deadline or a rollback did to a stage, from its description's change.
-fn hold_events(previous: &str, text: &str, s: &StageStatus) -> Vec<String> {
+fn hold_events(previous: &str, text: &str, s: &StageStatus) -> Vec<(Order, String)> {
     let mut out = Vec::new();
     let entered = |prefix: &str| text.starts_with(prefix) && !previous.starts_with(prefix);
     if entered(FROZEN) {
-        out.push(format!(
-            "frozen: {}",
-            text.trim_start_matches(FROZEN).trim()
+        out.push((
+            Order::Began,
+            format!("frozen: {}", text.trim_start_matches(FROZEN).trim()),
         ));
     }
     if previous.starts_with(FROZEN) && !text.starts_with(FROZEN) {
-        out.push("freeze lifted".to_string());
+        out.push((Order::HoldEnded, "freeze lifted".to_string()));
     }
     // A missed deadline shows as the stage's description, or (rolled back in the same pass) in
     // the failureMessage the rollback keeps.
@@ -268,30 +402,44 @@ fn hold_events(previous: &str, text: &str, s: &StageStatus) -> Vec<String> {
         .filter(|m| m.starts_with("progress deadline"));
     let rolling = text.starts_with(rollback::ROLLING_BACK) || text.starts_with(rollback::WAITING);
     if entered(FAILED_DEADLINE) || (rolling && missed.is_some() && !is_rollback(previous)) {
-        out.push(
+        out.push((
+            Order::Concluded,
             missed
                 .map(String::from)
                 .unwrap_or_else(|| "progress deadline exceeded".into()),
-        );
+        ));
     }
-    for (prefix, what) in [
-        (rollback::ROLLING_BACK, "rolling back to revision"),
-        (rollback::WAITING, "waits to roll back to revision"),
-        (rollback::ROLLED_BACK, "rolled back to revision"),
+    for (prefix, order, what) in [
+        (
+            rollback::ROLLING_BACK,
+            Order::Began,
+            "rolling back to revision",
+        ),
+        (
+            rollback::WAITING,
+            Order::Began,
+            "waits to roll back to revision",
+        ),
+        (
+            rollback::ROLLED_BACK,
+            Order::Concluded,
+            "rolled back to revision",
+        ),
     ] {
         if entered(prefix) {
-            out.push(format!("{what}{}", &text[prefix.len()..]));
+            out.push((order, format!("{what}{}", &text[prefix.len()..])));
         }
     }
     if entered("Held:") {
-        out.push(text.to_string());
+        out.push((Order::Began, text.to_string()));
     }
     if entered(rollback::ROLLBACK_FAILED) {
-        out.push(
+        out.push((
+            Order::Concluded,
             s.failure_message
                 .clone()
                 .unwrap_or_else(|| "rollback deadline exceeded".into()),
-        );
+        ));
     }
     out
 }
@@ -362,6 +510,7 @@ mod tests {
             t0,
             t0,
             &with("Window Closed: Waiting for Next Schedule (1970-01-01T03:00:00Z)."),
+            &[],
         );
         let mut provisioned = with("Clusters are being provisioned");
         provisioned
@@ -372,7 +521,7 @@ mod tests {
             .as_mut()
             .unwrap()[0]
             .last_successful_applied_time = Some(crate::api::Timestamp::new(t0));
-        t.observe(t0, t0, &provisioned);
+        t.observe(t0, t0, &provisioned, &[]);
         let events: Vec<&str> = t.events.iter().map(|e| e.event.as_str()).collect();
         assert!(
             !events.iter().any(|e| e.contains("window open")),
