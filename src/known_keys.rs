@@ -11,8 +11,8 @@
 
 use crate::api::ClusterPromotion;
 use crate::settings::{
-    FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT, ROLLBACK_DEADLINE, ROLLBACK_ORDER,
-    SettingError,
+    ALLOW_EMPTY_STAGES, FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT,
+    ROLLBACK_DEADLINE, ROLLBACK_ORDER, SettingError,
 };
 use serde::Serialize;
 
@@ -74,6 +74,10 @@ pub const KNOWN_KEYS: &[KnownKey] = &[
         "what a missed deadline does: halt or rollback",
     ),
     setting(ROLLBACK_ORDER, "how a rollback restores the stages"),
+    setting(
+        ALLOW_EMPTY_STAGES,
+        "which stages pass when they select no cluster (upstream's behaviour)",
+    ),
     setting(
         ROLLBACK_DEADLINE,
         "how long a rollback may take before it holds for a person",

@@ -14,6 +14,10 @@
 //!   target rolled back (pauses and aborts excluded), in the same grammar as a deadline; `none`
 //!   waits for ever. Default 1h: a rollback deploys a revision that deployed before, and one that
 //!   cannot finish (the good revision fails too) must reach a person rather than wait unseen.
+//! * `promoter.dev/allow-empty-stages`: whether a stage whose clusterSelector selects no cluster
+//!   of the inventory passes (upstream's behaviour) instead of holding the rollout (`true` or
+//!   `false` for every stage, or the per-stage list of `progress-deadline`: `eu-west=true`,
+//!   `true, production=false`). Default false: see [`crate::pass::empty_stage`].
 //!
 //! A bad value blocks the promotion (like an invalid promotion window), with the annotation as the
 //! field path and kube-apiserver's wording; `lint` reports the same text.
@@ -33,9 +37,10 @@ pub const FAILURE_POLICY: &str = "promoter.dev/failure-policy";
 pub const ROLLBACK_ORDER: &str = "promoter.dev/rollback-order";
 pub const REVISION_HISTORY_LIMIT: &str = "promoter.dev/revision-history-limit";
 pub const ROLLBACK_DEADLINE: &str = "promoter.dev/rollback-deadline";
+pub const ALLOW_EMPTY_STAGES: &str = "promoter.dev/allow-empty-stages";
 
 /// Every per-promotion setting, with what it sets (`crd` and the docs list them).
-pub const KEYS: [(&str, &str); 5] = [
+pub const KEYS: [(&str, &str); 6] = [
     (
         PROGRESS_DEADLINE,
         "how long each stage may take to complete (`2h`, `30m, production=6h`, `1h, dev=none`; default none)",
@@ -55,6 +60,10 @@ pub const KEYS: [(&str, &str); 5] = [
     (
         ROLLBACK_DEADLINE,
         "how long a rollback may take before it holds for a person (default 1h; `none`)",
+    ),
+    (
+        ALLOW_EMPTY_STAGES,
+        "whether a stage that selects no cluster passes as upstream's does (`true`, `eu-west=true`; default false: it holds the rollout)",
     ),
 ];
 
@@ -148,6 +157,94 @@ impl ProgressDeadlines {
     }
 }
 
+/// A per-stage setting as written: one value for every stage, or a comma-separated list of
+/// `stage=value` with an optional bare default (`30m, production=6h`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct PerStage<T> {
+    default: Option<T>,
+    stages: BTreeMap<String, T>,
+}
+
+impl<T> PerStage<T> {
+    /// Reads `value`, each value with `one`; every error, not only the first. `empty` is the
+    /// message for an empty value.
+    fn parse(
+        value: &str,
+        stages: &[&str],
+        empty: &str,
+        one: impl Fn(&str) -> Result<T, String>,
+    ) -> Result<PerStage<T>, Vec<String>> {
+        let mut out = PerStage {
+            default: None,
+            stages: BTreeMap::new(),
+        };
+        if value.is_empty() {
+            return Err(vec![format!("Invalid value: \"\": {empty}")]);
+        }
+        let mut errors = Vec::new();
+        let mut has_default = false;
+        for item in value.split(',').map(str::trim) {
+            if item.is_empty() {
+                errors.push(format!("Invalid value: {value:?}: an empty entry"));
+                continue;
+            }
+            match item.split_once('=') {
+                Some((stage, text)) => {
+                    let stage = stage.trim();
+                    if !stages.contains(&stage) {
+                        errors.push(unsupported(stage, stages));
+                        continue;
+                    }
+                    if out.stages.contains_key(stage) {
+                        errors.push(format!("Duplicate value: {stage:?}"));
+                        continue;
+                    }
+                    match one(text.trim()) {
+                        Ok(v) => {
+                            out.stages.insert(stage.to_string(), v);
+                        }
+                        Err(e) => errors.push(e),
+                    }
+                }
+                None => {
+                    if has_default {
+                        errors.push(format!(
+                            "Invalid value: {item:?}: a second default (only one entry may omit stage=)"
+                        ));
+                        continue;
+                    }
+                    has_default = true;
+                    match one(item) {
+                        Ok(v) => out.default = Some(v),
+                        Err(e) => errors.push(e),
+                    }
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The value of `stage`: its own, else the default.
+    fn for_stage(&self, stage: &str) -> Option<&T> {
+        self.stages.get(stage).or(self.default.as_ref())
+    }
+}
+
+/// `promoter.dev/allow-empty-stages`, read: the stages that pass when they select no cluster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EmptyStages(PerStage<bool>);
+
+impl EmptyStages {
+    /// Whether `stage` passes when it selects no cluster (default: it holds the rollout).
+    pub fn allowed(&self, stage: &str) -> bool {
+        self.0.for_stage(stage).copied().unwrap_or(false)
+    }
+}
+
 /// Every setting, each with its default where the annotation is absent or invalid.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -157,6 +254,7 @@ pub struct Settings {
     pub revision_history_limit: usize,
     /// How long a rollback may take; None: no deadline (`none`).
     pub rollback_deadline: Option<Deadline>,
+    pub allow_empty_stages: EmptyStages,
 }
 
 impl Default for Settings {
@@ -167,6 +265,7 @@ impl Default for Settings {
             rollback_order: RollbackOrder::Reverse,
             revision_history_limit: DEFAULT_HISTORY_LIMIT,
             rollback_deadline: deadline(DEFAULT_ROLLBACK_DEADLINE).ok().flatten(),
+            allow_empty_stages: EmptyStages::default(),
         }
     }
 }
@@ -275,6 +374,26 @@ pub fn parse(p: &ClusterPromotion) -> (Settings, Vec<SettingError>) {
             }
         }
     }
+    if let Some(v) = get(ALLOW_EMPTY_STAGES) {
+        let one = |text: &str| match text {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(unsupported(other, ["true", "false"])),
+        };
+        match PerStage::parse(
+            v,
+            &stages,
+            "must be true, false, or a comma-separated list of stage=true|false with an optional default",
+            one,
+        ) {
+            Ok(p) => settings.allow_empty_stages = EmptyStages(p),
+            Err(messages) => {
+                for m in messages {
+                    error(ALLOW_EMPTY_STAGES, m);
+                }
+            }
+        }
+    }
     (settings, errors)
 }
 
@@ -325,57 +444,16 @@ fn deadline(text: &str) -> Result<Option<Deadline>, String> {
 
 /// `2h`, `30m, production=6h`, `1h, dev=none`: every error, not only the first.
 fn progress_deadlines(value: &str, stages: &[&str]) -> Result<ProgressDeadlines, Vec<String>> {
-    let mut out = ProgressDeadlines::default();
-    let mut errors = Vec::new();
-    let mut has_default = false;
-    if value.is_empty() {
-        return Err(vec![
-            "Invalid value: \"\": must be a duration, none, or a comma-separated list of stage=duration with an optional default".into(),
-        ]);
-    }
-    for item in value.split(',').map(str::trim) {
-        if item.is_empty() {
-            errors.push(format!("Invalid value: {value:?}: an empty entry"));
-            continue;
-        }
-        match item.split_once('=') {
-            Some((stage, text)) => {
-                let stage = stage.trim();
-                if !stages.contains(&stage) {
-                    errors.push(unsupported(stage, stages));
-                    continue;
-                }
-                if out.stages.contains_key(stage) {
-                    errors.push(format!("Duplicate value: {stage:?}"));
-                    continue;
-                }
-                match deadline(text.trim()) {
-                    Ok(d) => {
-                        out.stages.insert(stage.to_string(), d);
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-            None => {
-                if has_default {
-                    errors.push(format!(
-                        "Invalid value: {item:?}: a second default (only one entry may omit stage=)"
-                    ));
-                    continue;
-                }
-                has_default = true;
-                match deadline(item) {
-                    Ok(d) => out.default = d,
-                    Err(e) => errors.push(e),
-                }
-            }
-        }
-    }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(errors)
-    }
+    let read = PerStage::parse(
+        value,
+        stages,
+        "must be a duration, none, or a comma-separated list of stage=duration with an optional default",
+        deadline,
+    )?;
+    Ok(ProgressDeadlines {
+        default: read.default.flatten(),
+        stages: read.stages,
+    })
 }
 
 #[cfg(test)]
@@ -441,8 +519,56 @@ mod tests {
                 "{v}"
             );
         }
-        assert_eq!(KEYS.len(), 5);
+        assert_eq!(KEYS.len(), 6);
         assert!(KEYS.iter().any(|(k, _)| *k == ROLLBACK_DEADLINE));
+    }
+
+    #[test]
+    fn allow_empty_stages_grammar() {
+        let allowed = |v: &str| {
+            let s = Settings::of(&promotion(&[(ALLOW_EMPTY_STAGES, v)]));
+            ["dev", "staging", "production"].map(|st| s.allow_empty_stages.allowed(st))
+        };
+        let table: &[(&str, [bool; 3])] = &[
+            ("true", [true, true, true]),
+            ("false", [false, false, false]),
+            ("staging=true", [false, true, false]),
+            ("true, production=false", [true, true, false]),
+            (" dev = true , staging=true", [true, true, false]),
+        ];
+        for (value, want) in table {
+            assert_eq!(allowed(value), *want, "{value}");
+            assert!(problems(&promotion(&[(ALLOW_EMPTY_STAGES, value)])).is_empty());
+        }
+        assert_eq!(
+            Settings::default().allow_empty_stages.allowed("dev"),
+            false,
+            "absent, an empty stage holds the rollout"
+        );
+        for (v, want) in [
+            (
+                "yes",
+                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Unsupported value: "yes": supported values: "true", "false""#][..],
+            ),
+            (
+                "stagin=true",
+                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Unsupported value: "stagin": supported values: "dev", "staging", "production""#],
+            ),
+            (
+                "true, false",
+                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Invalid value: "false": a second default (only one entry may omit stage=)"#],
+            ),
+            (
+                "",
+                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Invalid value: "": must be true, false, or a comma-separated list of stage=true|false with an optional default"#],
+            ),
+        ] {
+            assert_eq!(problems(&promotion(&[(ALLOW_EMPTY_STAGES, v)])), want, "{v}");
+            assert_eq!(
+                Settings::of(&promotion(&[(ALLOW_EMPTY_STAGES, v)])),
+                Settings::default()
+            );
+        }
     }
 
     #[test]

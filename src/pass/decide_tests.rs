@@ -457,6 +457,8 @@ fn full_auto_manual_rollout_with_upstream_texts() {
     assert_eq!(p.status.as_ref().unwrap().stages.as_ref().unwrap().len(), 3);
 }
 
+/// Upstream's behaviour, where `promoter.dev/allow-empty-stages` asks for it (see
+/// `decide_empty_stage_tests.rs` for the hold without it).
 #[test]
 fn no_trigger_advances_at_once_and_zero_clusters_completes() {
     let mut p = promotion(json!([
@@ -464,6 +466,13 @@ fn no_trigger_advances_at_once_and_zero_clusters_completes() {
         {"name": "b", "clusterSelector": {"matchLabels": {"env": "none"}}},
         {"name": "c"}
     ]));
+    p.metadata.annotations = Some(
+        [(
+            crate::settings::ALLOW_EMPTY_STAGES.to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
     let mut w = fleet();
     run(&mut p, &mut w, 0);
     summarize(&mut w, "kyverno-a", "Provisioned");
@@ -484,6 +493,13 @@ fn no_trigger_advances_at_once_and_zero_clusters_completes() {
 fn zero_matching_clusters_message() {
     let mut p = promotion(
         json!([{"name": "a", "clusterSelector": {"matchLabels": {"env": "none"}}, "trigger": {"auto": {"delay": "1h"}}}, {"name": "b"}]),
+    );
+    p.metadata.annotations = Some(
+        [(
+            crate::settings::ALLOW_EMPTY_STAGES.to_string(),
+            "a=true".to_string(),
+        )]
+        .into(),
     );
     let mut w = fleet();
     run(&mut p, &mut w, 0);
@@ -2261,3 +2277,6 @@ fn a_profile_being_deleted_is_not_counted_as_applied() {
 
 #[path = "decide_planner_tests.rs"]
 mod planner_cases;
+
+#[path = "decide_empty_stage_tests.rs"]
+mod empty_stage;

@@ -180,6 +180,8 @@ pub struct Decision {
     /// The manual stages this decision lets through on their approval (the approval gate is the
     /// last: the stage is promoted past in this decision). Notified as "approved"; no Event.
     pub approved: Vec<LetThrough>,
+    /// The stage holding the rollout because it selects no cluster (`empty_stage`).
+    pub empty_stage: Option<String>,
 }
 
 /// A manual stage let through on its approval.
@@ -208,6 +210,7 @@ impl Decision {
             needs_revision: None,
             needs_summaries: Vec::new(),
             approved: Vec::new(),
+            empty_stage: None,
         }
     }
 

@@ -101,6 +101,8 @@ pub struct DeploymentCheck {
     pub skipped_paused: Vec<String>,
     /// When a summary waited for only by the grace will count as current.
     pub until: Option<DateTime<Utc>>,
+    /// No cluster of the inventory matches the stage's selector (see `empty_stage`).
+    pub selects_none: bool,
 }
 
 /// The clusters a stage selects: every inventory cluster matching its selector (an empty selector
@@ -122,6 +124,7 @@ pub fn check(
     let record = WriteRecord::of(p, profile);
     let freshness = WriteRecord::freshness(record.as_ref());
     let clusters = matching_clusters(selector, world);
+    let selects_none = clusters.is_empty();
     let (paused, active): (Vec<_>, Vec<_>) = clusters.into_iter().partition(|c| c.paused);
     let skipped_paused: Vec<String> = paused.iter().map(|c| c.to_string()).collect();
     let outcome = |done: bool, message: String, failure: Option<String>| DeploymentCheck {
@@ -130,6 +133,7 @@ pub fn check(
         failure,
         skipped_paused: skipped_paused.clone(),
         until: None,
+        selects_none,
     };
     if active.is_empty() {
         return outcome(

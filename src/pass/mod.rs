@@ -5,6 +5,7 @@ pub mod deadline;
 pub mod decide;
 pub mod decision;
 pub mod deployment;
+pub mod empty_stage;
 pub mod events;
 pub mod failing;
 pub mod freeze_status;
@@ -134,6 +135,9 @@ pub struct PromotionReport {
     /// Its notifications in this pass (none when there were none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub notifications: Option<crate::notify::delivery::Counts>,
+    /// The stage that holds it because it selects no cluster (see `empty_stage`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub empty_stage: Option<String>,
 }
 
 impl PromotionReport {
@@ -153,6 +157,7 @@ impl PromotionReport {
             deferred: None,
             undecided: None,
             notifications: None,
+            empty_stage: None,
         }
     }
 
@@ -612,6 +617,7 @@ async fn pass_body(
             deferred: None,
             undecided: None,
             notifications: None,
+            empty_stage: d.empty_stage.clone(),
         };
         if !opts.dry_run && d.writes() {
             if reached {
@@ -715,6 +721,7 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
         deferred: None,
         undecided: Some(why.to_string()),
         notifications: None,
+        empty_stage: None,
     }
 }
 

@@ -186,6 +186,9 @@ pub const ROLLED_BACK: &str = "Rolled back to revision";
 pub const ROLLBACK_FAILED: &str = "Rollback failed: its deadline passed (see failureMessage)";
 /// How a stage's description begins while a freeze holds the promotion.
 pub const FROZEN: &str = "Frozen:";
+/// The description of a stage whose clusterSelector selects no cluster, holding the rollout
+/// (`empty_stage`; its failureMessage says which selector and the nearest labels).
+pub const EMPTY_STAGE: &str = "Blocked: the stage selects no cluster (see failureMessage)";
 
 /// A failing deployment before its progress deadline:
 /// `Deployment Failing: retrying until <time>, then <halt|rollback>`.
@@ -246,6 +249,7 @@ pub const DESCRIPTIONS: &[Description] = &[
     text("Deployment Failed:", Phase::Failed, Origin::Promoter),
     text(FAILED_DEADLINE, Phase::Failed, Origin::Promoter),
     text(BLOCKED, Phase::Blocked, Origin::Promoter),
+    text(EMPTY_STAGE, Phase::Blocked, Origin::Promoter),
     text(
         "Paused: promotion paused by",
         Phase::Paused,

@@ -8,10 +8,11 @@ use super::decision::{
     Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
 };
 use super::deployment::{self, DeploymentCheck};
+use super::empty_stage;
 use super::failing;
 use super::gates::freeze::{self, FreezeCheck};
 use super::gates::{GATES, GatedStage, Progress, Wait, approval};
-use super::phase::{PROVISIONING, of_description};
+use super::phase::{EMPTY_STAGE, PROVISIONING, of_description};
 use super::problems::problems;
 use super::profile_writes::{
     Observed, delete_after, delete_if_present, ensure, ensure_after, is_deleting,
@@ -663,6 +664,15 @@ impl Planner<'_> {
                 profile_name(self.name, &stage.name)
             )),
         };
+        if check.done
+            && check.selects_none
+            && !Settings::of(self.p)
+                .allow_empty_stages
+                .allowed(&stage.name)
+        {
+            self.hold_empty(status, stage, &selector);
+            return false;
+        }
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
@@ -726,6 +736,40 @@ impl Planner<'_> {
             );
         }
         true
+    }
+
+    /// The stage selects no cluster of the inventory and no setting lets it pass empty: the
+    /// rollout holds here, Blocked, saying which selector and the nearest labels, with an Event
+    /// when the hold begins (see `empty_stage`).
+    fn hold_empty(
+        &mut self,
+        status: &mut ClusterPromotionStatus,
+        stage: &Stage,
+        selector: &crate::labels::LabelSelector,
+    ) {
+        let now = self.now();
+        let message = empty_stage::message(
+            &stage.name,
+            selector,
+            self.world.clusters.iter().map(|c| &c.labels),
+        );
+        let e = entry(status, &stage.name);
+        let held = e
+            .current_status_description
+            .as_deref()
+            .map(description_text)
+            == Some(EMPTY_STAGE);
+        if !held {
+            self.d.event(
+                Reason::Blocked,
+                Some(&stage.name),
+                format!("ClusterPromotion {} is blocked: {message}", self.name),
+            );
+        }
+        set_failure(e, Some(&message), now);
+        set_description(e, EMPTY_STAGE, now);
+        self.d.empty_stage = Some(stage.name.clone());
+        self.d.outcome(Phase::Blocked, format!("blocked: {message}"));
     }
 
     /// The stage's gates, in order ([`GATES`]); `Some` when the stage waits.
@@ -968,6 +1012,7 @@ fn pending(message: String) -> DeploymentCheck {
         failure: None,
         skipped_paused: Vec::new(),
         until: None,
+        selects_none: false,
     }
 }
 
