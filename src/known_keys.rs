@@ -75,14 +75,14 @@ pub const KNOWN_KEYS: &[KnownKey] = &[
     ),
     setting(ROLLBACK_ORDER, "how a rollback restores the stages"),
     setting(
-        ALLOW_EMPTY_STAGES,
-        "which stages pass when they select no cluster (upstream's behaviour)",
-    ),
-    setting(
         ROLLBACK_DEADLINE,
         "how long a rollback may take before it holds for a person",
     ),
     setting(REVISION_HISTORY_LIMIT, "completed revisions kept"),
+    setting(
+        ALLOW_EMPTY_STAGES,
+        "which stages pass when they select no cluster (upstream's behaviour)",
+    ),
     record(
         crate::annotations::PAUSED,
         "promoter pause: who paused it, since when",

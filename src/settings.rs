@@ -548,22 +548,34 @@ mod tests {
         for (v, want) in [
             (
                 "yes",
-                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Unsupported value: "yes": supported values: "true", "false""#][..],
+                &[
+                    r#"metadata.annotations[promoter.dev/allow-empty-stages]: Unsupported value: "yes": supported values: "true", "false""#,
+                ][..],
             ),
             (
                 "stagin=true",
-                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Unsupported value: "stagin": supported values: "dev", "staging", "production""#],
+                &[
+                    r#"metadata.annotations[promoter.dev/allow-empty-stages]: Unsupported value: "stagin": supported values: "dev", "staging", "production""#,
+                ],
             ),
             (
                 "true, false",
-                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Invalid value: "false": a second default (only one entry may omit stage=)"#],
+                &[
+                    r#"metadata.annotations[promoter.dev/allow-empty-stages]: Invalid value: "false": a second default (only one entry may omit stage=)"#,
+                ],
             ),
             (
                 "",
-                &[r#"metadata.annotations[promoter.dev/allow-empty-stages]: Invalid value: "": must be true, false, or a comma-separated list of stage=true|false with an optional default"#],
+                &[
+                    r#"metadata.annotations[promoter.dev/allow-empty-stages]: Invalid value: "": must be true, false, or a comma-separated list of stage=true|false with an optional default"#,
+                ],
             ),
         ] {
-            assert_eq!(problems(&promotion(&[(ALLOW_EMPTY_STAGES, v)])), want, "{v}");
+            assert_eq!(
+                problems(&promotion(&[(ALLOW_EMPTY_STAGES, v)])),
+                want,
+                "{v}"
+            );
             assert_eq!(
                 Settings::of(&promotion(&[(ALLOW_EMPTY_STAGES, v)])),
                 Settings::default()

@@ -142,7 +142,10 @@ fn a_stage_that_selects_nothing_holds_the_rollout_unless_allowed() {
         );
         if c.held {
             assert_eq!(d.phase, Phase::Blocked, "{}", c.what);
-            assert_eq!(description(&p, "staging").split(" (20").next(), Some(EMPTY_STAGE));
+            assert_eq!(
+                description(&p, "staging").split(" (20").next(),
+                Some(EMPTY_STAGE)
+            );
             assert!(
                 !w.profiles.contains_key("kyverno-production"),
                 "{}: production never gets what no earlier stage ran",
@@ -164,7 +167,11 @@ fn a_held_empty_stage_says_why_once() {
     let mut events = Vec::new();
     for min in 0..6 {
         let d = run(&mut p, &mut w, min);
-        events.extend(d.events.iter().map(|e| (e.reason.clone(), e.message.clone())));
+        events.extend(
+            d.events
+                .iter()
+                .map(|e| (e.reason.clone(), e.message.clone())),
+        );
         summarize(&mut w, "kyverno-dev", "Provisioned");
     }
     let message = "stage staging selects no cluster: clusterSelector env=stagin: none of the 3 \
@@ -227,7 +234,10 @@ fn paused_clusters_are_selected_and_the_first_and_last_stages_hold_too() {
         (d.phase, d.empty_stage.as_deref()),
         (Phase::Blocked, Some("dev"))
     );
-    assert!(w.profiles.contains_key("kyverno-dev"), "its profile is applied");
+    assert!(
+        w.profiles.contains_key("kyverno-dev"),
+        "its profile is applied"
+    );
 
     let mut p = promotion(json!([
         {"name": "dev", "clusterSelector": {"matchLabels": {"env": "dev"}}},
@@ -239,7 +249,10 @@ fn paused_clusters_are_selected_and_the_first_and_last_stages_hold_too() {
         (d.phase, d.empty_stage.as_deref()),
         (Phase::Blocked, Some("production"))
     );
-    assert!(!is_complete(&p), "never complete through an empty last stage");
+    assert!(
+        !is_complete(&p),
+        "never complete through an empty last stage"
+    );
 }
 
 /// A progress deadline keeps running while an empty stage holds: a stage that cannot complete

@@ -78,13 +78,16 @@ pub fn nearest_labels<'a>(
     };
     for (key, value) in &wanted {
         // A label the inventory has as asked (another of the selector's labels is the one off).
-        if let Some(v) = value.as_ref().filter(|v| counts.contains_key(&(key.clone(), (*v).clone()))) {
+        if let Some(v) = value
+            .as_ref()
+            .filter(|v| counts.contains_key(&(key.clone(), (*v).clone())))
+        {
             add(&mut out, key, v);
             continue;
         }
-        let near = value
-            .as_ref()
-            .and_then(|v| crate::suggest::closest(&format!("{key}={v}"), pairs.iter().map(String::as_str)));
+        let near = value.as_ref().and_then(|v| {
+            crate::suggest::closest(&format!("{key}={v}"), pairs.iter().map(String::as_str))
+        });
         if let Some((k, v)) = near.and_then(|p| p.split_once('=')) {
             add(&mut out, k, v);
             continue;
@@ -112,10 +115,7 @@ pub fn nearest_labels<'a>(
         .take(NAMED)
         .map(|(k, v)| {
             let n = counts.get(&(k.clone(), v.clone())).copied().unwrap_or(0);
-            format!(
-                "{k}={v} ({n} cluster{})",
-                if n == 1 { "" } else { "s" }
-            )
+            format!("{k}={v} ({n} cluster{})", if n == 1 { "" } else { "s" })
         })
         .collect()
 }
@@ -185,7 +185,11 @@ mod tests {
             // A value of the key nothing is near: the values the key has.
             (
                 json!({"matchLabels": {"env": "production"}}),
-                &["env=dev (2 clusters)", "env=prod (1 cluster)", "env=staging (1 cluster)"],
+                &[
+                    "env=dev (2 clusters)",
+                    "env=prod (1 cluster)",
+                    "env=staging (1 cluster)",
+                ],
             ),
             // Two labels, one of them wrong.
             (
@@ -194,7 +198,11 @@ mod tests {
             ),
             (
                 json!({"matchExpressions": [{"key": "env", "operator": "In", "values": ["qa", "stagng"]}]}),
-                &["env=dev (2 clusters)", "env=prod (1 cluster)", "env=staging (1 cluster)"],
+                &[
+                    "env=dev (2 clusters)",
+                    "env=prod (1 cluster)",
+                    "env=staging (1 cluster)",
+                ],
             ),
             // Nothing near: the most common labels.
             (
@@ -208,10 +216,23 @@ mod tests {
                 ],
             ),
             // An empty selector asks for nothing: the most common labels.
-            (json!({}), &["env=dev (2 clusters)", "env=prod (1 cluster)", "env=staging (1 cluster)", "region=eu (1 cluster)", "type=mgmt (1 cluster)"]),
+            (
+                json!({}),
+                &[
+                    "env=dev (2 clusters)",
+                    "env=prod (1 cluster)",
+                    "env=staging (1 cluster)",
+                    "region=eu (1 cluster)",
+                    "type=mgmt (1 cluster)",
+                ],
+            ),
         ];
         for (sel, want) in table {
-            assert_eq!(nearest_labels(&selector(sel.clone()), &inventory), *want, "{sel}");
+            assert_eq!(
+                nearest_labels(&selector(sel.clone()), &inventory),
+                *want,
+                "{sel}"
+            );
         }
         assert!(nearest_labels(&selector(json!({"matchLabels": {"env": "x"}})), &[]).is_empty());
     }

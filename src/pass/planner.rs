@@ -666,9 +666,7 @@ impl Planner<'_> {
         };
         if check.done
             && check.selects_none
-            && !Settings::of(self.p)
-                .allow_empty_stages
-                .allowed(&stage.name)
+            && !Settings::of(self.p).allow_empty_stages.allowed(&stage.name)
         {
             self.hold_empty(status, stage, &selector);
             return false;
@@ -769,7 +767,8 @@ impl Planner<'_> {
         set_failure(e, Some(&message), now);
         set_description(e, EMPTY_STAGE, now);
         self.d.empty_stage = Some(stage.name.clone());
-        self.d.outcome(Phase::Blocked, format!("blocked: {message}"));
+        self.d
+            .outcome(Phase::Blocked, format!("blocked: {message}"));
     }
 
     /// The stage's gates, in order ([`GATES`]); `Some` when the stage waits.

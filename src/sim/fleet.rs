@@ -1,6 +1,12 @@
 //! The simulated fleet: clusters with labels, readiness, pause and deploy time, from a fleet file or,
 //! by default, derived from the stage selectors so that any manifest runs without one.
 //!
+//! A derived fleet never invents clusters from what looks like a typo: a selector label within a
+//! typo's reach of its stage's name or of a label another stage selects (`env: stagin` in stage
+//! `staging`) gets none, and the fleet's notes say so; the simulation then shows that stage
+//! selecting nothing, as promoter holds it (see `pass::empty_stage`), instead of a rollout through
+//! clusters that exist nowhere. So does a stage whose selector is empty.
+//!
 //! A fleet file is YAML with documents of kind `Fleet` (promoter's own format, below) and/or plain
 //! `SveltosCluster` objects:
 //!
@@ -58,6 +64,8 @@ pub struct Fleet {
     pub default_deploy_time: Option<GoDuration>,
     /// Whether the fleet was derived from the selectors rather than read from a file.
     pub derived: bool,
+    /// What a person should know of how it was made (a selector that got no clusters, and why).
+    pub notes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -139,13 +147,42 @@ impl Fleet {
         Ok(fleet)
     }
 
-    /// A few clusters per stage whose labels satisfy the stage's selector.
+    /// A few clusters per stage whose labels satisfy the stage's selector; none for a selector
+    /// that is empty or looks like a typo (see the module's documentation), each said in `notes`.
     pub fn derive(promotions: &[ClusterPromotion], per_stage: usize) -> Fleet {
         let mut clusters: Vec<FleetCluster> = Vec::new();
+        let mut notes = Vec::new();
+        let all: Vec<(&str, &BTreeMap<String, String>)> = promotions
+            .iter()
+            .flat_map(|p| &p.spec.stages)
+            .filter_map(|s| {
+                Some((
+                    s.name.as_str(),
+                    s.cluster_selector.as_ref()?.match_labels.as_ref()?,
+                ))
+            })
+            .collect();
         for p in promotions {
+            let promotion = p.metadata.name.as_deref().unwrap_or_default();
             for stage in &p.spec.stages {
-                let Some(labels) = stage.cluster_selector.as_ref().and_then(labels_satisfying)
-                else {
+                let what = format!("stage {} of {promotion}", stage.name);
+                let selector = stage.cluster_selector.clone().unwrap_or_default();
+                if selector.is_empty() {
+                    notes.push(format!(
+                        "{what}: no clusters derived: its clusterSelector is empty (it selects no cluster)"
+                    ));
+                    continue;
+                }
+                if let Some(typo) = looks_like_a_typo(&stage.name, &selector, &all) {
+                    notes.push(format!(
+                        "{what}: no clusters derived: {typo}; a fleet file (--fleet) simulates the real inventory"
+                    ));
+                    continue;
+                }
+                let Some(labels) = labels_satisfying(&selector) else {
+                    notes.push(format!(
+                        "{what}: no clusters derived: no labels satisfy its clusterSelector"
+                    ));
                     continue;
                 };
                 // Stages of several promotions with the same selector share their clusters.
@@ -178,6 +215,26 @@ impl Fleet {
             clusters,
             default_deploy_time: None,
             derived: true,
+            notes,
+        }
+    }
+
+    /// The clusters of a live inventory (`plan`, `lint --inventory`).
+    pub fn of_inventory(inventory: Vec<crate::pass::InventoryCluster>) -> Fleet {
+        Fleet {
+            clusters: inventory
+                .into_iter()
+                .map(|c| FleetCluster {
+                    name: c.name,
+                    namespace: c.namespace,
+                    labels: c.labels,
+                    ready: c.ready,
+                    paused: c.paused,
+                    deploy_time: None,
+                    objects: Vec::new(),
+                })
+                .collect(),
+            ..Fleet::default()
         }
     }
 
@@ -186,6 +243,57 @@ impl Fleet {
             .iter()
             .find(|c| c.name == name || c.key() == name)
     }
+}
+
+/// Why a stage's `matchLabels` look like a typo: a value within a typo's reach of the stage's own
+/// name or of the value another stage (of any promotion) gives the same key, or a key within a
+/// typo's reach of a key another stage uses and no other stage uses itself. Values that differ
+/// only in digits (`eu-1`, `eu-2`; `qa1`, `qa`) are a sequence, not a typo.
+fn looks_like_a_typo(
+    stage: &str,
+    selector: &LabelSelector,
+    all: &[(&str, &BTreeMap<String, String>)],
+) -> Option<String> {
+    let others = || all.iter().filter(move |(name, _)| *name != stage);
+    let digitless = |s: &str| {
+        s.chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
+    for (key, value) in selector.match_labels.iter().flatten() {
+        let mut values: Vec<&str> = others()
+            .filter_map(|(_, labels)| labels.get(key).map(String::as_str))
+            .collect();
+        values.push(stage);
+        let near = crate::suggest::closest(
+            value,
+            values
+                .iter()
+                .copied()
+                .filter(|v| digitless(v) != digitless(value)),
+        );
+        if let Some(near) = near {
+            let whose = if near == stage {
+                "the stage's name".to_string()
+            } else {
+                "another stage's".to_string()
+            };
+            return Some(format!(
+                "{key}={value} looks like a typo of {key}={near} ({whose})"
+            ));
+        }
+        let keys: Vec<&str> = others()
+            .flat_map(|(_, labels)| labels.keys().map(String::as_str))
+            .collect();
+        if !keys.contains(&key.as_str())
+            && let Some(near) = crate::suggest::closest(key, keys.iter().copied())
+        {
+            return Some(format!(
+                "the label key {key} looks like a typo of {near} (another stage's)"
+            ));
+        }
+    }
+    None
 }
 
 /// Labels that a selector selects, if it can be satisfied (an empty selector selects nothing).
@@ -228,6 +336,12 @@ mod tests {
         let fleet = Fleet::derive(&[p], 2);
         assert_eq!(fleet.clusters.len(), 4);
         assert_eq!(
+            fleet.notes,
+            [
+                "stage none of p: no clusters derived: its clusterSelector is empty (it selects no cluster)"
+            ]
+        );
+        assert_eq!(
             fleet.clusters[2].labels,
             BTreeMap::from([
                 ("env".into(), "prod".into()),
@@ -236,6 +350,71 @@ mod tests {
             ])
         );
         assert_eq!(fleet.clusters[3].key(), "prod/prod-2");
+    }
+
+    /// Issue 46 §2: a derived fleet invented clusters labelled `env=stagin` for a typo, and the
+    /// rollout went through them.
+    #[test]
+    fn derives_no_clusters_from_what_looks_like_a_typo() {
+        let p = |stages: serde_json::Value| -> ClusterPromotion {
+            serde_json::from_value(json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                "metadata": {"name": "p"}, "spec": {"stages": stages}
+            }))
+            .unwrap()
+        };
+        let sel = |k: &str, v: &str| json!({"matchLabels": {k: v}});
+        let table: &[(serde_json::Value, &[&str], &[&str])] = &[
+            // The issue's: a value near the stage's own name.
+            (
+                json!([{"name": "dev", "clusterSelector": sel("env", "dev")},
+                       {"name": "staging", "clusterSelector": sel("env", "stagin")},
+                       {"name": "production", "clusterSelector": sel("env", "prod")}]),
+                &["dev", "production"],
+                &[
+                    "stage staging of p: no clusters derived: env=stagin looks like a typo of env=staging (the stage's name); a fleet file (--fleet) simulates the real inventory",
+                ],
+            ),
+            // A value near another stage's.
+            (
+                json!([{"name": "a", "clusterSelector": sel("env", "production")},
+                       {"name": "b", "clusterSelector": sel("env", "prodution")}]),
+                &["a"],
+                &[
+                    "stage b of p: no clusters derived: env=prodution looks like a typo of env=production (another stage's); a fleet file (--fleet) simulates the real inventory",
+                ],
+            ),
+            // A key near another stage's.
+            (
+                json!([{"name": "a", "clusterSelector": sel("env", "dev")},
+                       {"name": "b", "clusterSelector": sel("evn", "prod")}]),
+                &["a"],
+                &[
+                    "stage b of p: no clusters derived: the label key evn looks like a typo of env (another stage's); a fleet file (--fleet) simulates the real inventory",
+                ],
+            ),
+            // Sequences and unrelated names are no typos.
+            (
+                json!([{"name": "wave-1", "clusterSelector": sel("wave", "1")},
+                       {"name": "eu-1", "clusterSelector": sel("region", "eu-1")},
+                       {"name": "eu-2", "clusterSelector": sel("region", "eu-2")},
+                       {"name": "qa", "clusterSelector": sel("env", "qa1")},
+                       {"name": "dev", "clusterSelector": sel("env", "development")},
+                       {"name": "prod", "clusterSelector": sel("env", "production")}]),
+                &["wave-1", "eu-1", "eu-2", "qa", "dev", "prod"],
+                &[],
+            ),
+        ];
+        for (stages, derived, notes) in table {
+            let fleet = Fleet::derive(&[p(stages.clone())], 1);
+            let namespaces: Vec<&str> = fleet
+                .clusters
+                .iter()
+                .map(|c| c.namespace.as_str())
+                .collect();
+            assert_eq!(namespaces, *derived, "{stages}");
+            assert_eq!(fleet.notes, *notes, "{stages}");
+        }
     }
 
     #[test]

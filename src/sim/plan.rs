@@ -3,7 +3,7 @@
 //! stage completes. Deployments are assumed to succeed after the default deploy time; Cluster API
 //! clusters are simulated as SveltosClusters.
 
-use super::fleet::{Fleet, FleetCluster};
+use super::fleet::Fleet;
 use super::run::SimWorld;
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
 use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary, PromotionRevision};
@@ -57,26 +57,9 @@ pub async fn load_live(client: &kube::Client, name: &str) -> anyhow::Result<SimW
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(anyhow::Error::new(e).context("listing PromotionRevisions")),
     }
-    let clusters = inventory(client)
-        .await?
-        .into_iter()
-        .map(|c| FleetCluster {
-            name: c.name,
-            namespace: c.namespace,
-            labels: c.labels,
-            ready: c.ready,
-            paused: c.paused,
-            deploy_time: None,
-            objects: Vec::new(),
-        })
-        .collect();
     Ok(SimWorld {
         promotions: vec![promotion],
-        fleet: Fleet {
-            clusters,
-            default_deploy_time: None,
-            derived: false,
-        },
+        fleet: Fleet::of_inventory(inventory(client).await?),
         objects,
     })
 }

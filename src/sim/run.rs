@@ -214,6 +214,9 @@ pub struct SimReport {
     pub tick_seconds: i64,
     pub clusters: usize,
     pub fleet_derived: bool,
+    /// How the fleet was made, where a person should know (a selector that got no clusters).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fleet_notes: Vec<String>,
     pub passes: usize,
     pub promotions: Vec<PromotionTimeline>,
 }
@@ -321,6 +324,7 @@ pub struct Simulation<'h> {
     opts: SimOptions,
     clusters: usize,
     fleet_derived: bool,
+    fleet_notes: Vec<String>,
     passes: usize,
     /// The `next_check` of each promotion in the last pass.
     next_checks: Vec<DateTime<Utc>>,
@@ -449,6 +453,7 @@ impl<'h> Simulation<'h> {
             opts: opts.clone(),
             clusters: fleet.clusters.len(),
             fleet_derived: fleet.derived,
+            fleet_notes: fleet.notes.clone(),
             passes: 0,
             next_checks: Vec::new(),
         })
@@ -653,6 +658,7 @@ impl<'h> Simulation<'h> {
             tick_seconds: self.opts.tick.num_seconds(),
             clusters: self.clusters,
             fleet_derived: self.fleet_derived,
+            fleet_notes: self.fleet_notes.clone(),
             passes: self.passes,
             promotions: self.timelines.clone(),
         }
@@ -729,6 +735,9 @@ impl SimReport {
             self.tick_seconds,
             self.passes,
         );
+        for n in &self.fleet_notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
         for p in &self.promotions {
             out.push_str(&format!("\n{}\n", p.name));
             let width = p.stages.iter().map(|s| s.name.len()).max().unwrap_or(5);

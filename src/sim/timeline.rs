@@ -12,7 +12,9 @@ use crate::annotations::Run;
 use crate::api::{ClusterPromotion, StageStatus, revision_id};
 use crate::pass::FAILED_DEADLINE;
 use crate::pass::gates::freeze::FROZEN;
-use crate::pass::phase::{DEPLOYMENT_FAILED, DEPLOYMENT_FAILING, PROVISIONING};
+use crate::pass::phase::{
+    BLOCKED, DEPLOYMENT_FAILED, DEPLOYMENT_FAILING, EMPTY_STAGE, PROVISIONING,
+};
 use crate::pass::rollback;
 use crate::pass::stage_status::{description_text, description_time};
 use chrono::{DateTime, Duration, Utc};
@@ -432,6 +434,14 @@ fn hold_events(previous: &str, text: &str, s: &StageStatus) -> Vec<(Order, Strin
     }
     if entered("Held:") {
         out.push((Order::Began, text.to_string()));
+    }
+    // Blocked: a problem of the promotion, or the stage selecting no cluster; the failureMessage
+    // says which.
+    if entered(BLOCKED) || entered(EMPTY_STAGE) {
+        out.push((
+            Order::Began,
+            format!("blocked: {}", s.failure_message.as_deref().unwrap_or(text)),
+        ));
     }
     if entered(rollback::ROLLBACK_FAILED) {
         out.push((
