@@ -118,6 +118,8 @@ pub struct PromotionMetrics {
     pub deferred: bool,
     /// Not decided: a read it needs failed after its retries.
     pub undecided: bool,
+    /// The stage that holds it because it selects no cluster.
+    pub empty_stage: Option<String>,
 }
 
 impl PassMetrics {
@@ -140,6 +142,7 @@ impl PassMetrics {
                         in_error: p.in_error(),
                         deferred: p.deferred.is_some(),
                         undecided: p.undecided.is_some(),
+                        empty_stage: p.empty_stage.clone(),
                     })
                     .collect()
             })
@@ -174,6 +177,13 @@ impl PassMetrics {
 
     fn undecided(&self) -> usize {
         self.promotions.iter().filter(|p| p.undecided).count()
+    }
+
+    fn empty_stage(&self) -> usize {
+        self.promotions
+            .iter()
+            .filter(|p| p.empty_stage.is_some())
+            .count()
     }
 
     /// The Prometheus text exposition format (version 0.0.4), what a Pushgateway accepts.
@@ -235,6 +245,11 @@ impl PassMetrics {
             "promoter_promotions_undecided",
             "ClusterPromotions the last pass did not decide: a read they need still failed after its retries (also in error).",
             &[(String::new(), self.undecided() as f64)],
+        );
+        gauge(
+            "promoter_promotions_empty_stage",
+            "ClusterPromotions held (Blocked) by a stage whose clusterSelector selects no cluster.",
+            &[(String::new(), self.empty_stage() as f64)],
         );
         gauge(
             "promoter_pass_writes",
@@ -318,6 +333,25 @@ impl PassMetrics {
             "When each promotion last started a stage (status.lastPromotionTime, Unix time).",
             &last,
         );
+        let empty: Vec<(String, f64)> = self
+            .promotions
+            .iter()
+            .filter_map(|p| {
+                Some((
+                    format!(
+                        "{{promotion=\"{}\",stage=\"{}\"}}",
+                        escape(&p.name),
+                        escape(p.empty_stage.as_deref()?)
+                    ),
+                    1.0,
+                ))
+            })
+            .collect();
+        gauge(
+            "promoter_promotion_empty_stage",
+            "1 for each promotion held by a stage whose clusterSelector selects no cluster, labelled with that stage.",
+            &empty,
+        );
         out
     }
 
@@ -345,6 +379,7 @@ impl PassMetrics {
         put("PromotionsInError", "Count", self.in_error() as f64);
         put("PromotionsDeferred", "Count", self.deferred() as f64);
         put("PromotionsUndecided", "Count", self.undecided() as f64);
+        put("PromotionsEmptyStage", "Count", self.empty_stage() as f64);
         for (phase, n) in self.by_phase() {
             put(&format!("Promotions{phase}"), "Count", n as f64);
         }
@@ -445,15 +480,30 @@ mod tests {
                 evaluations: 3,
                 failures: 1,
             },
-            promotions: vec![PromotionMetrics {
-                name: "kyverno".into(),
-                phase: Phase::AwaitingApproval,
-                stage_index: Some(2),
-                last_promotion_time: Some(Utc.with_ymd_and_hms(2026, 11, 23, 11, 0, 0).unwrap()),
-                in_error: false,
-                deferred: false,
-                undecided: false,
-            }],
+            promotions: vec![
+                PromotionMetrics {
+                    name: "kyverno".into(),
+                    phase: Phase::AwaitingApproval,
+                    stage_index: Some(2),
+                    last_promotion_time: Some(
+                        Utc.with_ymd_and_hms(2026, 11, 23, 11, 0, 0).unwrap(),
+                    ),
+                    in_error: false,
+                    deferred: false,
+                    undecided: false,
+                    empty_stage: None,
+                },
+                PromotionMetrics {
+                    name: "typo".into(),
+                    phase: Phase::Blocked,
+                    stage_index: Some(2),
+                    last_promotion_time: None,
+                    in_error: true,
+                    deferred: false,
+                    undecided: false,
+                    empty_stage: Some("staging".into()),
+                },
+            ],
             notifications: crate::notify::delivery::Counts {
                 pending: 1,
                 sent: 3,
@@ -479,6 +529,8 @@ mod tests {
             "promoter_health_check_failures 1",
             "promoter_promotions_deferred 0",
             "promoter_promotions_undecided 0",
+            "promoter_promotions_empty_stage 1",
+            "promoter_promotion_empty_stage{promotion=\"typo\",stage=\"staging\"} 1",
             "promoter_notifications_sent 3",
             "promoter_notifications_failed 1",
             "promoter_notifications_dropped 0",
@@ -532,6 +584,7 @@ mod tests {
             }
         }
         assert_eq!(v["PromotionsAwaitingApproval"], 1.0);
+        assert_eq!(v["PromotionsEmptyStage"], 1.0);
         assert_eq!(v["Writes"], 2.0);
         assert_eq!(
             (&v["NotificationsSent"], &v["NotificationsPending"]),

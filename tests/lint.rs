@@ -291,3 +291,87 @@ fn unknown_promoter_keys_and_only_those() {
         "{got:#?}"
     );
 }
+
+/// Issue 46 §2: `lint --fleet` said only "cluster staging/staging is in no stage" of a stage whose
+/// selector has a typo, and the rollout went through that empty stage. The stage is an error where
+/// the rollout would hold, naming the selector and the fleet's nearest labels; with
+/// `promoter.dev/allow-empty-stages` it is a note.
+#[test]
+fn a_stage_no_cluster_of_the_fleet_matches_is_an_error_naming_the_nearest_labels() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::temp_dir().join(format!("lint-empty-{}", common::rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auto = std::fs::read_to_string(root.join("examples/blog-kyverno-auto.yaml")).unwrap();
+    let typo = dir.join("typo.yaml");
+    std::fs::write(&typo, auto.replace("env: staging", "env: stagin")).unwrap();
+    let allowed = dir.join("allowed.yaml");
+    std::fs::write(
+        &allowed,
+        auto.replace("env: staging", "env: stagin").replace(
+            "  name: kyverno-rollout-auto\n",
+            "  name: kyverno-rollout-auto\n  annotations:\n    promoter.dev/allow-empty-stages: \"staging=true\"\n",
+        ),
+    )
+    .unwrap();
+    let lint_with = |file: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+            .arg("lint")
+            .arg(file)
+            .arg("--fleet")
+            .arg(root.join("examples/fleets/blog-lab.yaml"))
+            .output()
+            .unwrap()
+    };
+    let out = lint_with(&typo);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "error: spec.stages[1].clusterSelector: the rollout would hold at this stage: stage staging selects no cluster: clusterSelector env=stagin: none of the 5 clusters of the fleet matches (nearest labels: env=staging (1 cluster))"
+        ),
+        "{text}"
+    );
+    let out = lint_with(&allowed);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("note: spec.stages[1].clusterSelector: selects no cluster; passes empty"),
+        "{text}"
+    );
+    // The seeds select a cluster of their fleets in every stage.
+    for (example, fleet) in [
+        ("blog-kyverno-auto.yaml", "blog-lab.yaml"),
+        ("blog-kyverno-manual.yaml", "blog-lab.yaml"),
+        ("rollback-on-deadline.yaml", "blog-lab.yaml"),
+        ("docs-payment-processor.yaml", "payment-processor.yaml"),
+        ("docs-cert-manager.yaml", "cert-manager.yaml"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+            .arg("lint")
+            .arg(root.join("examples").join(example))
+            .arg("--fleet")
+            .arg(root.join("examples/fleets").join(fleet))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{example}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+/// `lint --inventory` checks stage membership against the live inventory, through kube's client.
+#[tokio::test(flavor = "multi_thread")]
+async fn lint_against_the_live_inventory() {
+    let env = common::Env::new(&[("dev", "dev01", "dev"), ("prod", "prod", "prod")]).await;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("examples/blog-kyverno-auto.yaml");
+    let (code, out, err) = common::promoter(&env, &["lint", file.to_str().unwrap(), "--inventory"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        out.contains("the rollout would hold at this stage: stage staging selects no cluster: clusterSelector env=staging: none of the 2 clusters of the inventory matches (nearest labels: env=dev (1 cluster), env=prod (1 cluster))"),
+        "{out}"
+    );
+}

@@ -34,6 +34,7 @@ fn pushed_names() -> BTreeSet<String> {
             in_error: false,
             deferred: false,
             undecided: false,
+            empty_stage: Some("s".into()),
         }],
         notifications: Default::default(),
     };

@@ -901,3 +901,67 @@ async fn an_approval_keeps_the_stage_provisioned_time() {
         report.render_text()
     );
 }
+
+/// Issue 46 §2: a typo in a stage's selector (`env: stagin`) passed that stage at once ("profile
+/// applied (0 clusters)", "all clusters provisioned", promoted), and without `--fleet` the derived
+/// fleet invented clusters from the typo. The simulated rollout holds there, saying why, with and
+/// without a fleet; the annotation lets the stage pass empty as upstream's.
+#[test]
+fn a_typo_in_a_selector_holds_the_simulated_rollout() {
+    let dir = std::env::temp_dir().join(format!("sim-typo-{}", common::rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let auto = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-auto.yaml"),
+    )
+    .unwrap()
+    .replace("env: staging", "env: stagin");
+    let typo = dir.join("typo.yaml");
+    std::fs::write(&typo, &auto).unwrap();
+    let allowed = dir.join("allowed.yaml");
+    std::fs::write(
+        &allowed,
+        auto.replace(
+            "  name: kyverno-rollout-auto\n",
+            "  name: kyverno-rollout-auto\n  annotations:\n    promoter.dev/allow-empty-stages: \"staging=true\"\n",
+        ),
+    )
+    .unwrap();
+    let typo = typo.to_str().unwrap();
+    for fleet in [None, Some("examples/fleets/blog-lab.yaml")] {
+        let mut args = vec![typo];
+        if let Some(f) = fleet {
+            args.extend(["--fleet", f]);
+        }
+        let (code, out, err) = simulate_bin(&args);
+        assert_eq!(code, Some(2), "{fleet:?}: {err}{out}");
+        for part in [
+            "staging     blocked: stage staging selects no cluster: clusterSelector env=stagin",
+            "=> stopped at stage staging at",
+        ] {
+            assert!(out.contains(part), "{fleet:?}: no {part:?} in:\n{out}");
+        }
+        for never in [
+            "staging     all clusters provisioned",
+            "production  profile applied",
+        ] {
+            assert!(!out.contains(never), "{fleet:?}: {never:?} in:\n{out}");
+        }
+        if fleet.is_none() {
+            assert!(
+                out.contains("note: stage staging of kyverno-rollout-auto: no clusters derived: env=stagin looks like a typo of env=staging (the stage's name)"),
+                "{out}"
+            );
+            assert!(
+                !out.contains("staging/staging-1"),
+                "no invented cluster:\n{out}"
+            );
+        }
+    }
+    let (code, out, err) = simulate_bin(&[
+        allowed.to_str().unwrap(),
+        "--fleet",
+        "examples/fleets/blog-lab.yaml",
+    ]);
+    assert_eq!(code, Some(0), "{err}{out}");
+    assert!(out.contains("=> complete"), "{out}");
+}

@@ -369,7 +369,13 @@ async fn quiet_when_complete_and_while_soaking() {
 async fn steady_pass_costs_the_same_for_1_and_50_promotions() {
     let mut counts = Vec::new();
     for n in [1usize, 50] {
-        let env = Env::new(&[("dev", "d1", "dev"), ("prod", "p1", "prod")]).await;
+        // A cluster in every stage: a stage that selects none holds the rollout.
+        let env = Env::new(&[
+            ("dev", "d1", "dev"),
+            ("staging", "s1", "staging"),
+            ("prod", "p1", "prod"),
+        ])
+        .await;
         let base = env.apply_example("blog-kyverno-auto.yaml");
         let template = env.promotion(&base[0]).unwrap();
         for i in 1..n {

@@ -3,6 +3,7 @@
 use super::output::{Format, Human, Printer, Render, formats};
 use super::timezone;
 use chrono::Utc;
+use promoter::client::ClientArgs;
 use promoter::ops::lint::{Diagnostic, Severity, lint};
 use promoter::sim::Fleet;
 use std::path::PathBuf;
@@ -11,21 +12,28 @@ use std::process::ExitCode;
 /// Check manifests offline, before they are applied, with file, document and field path.
 ///
 /// Errors (exit 2): what the API server would reject or prune, generated names that are too long or
-/// invalid, durations, cron expressions, Lua that does not compile, CEL that does not parse, and with
-/// --fleet, clusters selected by two stages. Warnings (exit 0): selectors that can overlap, clusters in
-/// no stage, DryRun and OneTime sync modes, a trigger on the last stage. Notes preview windows.
+/// invalid, durations, cron expressions, Lua that does not compile, CEL that does not parse, a stage
+/// that selects no cluster (an empty selector; with --fleet or --inventory, one no cluster matches)
+/// where the rollout would hold, and with --fleet or --inventory, clusters selected by two stages.
+/// Warnings (exit 0): selectors that can overlap, clusters in no stage, DryRun and OneTime sync
+/// modes, a trigger on the last stage. Notes preview windows.
 ///
 /// Examples:
 ///   promoter lint examples/*.yaml
 ///   promoter lint my-promotion.yaml --fleet fleet.yaml
+///   promoter lint my-promotion.yaml --inventory
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct LintArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// A fleet (Fleet and SveltosCluster documents) to check stage membership against.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "inventory")]
     fleet: Option<PathBuf>,
+    /// Check stage membership against the live cluster inventory (the SveltosClusters and CAPI
+    /// Clusters of the cluster the kubeconfig points at) instead of a fleet file.
+    #[arg(long)]
+    inventory: bool,
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
@@ -85,13 +93,21 @@ impl Render for Report {
     }
 }
 
-pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: LintArgs, client: &ClientArgs) -> anyhow::Result<ExitCode> {
     let tz = timezone(&args.timezone)?;
     let fleet = match &args.fleet {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow::anyhow!("{}: cannot read: {e}", path.display()))?;
             Some(Fleet::parse(&text, &path.display().to_string()).map_err(|e| anyhow::anyhow!(e))?)
+        }
+        // Only here does lint read a cluster.
+        None if args.inventory => {
+            let client = promoter::client::client(client).await?;
+            let inventory = promoter::pass::observe::inventory(&client)
+                .await
+                .map_err(|e| e.context("reading the cluster inventory"))?;
+            Some(Fleet::of_inventory(inventory))
         }
         None => None,
     };

@@ -197,7 +197,7 @@ async fn dispatch(
         Command::Rollback(args) => control::rollback(args, client).await,
         Command::Freeze(args) => freeze::run(args, client).await,
         Command::Dashboard(args) => dashboard::run(args, client).await,
-        Command::Lint(args) => lint::run(args),
+        Command::Lint(args) => lint::run(args, client).await,
         Command::Doctor(args) => doctor::run(args, client).await,
         Command::Completions { shell } => {
             clap_complete::generate(

@@ -59,7 +59,9 @@ fn signed_duration(s: &str) -> Result<chrono::Duration, String> {
 /// The same pass as `promoter step` runs, through kube's client, against an in-process fake API
 /// server; a simulated Sveltos addon-controller deploys each generated ClusterProfile to its
 /// matching clusters (honouring maxUpdate), and the clock jumps over quiet stretches.
-/// Without --fleet, a few clusters per stage are derived from the stage selectors.
+/// Without --fleet, a few clusters per stage are derived from the stage selectors (none for an
+/// empty selector or one that looks like a typo: the report's notes say which, and that stage holds
+/// the rollout, as a stage that selects no cluster does).
 /// Exit codes: 0 every promotion completed; 2 some stopped (the output says where and why);
 /// 1 the simulation could not run (bad manifest or flag).
 ///

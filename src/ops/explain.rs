@@ -113,6 +113,9 @@ pub struct PolicyExplanation {
     pub revision_history_limit: usize,
     /// How long a rollback may take (`1h`, or `none`).
     pub rollback_deadline: String,
+    /// `promoter.dev/allow-empty-stages` as written; none: every stage that selects no cluster
+    /// holds the rollout.
+    pub allow_empty_stages: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -145,6 +148,10 @@ pub struct StageExplanation {
     pub provisioned_at: Option<DateTime<Utc>>,
     /// When the rollout was promoted past the stage (its `Successfully provisioned` description).
     pub promoted_at: Option<DateTime<Utc>>,
+    /// The stage selects no cluster of the inventory: why it holds the rollout when it is reached
+    /// (or that `promoter.dev/allow-empty-stages` lets it pass empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selects_no_cluster: Option<String>,
     /// What Sveltos redeploys for the spec promoter last wrote to the profile, from the
     /// `promoter.dev/redeploy` record (how stage completion judges a `Provisioned`).
     pub redeploy: Option<String>,
@@ -278,6 +285,7 @@ pub fn explain(
     let mut row = status_row(p, world, now, tz);
     row.last_pass = last_pass.cloned();
     let status = p.status.clone().unwrap_or_default();
+    let (settings, setting_errors) = crate::settings::parse(p);
     let stages = p
         .spec
         .stages
@@ -313,7 +321,25 @@ pub fn explain(
                 .profiles
                 .contains_key(&profile)
                 .then(|| redeploy_text(record.as_ref()));
-            let clusters = matching_clusters(&selector, world)
+            let matching = matching_clusters(&selector, world);
+            let selects_no_cluster = matching.is_empty().then(|| {
+                if settings.allow_empty_stages.allowed(&stage.name) {
+                    format!(
+                        "passes empty, as upstream's: {} allows it",
+                        crate::settings::ALLOW_EMPTY_STAGES
+                    )
+                } else {
+                    format!(
+                        "holds the rollout when reached: {}",
+                        crate::pass::empty_stage::message(
+                            &stage.name,
+                            &selector,
+                            world.clusters.iter().map(|c| &c.labels),
+                        )
+                    )
+                }
+            });
+            let clusters = matching
                 .into_iter()
                 .map(|c| {
                     let cs = summaries.and_then(|s| s.find(c.kind, &c.namespace, &c.name));
@@ -437,6 +463,7 @@ pub fn explain(
                     .and_then(|s| s.current_status_description.as_deref())
                     .filter(|d| description_text(d) == "Successfully provisioned")
                     .and_then(description_time),
+                selects_no_cluster,
                 redeploy,
                 clusters,
                 excluded,
@@ -447,7 +474,6 @@ pub fn explain(
             }
         })
         .collect();
-    let (settings, setting_errors) = crate::settings::parse(p);
     let annotation_problems = setting_errors
         .iter()
         .chain(&crate::known_keys::problems(p))
@@ -499,6 +525,12 @@ pub fn explain(
                 .rollback_deadline
                 .as_ref()
                 .map_or("none".into(), |d| d.text.clone()),
+            allow_empty_stages: p
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::settings::ALLOW_EMPTY_STAGES))
+                .cloned(),
         },
         annotations: crate::known_keys::present(p),
         annotation_problems,
@@ -617,6 +649,9 @@ impl Explanation {
             },
             pol.rollback_deadline
         );
+        if let Some(allowed) = &pol.allow_empty_stages {
+            let _ = writeln!(out, "  stages allowed to pass empty: {allowed}");
+        }
         for problem in &self.annotation_problems {
             let _ = writeln!(out, "  {}: {}", problem.severity, problem.message);
         }
@@ -728,6 +763,9 @@ impl Explanation {
             }
             if let Some(r) = &s.redeploy {
                 let _ = writeln!(out, "  redeploy: {r}");
+            }
+            if let Some(e) = &s.selects_no_cluster {
+                let _ = writeln!(out, "  selects no cluster: {e}");
             }
             let _ = writeln!(out, "  clusters ({}):", s.clusters.len());
             for c in &s.clusters {

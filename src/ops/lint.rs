@@ -16,6 +16,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use serde_json::Value;
 use serde_path_to_error::Segment;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -171,10 +172,25 @@ fn lint_promotion(
                 e.to_string(),
             );
         } else if selector.is_empty() {
-            sink.push(
-                Severity::Warning,
-                format!("{base}.clusterSelector"),
-                "empty: selects no cluster, so the stage completes at once",
+            empty_stage(sink, p, i, "empty: selects no cluster".into());
+        } else if let Some(fleet) = fleet
+            && !fleet
+                .clusters
+                .iter()
+                .any(|c| selector.selects(&c.labels).unwrap_or(false))
+        {
+            let labels: Vec<&BTreeMap<String, String>> =
+                fleet.clusters.iter().map(|c| &c.labels).collect();
+            empty_stage(
+                sink,
+                p,
+                i,
+                crate::pass::empty_stage::message_of(
+                    &stage.name,
+                    &selector,
+                    labels,
+                    fleet.source(),
+                ),
             );
         }
         let Some(trigger) = &stage.trigger else {
@@ -312,6 +328,37 @@ fn lint_promotion(
             }
         }
     }
+}
+
+/// Stage `index` selects no cluster (`why`): the rollout holds there (an error), unless
+/// `promoter.dev/allow-empty-stages` lets it pass empty (a note).
+fn empty_stage(sink: &mut Sink, p: &ClusterPromotion, index: usize, why: String) {
+    let stage = &p.spec.stages[index].name;
+    let path = format!("spec.stages[{index}].clusterSelector");
+    if crate::settings::Settings::of(p)
+        .allow_empty_stages
+        .allowed(stage)
+    {
+        sink.push(
+            Severity::Note,
+            path,
+            format!(
+                "selects no cluster; passes empty, as upstream's, since {} allows it",
+                crate::settings::ALLOW_EMPTY_STAGES
+            ),
+        );
+        return;
+    }
+    let message = if why.starts_with("stage ") {
+        format!("the rollout would hold at this stage: {why}")
+    } else {
+        format!(
+            "{why}, so the rollout holds at this stage; correct the selector, or let the stage pass \
+             empty as Sveltos does with the annotation {}: \"{stage}=true\"",
+            crate::settings::ALLOW_EMPTY_STAGES
+        )
+    };
+    sink.push(Severity::Error, path, message);
 }
 
 /// Whether two field paths are the same field or one contains the other.

@@ -127,15 +127,25 @@ pub fn message<'a>(
     selector: &LabelSelector,
     inventory: impl IntoIterator<Item = &'a BTreeMap<String, String>> + Clone,
 ) -> String {
+    message_of(stage, selector, inventory, "the inventory")
+}
+
+/// [`message`] about the clusters of `source` (`the inventory`, `the fleet`).
+pub fn message_of<'a>(
+    stage: &str,
+    selector: &LabelSelector,
+    inventory: impl IntoIterator<Item = &'a BTreeMap<String, String>> + Clone,
+    source: &str,
+) -> String {
     let clusters = inventory.clone().into_iter().count();
     let nearest = nearest_labels(selector, inventory);
     let what = if clusters == 0 {
-        "the inventory has no cluster".to_string()
+        format!("{source} has no cluster")
     } else if nearest.is_empty() {
-        format!("none of the {clusters} clusters of the inventory matches")
+        format!("none of the {clusters} clusters of {source} matches")
     } else {
         format!(
-            "none of the {clusters} clusters of the inventory matches (nearest labels: {})",
+            "none of the {clusters} clusters of {source} matches (nearest labels: {})",
             nearest.join(", ")
         )
     };

@@ -66,6 +66,8 @@ pub struct Fleet {
     pub derived: bool,
     /// What a person should know of how it was made (a selector that got no clusters, and why).
     pub notes: Vec<String>,
+    /// Read from a live cluster's inventory.
+    pub live: bool,
 }
 
 #[derive(Deserialize)]
@@ -216,6 +218,7 @@ impl Fleet {
             default_deploy_time: None,
             derived: true,
             notes,
+            live: false,
         }
     }
 
@@ -234,7 +237,17 @@ impl Fleet {
                     objects: Vec::new(),
                 })
                 .collect(),
+            live: true,
             ..Fleet::default()
+        }
+    }
+
+    /// What its clusters are, in a sentence: `the inventory`, `the fleet`.
+    pub fn source(&self) -> &'static str {
+        match (self.live, self.derived) {
+            (true, _) => "the inventory",
+            (false, true) => "the derived fleet",
+            (false, false) => "the fleet",
         }
     }
 
@@ -246,9 +259,11 @@ impl Fleet {
 }
 
 /// Why a stage's `matchLabels` look like a typo: a value within a typo's reach of the stage's own
-/// name or of the value another stage (of any promotion) gives the same key, or a key within a
-/// typo's reach of a key another stage uses and no other stage uses itself. Values that differ
-/// only in digits (`eu-1`, `eu-2`; `qa1`, `qa`) are a sequence, not a typo.
+/// name, or of the value another stage gives the same key where that value is some stage's name
+/// (`env: prodution` in stage `canary` beside stage `production` with `env: production`); or a key
+/// no other stage uses within a typo's reach of a key two other stages use. Which of two near
+/// values is the typo is otherwise unknowable, so neither is suspected. Values that differ only in
+/// digits (`eu-1`, `eu-2`; `qa1`, `qa`) are a sequence, not a typo.
 fn looks_like_a_typo(
     stage: &str,
     selector: &LabelSelector,
@@ -260,9 +275,11 @@ fn looks_like_a_typo(
             .filter(|c| !c.is_ascii_digit())
             .collect::<String>()
     };
+    let names: Vec<&str> = all.iter().map(|(name, _)| *name).collect();
     for (key, value) in selector.match_labels.iter().flatten() {
         let mut values: Vec<&str> = others()
             .filter_map(|(_, labels)| labels.get(key).map(String::as_str))
+            .filter(|v| names.contains(v))
             .collect();
         values.push(stage);
         let near = crate::suggest::closest(
@@ -274,9 +291,9 @@ fn looks_like_a_typo(
         );
         if let Some(near) = near {
             let whose = if near == stage {
-                "the stage's name".to_string()
+                "the stage's name"
             } else {
-                "another stage's".to_string()
+                "another stage's"
             };
             return Some(format!(
                 "{key}={value} looks like a typo of {key}={near} ({whose})"
@@ -287,9 +304,10 @@ fn looks_like_a_typo(
             .collect();
         if !keys.contains(&key.as_str())
             && let Some(near) = crate::suggest::closest(key, keys.iter().copied())
+            && keys.iter().filter(|k| **k == near).count() >= 2
         {
             return Some(format!(
-                "the label key {key} looks like a typo of {near} (another stage's)"
+                "the label key {key} looks like a typo of {near} (other stages')"
             ));
         }
     }
@@ -375,22 +393,30 @@ mod tests {
                     "stage staging of p: no clusters derived: env=stagin looks like a typo of env=staging (the stage's name); a fleet file (--fleet) simulates the real inventory",
                 ],
             ),
-            // A value near another stage's.
+            // A value near another stage's, which is that stage's name.
+            (
+                json!([{"name": "canary", "clusterSelector": sel("env", "prodution")},
+                       {"name": "production", "clusterSelector": sel("env", "production")}]),
+                &["production"],
+                &[
+                    "stage canary of p: no clusters derived: env=prodution looks like a typo of env=production (another stage's); a fleet file (--fleet) simulates the real inventory",
+                ],
+            ),
+            // Which of two near values is the typo is unknowable: neither is suspected.
             (
                 json!([{"name": "a", "clusterSelector": sel("env", "production")},
                        {"name": "b", "clusterSelector": sel("env", "prodution")}]),
-                &["a"],
-                &[
-                    "stage b of p: no clusters derived: env=prodution looks like a typo of env=production (another stage's); a fleet file (--fleet) simulates the real inventory",
-                ],
+                &["a", "b"],
+                &[],
             ),
-            // A key near another stage's.
+            // A key near the key of two other stages.
             (
                 json!([{"name": "a", "clusterSelector": sel("env", "dev")},
-                       {"name": "b", "clusterSelector": sel("evn", "prod")}]),
-                &["a"],
+                       {"name": "b", "clusterSelector": sel("env", "stg")},
+                       {"name": "c", "clusterSelector": sel("evn", "prod")}]),
+                &["a", "b"],
                 &[
-                    "stage b of p: no clusters derived: the label key evn looks like a typo of env (another stage's); a fleet file (--fleet) simulates the real inventory",
+                    "stage c of p: no clusters derived: the label key evn looks like a typo of env (other stages'); a fleet file (--fleet) simulates the real inventory",
                 ],
             ),
             // Sequences and unrelated names are no typos.
