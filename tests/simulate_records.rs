@@ -524,3 +524,27 @@ async fn three_promotions_on_a_derived_fleet() {
     o.freezes.push(ScriptedFreeze::parse("30m..90m=x").unwrap());
     checked("derived fleet", promotions, fleet, &o).await;
 }
+
+/// A fourth promotion whose staging selector has a typo holds there (its Blocked Event is a line),
+/// beside the three others, with an update and a freeze.
+#[tokio::test]
+async fn a_typo_beside_three_promotions() {
+    let mut typo = example("blog-kyverno-auto.yaml").remove(0);
+    typo.metadata.name = Some("typo".into());
+    typo.spec.stages[1].cluster_selector =
+        serde_json::from_value(serde_json::json!({"matchLabels": {"env": "stagin"}})).unwrap();
+    let mut promotions = three();
+    promotions.push(typo);
+    let mut o = opts();
+    o.updates = updates(Duration::hours(1));
+    o.freezes
+        .push(ScriptedFreeze::parse("20m..2h=holidays").unwrap());
+    let report = checked("a typo", promotions.clone(), lab(), &o).await;
+    let t = report.promotions.iter().find(|p| p.name == "typo").unwrap();
+    assert_eq!(
+        t.stopped.as_ref().and_then(|s| s.stage.as_deref()),
+        Some("staging")
+    );
+    let fleet = Fleet::derive(&promotions, 2);
+    checked("a typo, derived fleet", promotions, fleet, &o).await;
+}
