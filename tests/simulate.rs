@@ -3,6 +3,7 @@
 mod common;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use common::{example, example_fleet as fleet};
 use promoter::api::ClusterPromotion;
 use promoter::sim::timeline::PromotionTimeline;
 use promoter::sim::{
@@ -14,23 +15,6 @@ use std::path::Path;
 
 fn start() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 2, 17, 6, 0, 0).unwrap() // a Tuesday
-}
-
-fn example(file: &str) -> Vec<ClusterPromotion> {
-    let docs = promoter::manifest::load_file(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(file),
-    )
-    .unwrap();
-    docs.iter().filter_map(|d| d.promotion().cloned()).collect()
-}
-
-fn fleet(file: &str) -> Fleet {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples/fleets")
-        .join(file);
-    Fleet::parse(&std::fs::read_to_string(&path).unwrap(), file).unwrap()
 }
 
 fn opts() -> SimOptions {
@@ -243,12 +227,7 @@ async fn derived_fleet_runs_any_manifest() {
 
 #[tokio::test]
 async fn plan_predicts_the_rest_from_live_state() {
-    let env = common::Env::new(&[
-        ("dev", "dev01", "dev"),
-        ("staging", "stg", "staging"),
-        ("prod", "prod", "prod"),
-    ])
-    .await;
+    let env = common::Env::lab().await;
     env.apply_example("blog-kyverno-auto.yaml");
     for _ in 0..6 {
         env.tick().await;
@@ -360,12 +339,7 @@ async fn health_checks_run_against_the_objects_each_fleet_cluster_holds() {
 /// duration grammar (`1d`), and an `--approve` naming no stage is refused.
 #[tokio::test(flavor = "multi_thread")]
 async fn plan_through_the_binary_reports_only_what_happens() {
-    let env = common::Env::new(&[
-        ("dev", "dev01", "dev"),
-        ("staging", "stg", "staging"),
-        ("prod", "prod", "prod"),
-    ])
-    .await;
+    let env = common::Env::lab().await;
     env.apply_example("blog-kyverno-manual.yaml");
     for _ in 0..12 {
         env.tick().await;
@@ -830,12 +804,7 @@ async fn lines_of_one_instant_read_cause_before_effect() {
 /// was redeployed: the stored deployment time stays; the promotion's time is its own line.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_keeps_the_stage_provisioned_time() {
-    let env = common::Env::new(&[
-        ("dev", "dev01", "dev"),
-        ("staging", "stg", "staging"),
-        ("prod", "prod", "prod"),
-    ])
-    .await;
+    let env = common::Env::lab().await;
     env.apply_example("blog-kyverno-manual.yaml");
     let name = "kyverno-prog-rollout-man";
     let provisioned = |env: &common::Env| {

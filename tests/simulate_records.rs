@@ -7,7 +7,10 @@
 //! line of a kind the passes announce has its Event, the verdict is what the promotion's own last
 //! pass decided and recorded.
 
+mod common;
+
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use common::{example, example_fleet};
 use promoter::api::{ClusterPromotion, revision_id};
 use promoter::fake::cluster_promotion_type;
 use promoter::pass::{Phase, PromotionReport};
@@ -17,25 +20,13 @@ use promoter::sim::{
     SimOptions, SimReport, SimWorld, Simulation,
 };
 use std::collections::BTreeMap;
-use std::path::Path;
 
 fn start() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 2, 17, 6, 0, 0).unwrap()
 }
 
-fn example(file: &str) -> Vec<ClusterPromotion> {
-    let docs = promoter::manifest::load_file(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("examples")
-            .join(file),
-    )
-    .unwrap();
-    docs.iter().filter_map(|d| d.promotion().cloned()).collect()
-}
-
 fn lab() -> Fleet {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleets/blog-lab.yaml");
-    Fleet::parse(&std::fs::read_to_string(&path).unwrap(), "blog-lab.yaml").unwrap()
+    example_fleet("blog-lab.yaml")
 }
 
 fn opts() -> SimOptions {

@@ -24,6 +24,25 @@ pub struct Env {
     pub now: Arc<Mutex<DateTime<Utc>>>,
 }
 
+/// The ClusterPromotions of a file of `examples/`.
+pub fn example(file: &str) -> Vec<ClusterPromotion> {
+    let docs = promoter::manifest::load_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(file),
+    )
+    .unwrap();
+    docs.iter().filter_map(|d| d.promotion().cloned()).collect()
+}
+
+/// A fleet of `examples/fleets/`.
+pub fn example_fleet(file: &str) -> promoter::sim::Fleet {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/fleets")
+        .join(file);
+    promoter::sim::Fleet::parse(&std::fs::read_to_string(&path).unwrap(), file).unwrap()
+}
+
 pub fn start_time() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 2, 16, 6, 0, 0).unwrap()
 }
@@ -32,6 +51,16 @@ impl Env {
     /// A fleet of ready SveltosClusters `(namespace, name, env label)`.
     pub async fn new(clusters: &[(&str, &str, &str)]) -> Env {
         Env::on(FakeApiServer::start_with_sveltos().await.unwrap(), clusters).await
+    }
+
+    /// The blog's lab with one cluster per stage: `dev/dev01`, `staging/stg`, `prod/prod`.
+    pub async fn lab() -> Env {
+        Env::new(&[
+            ("dev", "dev01", "dev"),
+            ("staging", "stg", "staging"),
+            ("prod", "prod", "prod"),
+        ])
+        .await
     }
 
     /// The same, on a server that does not serve promoter's own CRDs.
