@@ -19,16 +19,8 @@ fn start() -> DateTime<Utc> {
 
 fn opts() -> SimOptions {
     SimOptions {
-        start: start(),
-        tick: Duration::minutes(1),
         until: Duration::days(14),
-        approvals: Vec::new(),
-        failures: Vec::new(),
-        updates: Vec::new(),
-        freezes: Vec::new(),
-        default_tz: chrono_tz::Tz::UTC,
-        sveltos_clock_skew: Duration::zero(),
-        progress: false,
+        ..SimOptions::new(start())
     }
 }
 

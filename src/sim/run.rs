@@ -206,6 +206,25 @@ pub struct SimOptions {
     pub progress: bool,
 }
 
+impl SimOptions {
+    /// A simulation from `start` with the CLI's defaults: one pass a minute for up to 30 days,
+    /// windows in UTC, nothing scripted, no progress shown.
+    pub fn new(start: DateTime<Utc>) -> SimOptions {
+        SimOptions {
+            start,
+            tick: Duration::minutes(1),
+            until: Duration::days(30),
+            approvals: Vec::new(),
+            failures: Vec::new(),
+            updates: Vec::new(),
+            freezes: Vec::new(),
+            default_tz: chrono_tz::Tz::UTC,
+            sveltos_clock_skew: Duration::zero(),
+            progress: false,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SimReport {
