@@ -11,6 +11,7 @@
 use crate::annotations::Run;
 use crate::api::{ClusterPromotion, StageStatus, revision_id};
 use crate::pass::FAILED_DEADLINE;
+use crate::pass::decision::Reason;
 use crate::pass::gates::freeze::FROZEN;
 use crate::pass::phase::{
     BLOCKED, DEPLOYMENT_FAILED, DEPLOYMENT_FAILING, EMPTY_STAGE, PROVISIONING,
@@ -193,7 +194,7 @@ impl PromotionTimeline {
             let previous = self.waiting.get(&name).cloned().unwrap_or_default();
             let failed_now = recorded
                 .iter()
-                .filter(|e| e.reason == "DeploymentFailed")
+                .filter(|e| e.reason == Reason::DeploymentFailed.as_str())
                 .find_map(|e| e.note.strip_prefix(&format!("Stage {name}: ")))
                 .map(String::from);
             let st = &mut self.stages[i];
@@ -268,8 +269,9 @@ impl PromotionTimeline {
                     ));
                 }
             }
-            // A failure is said when the pass recorded it (Sveltos' error, from its Event), or,
-            // read off a status no pass of this timeline wrote, when the text says it.
+            // A failure is said when the pass recorded it (Sveltos' error, from its Event); a
+            // status that enters a failure without one (read as it is, by `plan`), from its
+            // failureMessage.
             let failing =
                 text.starts_with(DEPLOYMENT_FAILING) || text.starts_with(DEPLOYMENT_FAILED);
             if let Some(what) =
