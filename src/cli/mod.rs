@@ -14,6 +14,7 @@ mod jsonpath;
 mod lint;
 pub mod output;
 mod plugin;
+mod reference;
 mod sim;
 mod step;
 
@@ -77,6 +78,8 @@ enum Command {
         shell: clap_complete::Shell,
     },
     Crd(CrdArgs),
+    #[command(hide = true)]
+    Reference(reference::ReferenceArgs),
 }
 
 /// Print the CRDs (generated from promoter's types) as YAML: ClusterPromotion, then promoter's own
@@ -143,7 +146,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Help and version go to stdout with 0; a usage error exits 1 (2 means "a promotion is
             // in error" for `step`).
-            let code = if e.use_stderr() { 1 } else { 0 };
+            use promoter::exit_codes::{CANNOT_RUN, SUCCESS};
+            let code = if e.use_stderr() { CANNOT_RUN } else { SUCCESS };
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -164,14 +168,14 @@ pub fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(promoter::exit_codes::CANNOT_RUN);
         }
     };
     match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("{}", promoter::cli_error::render(&e));
-            ExitCode::from(1)
+            ExitCode::from(promoter::exit_codes::CANNOT_RUN)
         }
     }
 }
@@ -208,6 +212,7 @@ async fn dispatch(
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::Reference(args) => reference::run(args),
         Command::Crd(args) => promoter::crd::crds_yaml(&args.crds()).map(|yaml| {
             print!("{yaml}");
             ExitCode::SUCCESS

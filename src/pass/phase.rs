@@ -103,6 +103,48 @@ impl Phase {
         }
     }
 
+    /// What the phase means, for a person (the book's reference of phases says it).
+    pub fn about(self) -> &'static str {
+        match self {
+            Phase::Pending => {
+                "no pass has processed this revision yet (never run, or the spec changed since)"
+            }
+            Phase::Progressing => "the current stage's profile is being deployed",
+            Phase::Soaking => "deployed; waiting for the stage's delay to pass (`until`)",
+            Phase::WindowClosed => "waiting for the promotion window to open (`until`)",
+            Phase::RunningChecks => {
+                "health checks or the preHealthCheckDeployment are running (or not evaluated yet)"
+            }
+            Phase::ChecksFailing => "health checks did not pass; the next passes check again",
+            Phase::AwaitingApproval => "a manual stage waits for `promoter approve`",
+            Phase::Complete => "the last stage was promoted past",
+            Phase::Failing => {
+                "a deployment failed on a cluster of the current stage and its progress deadline is ahead: Sveltos retries until then (`until`); then the failure policy acts"
+            }
+            Phase::Failed => {
+                "the run is halted: a deployment failed and no progress deadline will act on it, or the stage missed its deadline under `failure-policy: halt`; a person acts"
+            }
+            Phase::Blocked => {
+                "the ClusterPromotion cannot be processed as written (invalid, overlapping stages, a bad setting)"
+            }
+            Phase::Paused => "`promoter pause`: every pass leaves it alone until resumed",
+            Phase::Deleting => "being deleted: a pass removes its profiles, then the finalizer",
+            Phase::Frozen => {
+                "a PromotionFreeze holds it: the current stage finishes, the next one does not start"
+            }
+            Phase::RollingBack => {
+                "stages are going back to the last known good revision (or `--to-revision`)"
+            }
+            Phase::RolledBack => "rolled back: holds until its spec changes or `promoter resume`",
+            Phase::Aborted => {
+                "`promoter abort`: the run holds where it is until its spec changes or `promoter resume`"
+            }
+            Phase::RollbackFailed => {
+                "a rollback missed its own deadline (`promoter.dev/rollback-deadline`): it holds for a person; `promoter resume` gives it a new deadline"
+            }
+        }
+    }
+
     /// `status --exit-code`: what a CI job gates on. 0 complete; 3 still moving (promoter or
     /// Sveltos will act without a person: deploying, waiting on time, checks, a freeze, a failing
     /// deployment before its deadline, a rollback under way, a pause); 4 awaiting approval; 5 held
