@@ -63,6 +63,70 @@ fn the_seed_examples_have_no_errors() {
     );
 }
 
+/// Every example says in its first line what it shows, and those written for promoter (not the
+/// seeds of upstream's documents) lint without a warning either, each with the fleet it names.
+#[test]
+fn every_example_says_what_it_shows_and_promoter_s_own_lint_clean() {
+    let mut files = yaml_files("examples");
+    files.extend(yaml_files("examples/demo"));
+    files.extend(yaml_files("examples/fleets"));
+    files.extend(yaml_files("examples/ci"));
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(
+            text.starts_with("# ") && text.lines().next().is_some_and(|l| l.len() > 20),
+            "{}: no first-line comment of what it shows",
+            file.display()
+        );
+    }
+    let fleet = |name: &str| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+        promoter::sim::Fleet::parse(&std::fs::read_to_string(&path).unwrap(), name).unwrap()
+    };
+    for (manifests, fleet_file) in [
+        (
+            vec!["examples/promotion-window.yaml"],
+            "examples/fleets/blog-lab.yaml",
+        ),
+        (
+            vec!["examples/health-check.yaml"],
+            "examples/fleets/health-check.yaml",
+        ),
+        (
+            vec![
+                "examples/rollback-on-deadline.yaml",
+                "examples/rollback-on-deadline-v2.yaml",
+            ],
+            "examples/fleets/blog-lab.yaml",
+        ),
+        (
+            vec!["examples/demo/teams.yaml", "examples/demo/freeze.yaml"],
+            "examples/fleets/blog-lab.yaml",
+        ),
+        (
+            vec!["examples/freeze-holidays.yaml"],
+            "examples/fleets/blog-lab.yaml",
+        ),
+    ] {
+        let paths: Vec<std::path::PathBuf> = manifests
+            .iter()
+            .map(|m| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(m))
+            .collect();
+        let diagnostics = lint(
+            &paths,
+            Some(&fleet(fleet_file)),
+            chrono_tz::Tz::UTC,
+            chrono::Utc::now(),
+        );
+        let problems: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.severity != Severity::Note)
+            .map(|d| d.to_string())
+            .collect();
+        assert!(problems.is_empty(), "{manifests:?}: {problems:#?}");
+    }
+}
+
 #[test]
 fn a_fleet_shows_concrete_overlaps_and_strays() {
     let fleet = promoter::sim::Fleet::parse(
