@@ -7,7 +7,7 @@
 //! Some stored texts are upstream's, kept exactly so that dashboards and scripts written for
 //! Sveltos keep working, even where their words are narrower than what they stand for (upstream
 //! says `Delayed: Waiting for Time Window` for a soak); `status` then says what it means. The other
-//! texts are promoter's own. README's "What the status says" lists both.
+//! texts are promoter's own. The book's reference (docs/src/reference/phases.md, generated) lists both.
 
 use serde::Serialize;
 
