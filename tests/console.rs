@@ -8,7 +8,16 @@
 //! simulator's virtual clock starts at [`START`] (`PROMOTER_SIMULATE_START`), so timelines do not
 //! depend on when the test runs. The count of blocks and commands run is written to
 //! `target/tmp/console-examples.txt` (CI prints it).
+//!
+//! A page whose commands need a cluster names one of [`WORLDS`] in an HTML comment (invisible in
+//! the book): `<!-- console world: failing -->`. Its blocks then run against the fake API server
+//! with the simulated Sveltos, brought by passes to where the page's story is, its clock ending
+//! at the real time (the commands compute ages from it), with `KUBECONFIG` pointing at it.
 
+mod common;
+
+use chrono::{Duration, Utc};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Where the simulator's clock starts for every example.
@@ -77,14 +86,68 @@ fn console_only(text: &str) -> (String, usize, usize) {
     (out, blocks, commands)
 }
 
-#[test]
-fn every_console_example_of_the_readme_and_the_book_runs_as_shown() {
+/// The worlds a page may run its commands against.
+const WORLDS: [&str; 2] = ["failing", "awaiting-approval"];
+
+/// The blog's lab (`examples/fleets/blog-lab.yaml`) as the fake server's SveltosClusters.
+const LAB: [(&str, &str, &str); 4] = [
+    ("dev", "dev01", "dev"),
+    ("dev", "dev02", "dev"),
+    ("staging", "staging", "staging"),
+    ("prod", "prod", "prod"),
+];
+
+/// The world `name`, after its passes, the last one a minute before now.
+async fn world(name: &str) -> common::Env {
+    let mut env = common::Env::new(&LAB).await;
+    let (example, passes) = match name {
+        // dev01's deployments fail from the start: the rollout halts at dev.
+        "failing" => ("blog-kyverno-auto.yaml", 4),
+        // staging deployed, waiting for a person.
+        "awaiting-approval" => ("blog-kyverno-manual.yaml", 10),
+        other => panic!("no console world {other:?}: one of {WORLDS:?}"),
+    };
+    let now = Utc::now();
+    let start = now - Duration::seconds(now.timestamp() % 60) - Duration::minutes(passes);
+    *env.now.lock().expect("the clock") = start;
+    if name == "failing" {
+        env.addon.failing.insert("dev/dev01".into(), start);
+    }
+    env.apply_example(example);
+    for _ in 0..passes {
+        env.tick().await;
+    }
+    env
+}
+
+/// The world a page asks for, if any.
+fn world_of(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("<!-- console world: "))
+        .and_then(|rest| rest.strip_suffix(" -->"))
+        .map(str::to_string)
+}
+
+fn test_cases(bin: &Path) -> trycmd::TestCases {
+    let cases = trycmd::TestCases::new();
+    cases
+        .register_bin("promoter", bin)
+        .env("PROMOTER_SIMULATE_START", START)
+        .env("NO_COLOR", "1")
+        .env("TZ", "UTC");
+    cases
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_console_example_of_the_readme_and_the_book_runs_as_shown() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cases = Path::new(env!("CARGO_TARGET_TMPDIR")).join("console-cases");
     let _ = std::fs::remove_dir_all(&cases);
     std::fs::create_dir_all(&cases).expect("the cases' folder");
     let (mut blocks, mut commands, mut pages) = (0, 0, 0);
     let mut per_page = Vec::new();
+    // Pages by the world they run in ("" for none).
+    let mut by_world: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
     for file in markdown_files(root) {
         let text = std::fs::read_to_string(&file).expect("a page");
         let (only, b, c) = console_only(&text);
@@ -95,6 +158,10 @@ fn every_console_example_of_the_readme_and_the_book_runs_as_shown() {
         // One flat name per page, which still says where it is from.
         let name = relative.to_string_lossy().replace('/', "__");
         std::fs::write(cases.join(&name), only).expect("a case");
+        by_world
+            .entry(world_of(&text).unwrap_or_default())
+            .or_default()
+            .push(cases.join(&name));
         per_page.push(format!("{}: {b} blocks, {c} commands", relative.display()));
         blocks += b;
         commands += c;
@@ -115,10 +182,30 @@ fn every_console_example_of_the_readme_and_the_book_runs_as_shown() {
         "a failure names the page as {}/<path with / as __>:<line of the page>",
         cases.display()
     );
-    trycmd::TestCases::new()
-        .register_bin("promoter", Path::new(env!("CARGO_BIN_EXE_promoter")))
-        .env("PROMOTER_SIMULATE_START", START)
-        .env("NO_COLOR", "1")
-        .env("TZ", "UTC")
-        .case(cases.join("*.md"));
+    let bin = Path::new(env!("CARGO_BIN_EXE_promoter"));
+    for (name, pages) in by_world {
+        // trycmd blocks until its commands are done: the fake server's tasks run on the
+        // runtime's other threads meanwhile.
+        let env = if name.is_empty() {
+            None
+        } else {
+            Some(world(&name).await)
+        };
+        let kubeconfig =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("console-{name}.kubeconfig"));
+        tokio::task::block_in_place(|| {
+            let cases = test_cases(bin);
+            if let Some(env) = &env {
+                std::fs::write(&kubeconfig, env.server.kubeconfig_yaml("admin"))
+                    .expect("a kubeconfig");
+                cases
+                    .env("KUBECONFIG", kubeconfig.display().to_string())
+                    .env("PROMOTER_CRONJOB", "none");
+            }
+            for page in &pages {
+                cases.case(page);
+            }
+            cases.run();
+        });
+    }
 }
