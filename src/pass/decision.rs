@@ -532,6 +532,25 @@ pub use super::phase::BLOCKED;
 mod tests {
     use super::*;
 
+    /// `Reason::ALL` (which the book's reference lists) holds every variant: each one `as_str`
+    /// names, read from this file, is in it once.
+    #[test]
+    fn every_reason_is_in_all() {
+        let source = include_str!("decision.rs");
+        let source = source
+            .split("pub fn as_str(self)")
+            .nth(1)
+            .and_then(|s| s.split("pub fn ").next())
+            .unwrap();
+        let arms = regex::Regex::new(r#"Reason::(\w+) => "(\w+)","#).unwrap();
+        let named: Vec<&str> = arms
+            .captures_iter(source)
+            .map(|c| c.get(2).unwrap().as_str())
+            .collect();
+        let all: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(named, all);
+    }
+
     #[test]
     fn an_event_of_a_person_names_the_command_and_a_pass_s_names_upstream_s_kind() {
         let by_person: Vec<(&str, &str)> = Reason::ALL
