@@ -87,3 +87,208 @@ async fn a_reset_connection_never_ends_a_pass_by_a_signal() {
         }
     }
 }
+
+/// A loopback port nothing listens on, behind an https URL as a real cluster's: (its kubeconfig,
+/// the server as kubectl names it).
+fn refused() -> (TempKubeconfig, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("127.0.0.1:{port}");
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster:\n    server: https://{server}\nusers:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: gone\n  context:\n    cluster: gone\n    user: u\ncurrent-context: gone\n"
+    );
+    (TempKubeconfig::new(&yaml), server)
+}
+
+/// The binary with `args` and only `vars` in its environment (and a HOME without a kubeconfig):
+/// (exit code, stdout, stderr, how long it took).
+fn run(args: &[&str], vars: &[(&str, &str)]) -> (Option<i32>, String, String, std::time::Duration) {
+    let home = std::env::temp_dir().join(format!("promoter-home-{}", common::rand_suffix()));
+    std::fs::create_dir_all(&home).unwrap();
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .args(args)
+        .env_clear()
+        .env("HOME", &home)
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let _ = std::fs::remove_dir_all(&home);
+    assert_eq!(out.status.signal(), None, "{args:?}");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+        took,
+    )
+}
+
+/// Before: `status` against a refused port tried each read five times (3.3 s), printed a WARN line
+/// per read, and said `Unable to connect to the server: Connection refused (os error 111)` without
+/// naming the server. Now every command a person types fails at once with kubectl's line.
+#[test]
+fn a_person_s_command_names_an_unreachable_server_at_once() {
+    let (kubeconfig, server) = refused();
+    let kc = kubeconfig.path();
+    let kc = kc.to_str().unwrap();
+    let line = format!(
+        "The connection to the server {server} was refused - did you specify the right host or port?"
+    );
+    for args in [
+        &["status"][..],
+        &["status", "some-rollout", "-o", "json"],
+        &["explain", "some-rollout"],
+        &["plan", "some-rollout"],
+        &["approve", "some-rollout", "--stage", "prod"],
+        &["freeze", "list"],
+    ] {
+        let mut with = args.to_vec();
+        with.extend(["--kubeconfig", kc, "--cronjob", "none"]);
+        if args[0] == "approve" || args[0] == "freeze" || args[0] == "plan" {
+            with.truncate(with.len() - 2);
+        }
+        let (code, out, err, took) = run(&with, &[]);
+        assert_eq!(code, Some(1), "{args:?}: {out}{err}");
+        assert_eq!(
+            err.trim_end(),
+            line,
+            "{args:?}: one line, no warnings before it"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "{args:?}: {took:?}, no retries"
+        );
+        // Not retried: no retry is even logged at debug level.
+        with.extend(["--log-level", "promoter::client=debug"]);
+        let (_, _, err, _) = run(&with, &[]);
+        assert!(!err.contains("retrying"), "{args:?}: {err}");
+    }
+}
+
+/// `step` may retry a refused connection within its deadline (an API server restarting), quietly
+/// at the default log level, and ends with the same one line.
+#[test]
+fn a_pass_retries_an_unreachable_server_within_its_deadline_quietly() {
+    let (kubeconfig, server) = refused();
+    let kc = kubeconfig.path();
+    let (code, _, err, _) = run(
+        &[
+            "step",
+            "--deadline",
+            "3s",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "The connection to the server {server} was refused - did you specify the right host or port?"
+        )
+    );
+    let (_, _, err, _) = run(
+        &[
+            "step",
+            "--deadline",
+            "3s",
+            "--log-level",
+            "promoter::client=debug",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        err.contains("retrying"),
+        "retried within the deadline: {err}"
+    );
+    assert!(!err.contains("WARN"), "{err}");
+}
+
+/// Before: `doctor` against an unreachable server ran every check (14 s, 12 WARN lines) and
+/// failed the CRD checks with "promoter crd | kubectl apply" and "is Sveltos installed?". Now the
+/// API server is checked first, and what asks it is skipped.
+#[test]
+fn doctor_checks_the_api_server_first() {
+    let (kubeconfig, server) = refused();
+    let kc = kubeconfig.path();
+    let (code, out, err, took) = run(
+        &["doctor", "-o", "json", "--kubeconfig", kc.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert_eq!(err, "", "no warnings");
+    assert!(took < std::time::Duration::from_secs(2), "{took:?}");
+    let checks: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(checks.len(), 2, "{out}");
+    assert_eq!(checks[0]["name"], "API server");
+    assert_eq!(checks[0]["verdict"], "Failed");
+    assert!(
+        checks[0]["detail"].as_str().unwrap().contains(&format!(
+            "The connection to the server {server} was refused"
+        )),
+        "{out}"
+    );
+    assert_eq!(checks[1]["verdict"], "Skipped");
+    assert!(
+        !out.contains("kubectl apply") && !out.contains("Sveltos installed"),
+        "{out}"
+    );
+}
+
+/// Kubeconfig problems, one line each, as kubectl says them. Before: a missing file said
+/// `failed to read kubeconfig from '"/…"'`, an unparsable one printed a six-line drawing, and an
+/// unknown context said `failed to load current context: nope`.
+#[test]
+fn kubeconfig_problems_are_one_line_each() {
+    let (kubeconfig, _) = refused();
+    let kc = kubeconfig.path();
+    let kc = kc.to_str().unwrap();
+    let bad =
+        TempKubeconfig::new("apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster: [\n");
+    let bad = bad.path();
+    let bad = bad.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, String)> = vec![
+        (
+            vec!["status", "--kubeconfig", "/nonexistent/kubeconfig"],
+            vec![],
+            "error: the kubeconfig /nonexistent/kubeconfig (--kubeconfig) does not exist".into(),
+        ),
+        (
+            vec!["status"],
+            vec![("KUBECONFIG", "/nonexistent/kubeconfig")],
+            "error: the kubeconfig /nonexistent/kubeconfig (KUBECONFIG) does not exist".into(),
+        ),
+        (
+            vec!["status"],
+            vec![],
+            "error: no kubeconfig: ~/.kube/config does not exist, KUBECONFIG is unset, and this is not a pod (--kubeconfig names a file)".into(),
+        ),
+        (
+            vec!["status", "--kubeconfig", bad],
+            vec![],
+            format!("error: the kubeconfig {bad} is not valid: line 5 column 12: expected mapping start"),
+        ),
+        (
+            vec!["status", "--kubeconfig", kc, "--context", "nope"],
+            vec![],
+            "error: context \"nope\" does not exist".into(),
+        ),
+        (
+            vec!["status", "--context", "nope"],
+            vec![("KUBECONFIG", kc)],
+            "error: context \"nope\" does not exist".into(),
+        ),
+    ];
+    for (args, vars, want) in cases {
+        let (code, out, err, _) = run(&args, &vars);
+        assert_eq!(code, Some(1), "{args:?} {vars:?}: {out}{err}");
+        assert_eq!(err.trim_end(), want, "{args:?} {vars:?}");
+    }
+}
