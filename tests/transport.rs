@@ -254,7 +254,8 @@ fn kubeconfig_problems_are_one_line_each() {
         TempKubeconfig::new("apiVersion: v1\nkind: Config\nclusters:\n- name: x\n  cluster: [\n");
     let bad = bad.path();
     let bad = bad.to_str().unwrap();
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, String)> = vec![
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, String);
+    let cases: Vec<Case> = vec![
         (
             vec!["status", "--kubeconfig", "/nonexistent/kubeconfig"],
             vec![],

@@ -131,12 +131,15 @@ pub struct Head<'a> {
 
 type Plan = Box<dyn FnMut(&Head) -> Option<Fault> + Send>;
 
+/// The current epoch, and how many requests of each (method, target) it has seen.
+type Epoch = (u64, HashMap<(String, String), u64>);
+
 struct Shared {
     upstream: String,
     client: Client<HttpConnector, Full<Bytes>>,
     plan: Mutex<Option<Plan>>,
     log: Mutex<Vec<Record>>,
-    epoch: Mutex<(u64, HashMap<(String, String), u64>)>,
+    epoch: Mutex<Epoch>,
     slow: Duration,
     /// The longest a stall holds a connection the client keeps open.
     stall: Duration,
