@@ -606,9 +606,10 @@ async fn campaign_of(rollout: Rollout) {
 /// branch s45-lost) is to fix, reported but not asserted until it lands (see BENCHMARKS.md's
 /// campaign section for the seeds):
 ///
-/// * an Event whose create was refused or lost is never emitted again (seed 0x450000: every
-///   rollout at 10 % ends with 2 `StageProvisioned` Events for the calm run's 3), and a rollback's
-///   `promoter.dev/rollback` record keeps another value;
+/// * an Event whose create was refused or lost is never emitted again (seed 0x450000 at 10 %: the
+///   automatic and manual rollouts end with 2 `StageProvisioned` Events for the calm run's 3), a
+///   rollback's `promoter.dev/rollback` record keeps another `kept`, a stage's status can stay
+///   `Rolling back` after the rollback is recorded complete;
 /// * a pass after the rollout settled still writes;
 /// * a stage start recorded in the status before a freeze, whose profile write's answer was lost
 ///   before the server applied it, is applied by the next pass during the freeze (seed 0x450000,

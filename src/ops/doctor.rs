@@ -1,8 +1,9 @@
 //! `promoter doctor`: what a pass needs from the cluster it runs against, checked one by one — the
-//! API server reachable (else nothing more is asked), the CRDs served, the permissions of the identity in use (a SelfSubjectAccessReview per verb of the
-//! shipped least-privilege role), when the CronJob last succeeded, which Sveltos runs, and whether
-//! that Sveltos still advances ClusterPromotions itself (open-source builds up to v1.13 do; two
-//! controllers advancing one promotion would fight over its status).
+//! API server reachable (else nothing more is asked), the CRDs served, the permissions of the
+//! identity in use (a SelfSubjectAccessReview per verb of the shipped least-privilege role), when
+//! the CronJob last succeeded, which Sveltos runs, and whether that Sveltos still advances
+//! ClusterPromotions itself (open-source builds up to v1.13 do; two controllers advancing one
+//! promotion would fight over its status).
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -42,7 +43,7 @@ pub struct Options {
 }
 
 /// The first check's name.
-pub const API_SERVER: &str = "API server";
+const API_SERVER: &str = "API server";
 
 fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
     Check {
