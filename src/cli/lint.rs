@@ -121,7 +121,7 @@ pub async fn run(args: LintArgs, client: &ClientArgs) -> anyhow::Result<ExitCode
     };
     Printer::new(args.output).print(&report)?;
     Ok(if report.errors > 0 {
-        ExitCode::from(2)
+        ExitCode::from(promoter::exit_codes::ATTENTION)
     } else {
         ExitCode::SUCCESS
     })
