@@ -95,7 +95,7 @@ pub struct SimulateArgs {
     /// virtual clock (play, pause, speed, next pass) and takes actions (approve, …).
     #[arg(long)]
     dashboard: bool,
-    /// With --dashboard: virtual seconds per real second (0: start paused).
+    /// With --dashboard: virtual seconds per real second (0: start paused, at 60 once played).
     #[arg(long, default_value_t = 60.0, requires = "dashboard")]
     speed: f64,
     #[command(flatten)]
@@ -264,7 +264,7 @@ async fn serve_simulation(
     let simulation =
         promoter::sim::Simulation::start(world, promoter::sim::SimHealth::FleetObjects, opts)
             .await?;
-    let clock = std::sync::Arc::new(SimClock::new(opts.start, speed.max(1.0), speed > 0.0));
+    let clock = std::sync::Arc::new(SimClock::from_speed(opts.start, speed));
     let client = simulation.client().clone();
     let mut options = serve.options("simulated fleet");
     options.tz = opts.default_tz;
