@@ -64,10 +64,10 @@ impl ServeArgs {
 /// Prints where the dashboard is, then serves until interrupted.
 pub async fn announce_and_serve(dashboard: promoter::dashboard::Dashboard, what: &str) {
     if !dashboard.addr.ip().is_loopback() {
-        eprintln!(
-            "warning: serving on {}, not only on this machine: anyone who has the URL acts with your identity",
+        super::warning(&format!(
+            "serving on {}, not only on this machine: anyone who has the URL acts with your identity",
             dashboard.addr
-        );
+        ));
     }
     println!("{what} at {}", dashboard.login_url);
     println!("(the URL carries this session's token; press Ctrl-C to stop)");

@@ -292,7 +292,7 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
     if args.watch
         && let Some(w) = last_pass.as_ref().and_then(|l| l.stale(Utc::now(), None))
     {
-        eprintln!("warning: {w}");
+        super::warning(&w);
     }
     if !args.watch {
         let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
@@ -305,19 +305,19 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
                 .max(),
         };
         if let Some(w) = last_pass.as_ref().and_then(|l| l.stale(now, recorded)) {
-            eprintln!("warning: {w}");
+            super::warning(&w);
         }
         let view = StatusView { rows, now };
         for r in view.rows() {
             let errors = r.notification_errors();
             if !errors.is_empty() {
-                eprintln!(
-                    "warning: {}: {} notification{} not delivered yet ({})",
+                super::warning(&format!(
+                    "{}: {} notification{} not delivered yet ({})",
                     r.name,
                     r.notifications.len(),
                     if r.notifications.len() == 1 { "" } else { "s" },
                     errors.join("; ")
-                );
+                ));
             }
         }
         let StatusView { rows, now } = view;

@@ -45,8 +45,10 @@ struct Report {
 impl Render for Report {
     fn human(&self, _wide: bool) -> Human {
         let mut out = String::new();
+        let colour = promoter::logging::colour_on(promoter::logging::Stream::Stdout);
         for d in &self.diagnostics {
-            out.push_str(&format!("{d}\n"));
+            out.push_str(&d.render(colour));
+            out.push('\n');
         }
         out.push_str(&format!(
             "{} errors, {} warnings in {} files\n",

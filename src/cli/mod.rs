@@ -163,14 +163,26 @@ pub fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
+            eprintln!(
+                "{}",
+                promoter::logging::labelled(
+                    &format!("error: starting the async runtime: {e}"),
+                    promoter::logging::Stream::Stderr
+                )
+            );
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{}", promoter::cli_error::render(&e));
+            eprintln!(
+                "{}",
+                promoter::logging::labelled(
+                    &promoter::cli_error::render(&e),
+                    promoter::logging::Stream::Stderr
+                )
+            );
             ExitCode::from(1)
         }
     }
@@ -255,6 +267,17 @@ async fn suggesting(e: anyhow::Error, client: &kube::Client, name: &str) -> anyh
     }
     let names = promotion_names(client).await;
     anyhow::anyhow!(not_found(name, names.iter().map(String::as_str)))
+}
+
+/// `warning: TEXT` on stderr, the label in colour on a terminal.
+fn warning(text: &str) {
+    eprintln!(
+        "{}",
+        promoter::logging::labelled(
+            &format!("warning: {text}"),
+            promoter::logging::Stream::Stderr
+        )
+    );
 }
 
 fn timezone(name: &str) -> anyhow::Result<Tz> {

@@ -41,11 +41,27 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Note => "note",
-        };
+        f.write_str(&self.render(false))
+    }
+}
+
+impl Diagnostic {
+    /// `file:line:column: document N: error: path: message`, its label in colour when `colour`.
+    pub fn render(&self, colour: bool) -> String {
+        let sev = crate::logging::label(
+            match self.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Note => "note",
+            },
+            colour,
+        );
+        let mut out = String::new();
+        let _ = self.write(&mut out, &sev);
+        out
+    }
+
+    fn write(&self, f: &mut impl fmt::Write, sev: &str) -> fmt::Result {
         write!(f, "{}", self.file)?;
         if let (Some(l), Some(c)) = (self.line, self.column) {
             write!(f, ":{l}:{c}")?;
