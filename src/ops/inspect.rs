@@ -291,6 +291,14 @@ fn observed(
     };
     let failure = entry.and_then(|s| s.failure_message.clone());
     let message = match (phase, failure) {
+        // Upstream's texts (kept exactly in the status), in status' words.
+        (_, failure) if upstream(description) => Some(in_own_words(
+            phase,
+            stage,
+            description,
+            until,
+            failure.as_deref(),
+        )),
         // `Deployment Failing: retrying until …, then rollback (cluster …: …)`.
         (Failing | Failed, Some(f)) if description.starts_with("Deployment ") => {
             Some(format!("{description} ({f})"))
@@ -329,6 +337,52 @@ fn observed(
         }
     }
     (phase, until, message)
+}
+
+/// Whether a stored description (without its time) is one of upstream's texts, or none (a stage
+/// reached, nothing recorded yet).
+fn upstream(description: &str) -> bool {
+    description.is_empty()
+        || crate::pass::phase::DESCRIPTIONS.iter().any(|d| {
+            d.origin == crate::pass::phase::Origin::Upstream && description.starts_with(d.begins)
+        })
+}
+
+/// What an upstream text on the current stage means, in `status`' words (its phase's): upstream's
+/// texts are kept exactly in the stored status, for Sveltos' dashboards and scripts, but read
+/// `Paused` where a stage awaits an approval and name a time window where there is none. The
+/// stage's failureMessage (upstream's `ClusterSummary … is not yet provisioned.`, a check that
+/// fails) says what it waits for.
+fn in_own_words(
+    phase: Phase,
+    stage: &str,
+    description: &str,
+    until: Option<DateTime<Utc>>,
+    failure: Option<&str>,
+) -> String {
+    let what = match phase {
+        Phase::Progressing if description.starts_with("No matching clusters found") => {
+            format!("stage {stage} selects no cluster")
+        }
+        Phase::Progressing => format!("deploying stage {stage}"),
+        Phase::RunningChecks => format!("running the health checks of stage {stage}"),
+        Phase::ChecksFailing => format!("the health checks of stage {stage} fail"),
+        Phase::WindowClosed => match until {
+            Some(t) => format!(
+                "the promotion window of stage {stage} is closed until {}",
+                Timestamp::new(t)
+            ),
+            None => format!("the promotion window of stage {stage} is closed"),
+        },
+        Phase::AwaitingApproval => format!("stage {stage} awaits approval"),
+        Phase::Complete => "rollout complete".to_string(),
+        // Soaking is said with its delay (`soak_message`); no other phase has upstream's text.
+        other => format!("{} at stage {stage}", other.as_str()),
+    };
+    match failure {
+        Some(f) => format!("{what}: {f}"),
+        None => what,
+    }
 }
 
 /// Soaking, as `status` says it: upstream's stored text names a time window where there is only
@@ -649,6 +703,82 @@ pub fn relative(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 46 §5: upstream's texts, kept exactly in the stored status, are said in `status`' own
+    /// words (the overview's Message column is `status`' message): no `Paused:` for a stage that
+    /// awaits an approval, no time window for a closed window's wait, the phase's words first.
+    #[test]
+    fn upstream_texts_are_said_in_status_words() {
+        let p = |current: &str, description: &str, failure: Option<&str>| -> ClusterPromotion {
+            let mut p: ClusterPromotion = serde_json::from_value(serde_json::json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                "metadata": {"name": "p"},
+                "spec": {"profileSpec": {}, "stages": [
+                    {"name": "dev", "clusterSelector": {}},
+                    {"name": "staging", "clusterSelector": {}, "trigger": {"manual": {}}},
+                    {"name": "prod", "clusterSelector": {}}]}}))
+            .unwrap();
+            p.status = Some(crate::api::ClusterPromotionStatus {
+                current_stage_name: Some(current.into()),
+                profile_spec_hash: Some(crate::hash::revision_hash(&p)),
+                stages_hash: Some(crate::hash::stages_hash(&p.spec.stages)),
+                stages: Some(vec![StageStatus {
+                    name: current.into(),
+                    current_status_description: Some(format!(
+                        "{description} (2026-02-16T06:00:00Z)"
+                    )),
+                    failure_message: failure.map(String::from),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            p
+        };
+        let now: DateTime<Utc> = "2026-02-16T06:01:00Z".parse().unwrap();
+        let said =
+            |p: ClusterPromotion| status_row(&p, &World::default(), now, chrono_tz::UTC).message;
+        assert_eq!(
+            said(p("staging", "Paused: Awaiting Manual Approval", None)),
+            "stage staging awaits approval"
+        );
+        assert_eq!(
+            said(p(
+                "dev",
+                "Clusters are being provisioned",
+                Some("ClusterSummary p-dev-sveltos-dev01 is not yet provisioned.")
+            )),
+            "deploying stage dev: ClusterSummary p-dev-sveltos-dev01 is not yet provisioned."
+        );
+        assert_eq!(
+            said(p("dev", "Clusters are being provisioned", None)),
+            "deploying stage dev"
+        );
+        assert_eq!(
+            said(p(
+                "dev",
+                "Window Closed: Waiting for Next Schedule (2026-02-16T07:00:00Z).",
+                None
+            )),
+            "the promotion window of stage dev is closed until 2026-02-16T07:00:00Z"
+        );
+        assert_eq!(
+            said(p("dev", "Running Post-Promotion Health Checks", None)),
+            "running the health checks of stage dev"
+        );
+        assert_eq!(
+            said(p("prod", "Successfully provisioned", None)),
+            "rollout complete"
+        );
+        // promoter's own texts are said as written.
+        assert!(
+            said(p(
+                "dev",
+                "Frozen: freeze f: r (until lifted); stage staging waits",
+                None
+            ))
+            .starts_with("Frozen: freeze f")
+        );
+    }
 
     #[test]
     fn times_in_descriptions() {
