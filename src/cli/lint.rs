@@ -50,9 +50,12 @@ impl Render for Report {
             out.push_str(&d.render(colour));
             out.push('\n');
         }
+        let counted = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
         out.push_str(&format!(
-            "{} errors, {} warnings in {} files\n",
-            self.errors, self.warnings, self.files
+            "{}, {} in {}\n",
+            counted(self.errors, "error"),
+            counted(self.warnings, "warning"),
+            counted(self.files, "file")
         ));
         Human::Text(out)
     }
