@@ -41,6 +41,7 @@ pub struct StatusArgs {
     /// Only ClusterPromotions whose labels match this selector (e.g. `team=payments`).
     #[arg(long, short = 'l')]
     selector: Option<String>,
+    /// Output format (wide adds the last pass and the prediction; jsonpath=TEMPLATE as kubectl's).
     #[arg(long, short = 'o', default_value = "table",
           value_parser = formats(&["table", "wide", "json", "yaml", "name", "jsonpath"]))]
     output: Format,
@@ -117,7 +118,9 @@ impl DeploymentArgs {
 /// Example: promoter explain kyverno-rollout-auto
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
+    /// The ClusterPromotion.
     name: String,
+    /// Output format (jsonpath=TEMPLATE: as kubectl's).
     #[arg(long, short = 'o', default_value = "text",
           value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct LintArgs {
+    /// Manifests to check (YAML, several documents each).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// A fleet (Fleet and SveltosCluster documents) to check stage membership against.
@@ -29,6 +30,7 @@ pub struct LintArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
+    /// Output format (github: GitHub Actions annotations for a pull request).
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath", "github"]))]
     output: Format,
 }
