@@ -1301,3 +1301,50 @@ async fn a_pause_over_a_failing_deployment_says_both() {
         "{page}"
     );
 }
+
+/// The words a page shows, without its markup (attributes are for the script, not for people).
+fn words_of(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                out.push(' ');
+            }
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Issue 46 §5: pages speak words, not the models' internal names (`notCreated`, `Yes`, a
+/// phase's enum name), and count in the singular when there is one.
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_say_words_not_internal_names_and_count_one_as_one() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    let overview = words_of(&get(&d, "/").await.body);
+    assert!(
+        overview.contains("1 promotion ") && !overview.contains("1 promotions"),
+        "{overview}"
+    );
+    let page = words_of(&get(&d, &format!("/promotions/{name}")).await.body);
+    for internal in [
+        "notCreated",
+        "earlierRevision",
+        "beingDeleted",
+        "provisioned: Yes",
+        // The prediction's phase (Events keep their reasons, as kubectl shows them).
+        "AwaitingApproval: ",
+    ] {
+        assert!(!page.contains(internal), "{internal} in {page}");
+    }
+    assert!(
+        page.contains("not created") && page.contains("applied, current revision"),
+        "{page}"
+    );
+    assert!(page.contains("awaiting approval: "), "{page}");
+}

@@ -263,7 +263,7 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
         .unwrap();
     assert_eq!(
         text(&mut page, "document.getElementById('count').textContent").await,
-        "0 of 1 promotions"
+        "0 of 1 promotion"
     );
     page.eval("{ const s = document.getElementById('phase'); s.value = ''; s.dispatchEvent(new Event('input')); }")
         .await
@@ -278,7 +278,7 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
         .unwrap();
     assert_eq!(
         text(&mut page, "document.getElementById('count').textContent").await,
-        "0 of 1 promotions"
+        "0 of 1 promotion"
     );
     // The promotion's page, by keyboard: its link, Enter.
     page.goto(&format!("http://{}/", d.addr)).await.unwrap();

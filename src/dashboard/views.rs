@@ -331,7 +331,7 @@ pub fn overview(rows_html: &str, count: usize) -> Markup {
                 }
             }
             label { span.vh { "Labels" } input #labels type="search" placeholder="Labels: team=payments,tier!=dev" autocomplete="off"; }
-            span #count aria-live="polite" { (count) " promotions" }
+            span #count aria-live="polite" { (count) (if count == 1 { " promotion" } else { " promotions" }) }
         }
         table.overview {
             thead { tr { th scope="col" { "Promotion" } th scope="col" { "Stages" } th scope="col" { "Revision" } th scope="col" { "Next" } th scope="col" { "Message" } } }
@@ -402,7 +402,7 @@ fn stage_column(
                     }
                 }
                 @for c in &s.health_checks { dt { "check" } dd { (c.name) " (" (c.target) ")" } }
-                dt { "profile" } dd { code { (s.profile) } " " (s.profile_state) }
+                dt { "profile" } dd { code { (s.profile) } " " (crate::ops::explain::profile_state_words(s.profile_state)) }
                 @if let Some(pv) = &s.preverification_profile { dt { "pre-check" } dd { code { (pv) } } }
                 @if let Some(t) = s.provisioned_at { dt { "provisioned" } dd { (at(t)) } }
             }
@@ -424,7 +424,7 @@ fn stage_column(
                                 @match &c.cluster_summary {
                                     None => { p { "no ClusterSummary yet" } }
                                     Some(cs) => {
-                                        p { "ClusterSummary " code { (cs) } @if let Some(pv) = c.provisioned { ", provisioned: " (pv) } }
+                                        p { "ClusterSummary " code { (cs) } @if let Some(pv) = c.provisioned { ": " (crate::ops::explain::provisioned_words(pv)) } }
                                         @if c.features.is_empty() { p { "no features yet" } }
                                         ul { @for f in &c.features {
                                             li { (f.id) ": " (f.status.as_deref().unwrap_or("?"))
@@ -501,7 +501,7 @@ pub fn detail(page: &Page, d: &Detail, now: DateTime<Utc>) -> String {
         }
         section.prediction aria-labelledby="prediction" {
             h2 #prediction { "Next pass (a prediction)" }
-            p { (format!("{:?}", s.prediction.phase)) ": " (s.prediction.summary)
+            p { (phase_look(s.prediction.phase).2) ": " (s.prediction.summary)
                 @if let Some(t) = s.prediction.next_check { "; then " (s.prediction.next_check_for.unwrap_or("next check")) " " (until(t, now)) } }
             p { "Will: " @if s.prediction.actions.is_empty() { "change nothing" } @else { (s.prediction.actions.join("; ")) } }
         }

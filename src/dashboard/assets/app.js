@@ -189,7 +189,8 @@
     const all = rows.children.length;
     const shown = rows.querySelectorAll(":scope > tr:not([hidden])").length;
     const c = document.getElementById("count");
-    if (c) c.textContent = shown === all ? `${all} promotions` : `${shown} of ${all} promotions`;
+    const promotions = all === 1 ? "promotion" : "promotions";
+    if (c) c.textContent = shown === all ? `${all} ${promotions}` : `${shown} of ${all} ${promotions}`;
     const empty = document.getElementById("empty");
     if (empty) empty.hidden = all > 0;
   }
