@@ -343,47 +343,38 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
     assert!(problems.is_empty(), "the page reported: {problems:?}");
 }
 
-/// The README's pictures: a few promotions in different states on the blog's lab fleet.
+/// The README's pictures, from the command examples/demo/promotions.yaml names (a person can run
+/// it and see the same): five promotions in different states on the blog's lab fleet, one of them
+/// frozen while its stage awaits approval.
 #[tokio::test(flavor = "multi_thread")]
 async fn screenshots_of_the_overview_and_a_promotion() {
     let Some(browser) = Browser::launch().await.unwrap() else {
         return;
     };
-    let mut promotions = example("blog-kyverno-manual.yaml");
-    promotions.extend(example("rollback-on-deadline.yaml"));
-    let auto = example("blog-kyverno-auto.yaml").remove(0);
-    for (name, team, delay) in [
-        ("payments-api", "payments", "30m"),
-        ("checkout-web", "checkout", "2m"),
-        ("search-indexer", "search", "6h"),
-    ] {
-        let mut p = auto.clone();
-        p.metadata.name = Some(name.into());
-        p.metadata.labels = Some([("team".to_string(), team.to_string())].into());
-        for s in &mut p.spec.stages {
-            if let Some(a) = s.trigger.as_mut().and_then(|t| t.auto.as_mut()) {
-                a.delay = Some(promoter::api::GoDuration::parse(delay).unwrap());
-            }
-        }
-        promotions.push(p);
-    }
-    // The checkout team is frozen (as `promoter freeze create --selector team=checkout` makes it).
-    let freeze = serde_json::json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
-        "metadata": {"name": "checkout-code-freeze"},
-        "spec": {"reason": "checkout code freeze (CAB-17)", "promotionSelector": {"matchLabels": {"team": "checkout"}},
-                 "start": "2026-02-16T06:07:00Z"}});
-    let opts = options(Vec::new());
-    let d = simulation(
-        SimWorld {
-            promotions,
-            fleet: blog_lab(),
-            objects: vec![(promoter::fake::promotion_freeze_type(), freeze)],
-        },
-        &opts,
+    let demo = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/promotions.yaml"),
     )
-    .await;
+    .unwrap();
+    // The command, as the file's header gives it (its lines joined).
+    let command = demo
+        .lines()
+        .skip_while(|l| !l.contains("promoter simulate"))
+        .take_while(|l| l.starts_with("#   "))
+        .map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .trim_end_matches('\\')
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut args: Vec<&str> = command.split_whitespace().skip(2).collect();
+    assert!(args.contains(&"--dashboard"), "{command}");
+    args.extend(["--speed", "0", "--port", "0"]);
+    let served = serve_simulation(&args);
+    let d_url = format!("http://127.0.0.1:{}", port_of(&served.url));
     let mut page = browser.page(1360, 640).await.unwrap();
-    page.goto(&d.login_url).await.unwrap();
+    page.goto(&served.url).await.unwrap();
     page.wait_for(
         "document.querySelectorAll('#rows tr').length === 5",
         Duration::from_secs(30),
@@ -395,15 +386,29 @@ async fn screenshots_of_the_overview_and_a_promotion() {
         "document.querySelector('#row-kyverno-prog-rollout-man').dataset.phase === 'AwaitingApproval' && document.querySelector('#row-payments-api').dataset.phase === 'Soaking' && document.querySelector('#row-checkout-web').dataset.phase === 'Frozen'",
     )
     .await;
+    // Two facts at once: checkout-web's staging is frozen and awaits its approval.
+    let checkout = text(
+        &mut page,
+        "document.querySelector('#row-checkout-web').dataset.phases",
+    )
+    .await;
+    assert_eq!(checkout, "Frozen AwaitingApproval");
+    assert_eq!(
+        page.eval("!!document.querySelector('#row-checkout-web button[data-action=approve]')")
+            .await
+            .unwrap(),
+        Value::Bool(true)
+    );
+    // The last skip's answer, gone as it goes after a few seconds.
+    page.eval("document.getElementById('toast').className = ''")
+        .await
+        .unwrap();
     let png = page.screenshot(false).await.unwrap();
     assert!(png.len() > 10_000, "a blank screenshot?");
     save("dashboard-overview.png", &png);
-    page.goto(&format!(
-        "http://{}/promotions/kyverno-prog-rollout-man",
-        d.addr
-    ))
-    .await
-    .unwrap();
+    page.goto(&format!("{d_url}/promotions/kyverno-prog-rollout-man"))
+        .await
+        .unwrap();
     page.wait_for(
         "!!document.querySelector('section.pipeline-cols')",
         Duration::from_secs(30),

@@ -72,7 +72,8 @@ fn signed_duration(s: &str) -> Result<chrono::Duration, String> {
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SimulateArgs {
-    /// ClusterPromotion manifests (YAML, several documents allowed).
+    /// ClusterPromotion manifests (YAML, several documents allowed); the PromotionFreezes in them
+    /// are in the simulated cluster too.
     #[arg(required = true)]
     manifests: Vec<PathBuf>,
     /// Fleet file: `Fleet` and/or `SveltosCluster` documents (default: derived from the selectors).
@@ -238,7 +239,7 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let world = SimWorld {
         promotions,
         fleet,
-        objects: Vec::new(),
+        objects: freezes_in(&docs),
     };
     if dashboard {
         return serve_simulation(world, &opts, speed, &serve).await;
@@ -246,6 +247,19 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let report =
         promoter::sim::simulate(world, promoter::sim::SimHealth::FleetObjects, &opts).await?;
     print_sim(&report, &sim.output)
+}
+
+/// The PromotionFreezes among the manifests' documents, as `kubectl apply` would create them.
+fn freezes_in(
+    docs: &[promoter::manifest::Document],
+) -> Vec<(promoter::fake::ResourceType, serde_json::Value)> {
+    docs.iter()
+        .filter(|d| {
+            matches!(&d.object, promoter::manifest::Object::Other { api_version, kind }
+                if api_version.starts_with("promoter.dev/") && kind == "PromotionFreeze")
+        })
+        .map(|d| (promoter::fake::promotion_freeze_type(), d.raw.clone()))
+        .collect()
 }
 
 /// `simulate --dashboard`: the same simulation, played on a clock the page controls.
