@@ -982,6 +982,16 @@ async fn no_credential_reaches_a_page() {
     }
 }
 
+/// The ClusterPromotions of a file of this repository.
+fn promotions_of(file: &str) -> Vec<promoter::api::ClusterPromotion> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    promoter::manifest::load_file(&path)
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.promotion().cloned())
+        .collect()
+}
+
 /// `simulate FILE --fleet examples/fleets/blog-lab.yaml --dashboard` with these scripted freezes
 /// and failures, its clock paused: only the page moves it.
 async fn simulated(
@@ -989,13 +999,18 @@ async fn simulated(
     freezes: &[&str],
     failures: &[&str],
 ) -> (Dashboard, Arc<promoter::dashboard::sim::SimClock>) {
+    simulated_with(promotions_of(file), freezes, failures, &[]).await
+}
+
+/// The same with these promotions, and new revisions `(FILE, OFFSET)` (`--update FILE@OFFSET`).
+async fn simulated_with(
+    promotions: Vec<promoter::api::ClusterPromotion>,
+    freezes: &[&str],
+    failures: &[&str],
+    updates: &[(&str, &str)],
+) -> (Dashboard, Arc<promoter::dashboard::sim::SimClock>) {
     use promoter::dashboard::sim::SimClock;
     let path = |p: &str| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(p);
-    let promotions: Vec<_> = promoter::manifest::load_file(&path(file))
-        .unwrap()
-        .iter()
-        .filter_map(|d| d.promotion().cloned())
-        .collect();
     let fleet = promoter::sim::Fleet::parse(
         &std::fs::read_to_string(path("examples/fleets/blog-lab.yaml")).unwrap(),
         "blog-lab.yaml",
@@ -1011,7 +1026,13 @@ async fn simulated(
             .iter()
             .map(|f| promoter::sim::ScriptedFailure::parse(f).unwrap())
             .collect(),
-        updates: Vec::new(),
+        updates: updates
+            .iter()
+            .map(|(file, at)| promoter::sim::ScriptedUpdate {
+                promotions: promotions_of(file),
+                at: promoter::api::flag_duration::parse(at).unwrap(),
+            })
+            .collect(),
         freezes: freezes
             .iter()
             .map(|f| promoter::sim::ScriptedFreeze::parse(f).unwrap())
@@ -1347,4 +1368,76 @@ async fn pages_say_words_not_internal_names_and_count_one_as_one() {
         "{page}"
     );
     assert!(page.contains("awaiting approval: "), "{page}");
+}
+
+/// Skips until the first promotion's phase is `phase`; its row.
+async fn skip_to_phase(d: &Dashboard, phase: &str) -> Value {
+    for _ in 0..60 {
+        let row = get(d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+        if row["status"]["phase"] == phase {
+            return row;
+        }
+        let r = post(d, "/api/sim", &json!({"op": "skip"})).await.json();
+        assert!(
+            !r["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("nothing will change"),
+            "never {phase}: {row:#}"
+        );
+    }
+    panic!("never {phase}");
+}
+
+/// Issue 46 §4, the other pairs: a rollback under an active freeze says the freeze (which does not
+/// hold a rollback); a stage that awaits its approval under a progress-deadline policy has met its
+/// deadline, and nothing says a deadline runs (the Next column, explain).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_under_a_freeze_and_a_deadline_policy_under_an_approval_say_what_holds() {
+    // 3.6.0 fails on prod from +20m; production's 2h deadline falls at +2h30m, inside the freeze.
+    let (d, _clock) = simulated_with(
+        promotions_of("examples/rollback-on-deadline.yaml"),
+        &["2h..5h=holidays"],
+        &["prod@20m"],
+        &[("examples/rollback-on-deadline-v2.yaml", "20m")],
+    )
+    .await;
+    let row = skip_to_phase(&d, "RollingBack").await;
+    let message = row["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("rolling back to revision ")
+            && message.ends_with(
+                "; freeze simulated-freeze-1 is active (until 2026-02-16T11:00:00Z): it does not hold a rollback"
+            ),
+        "{message}"
+    );
+    assert_eq!(
+        row["status"]["prediction"]["nextCheckFor"],
+        "rollback deadline"
+    );
+    let page = get(&d, "/").await.body;
+    assert!(page.contains("rollback deadline <time"), "{page}");
+    drop(d);
+    // A manual stage under a progress-deadline policy, awaiting its approval.
+    let mut manual = promotions_of("examples/blog-kyverno-manual.yaml");
+    manual[0]
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("promoter.dev/progress-deadline".into(), "30m".into());
+    let (d, _clock) = simulated_with(manual, &[], &[], &[]).await;
+    let row = skip_to_phase(&d, "AwaitingApproval").await;
+    assert_eq!(row["status"]["also"], Value::Null, "{row:#}");
+    assert_eq!(
+        row["status"]["prediction"]["nextCheck"],
+        Value::Null,
+        "{row:#}"
+    );
+    let detail = get(&d, "/api/promotions/kyverno-prog-rollout-man")
+        .await
+        .json();
+    assert_eq!(detail["explanation"]["deadline"], Value::Null, "{detail:#}");
+    let page = get(&d, "/").await.body;
+    let next = page.split("<td class=\"next\">").nth(1).unwrap();
+    assert!(next.starts_with("-</td>"), "{next}");
 }
