@@ -69,8 +69,11 @@ pub async fn announce_and_serve(dashboard: promoter::dashboard::Dashboard, what:
             dashboard.addr
         ));
     }
-    println!("{what} at {}", dashboard.login_url);
-    println!("(the URL carries this session's token; press Ctrl-C to stop)");
+    // Its reader gone, the dashboard still serves: the URL was read, or is in the browser.
+    let _ = super::streams::out(&format!(
+        "{what} at {}\n(the URL carries this session's token; press Ctrl-C to stop)\n",
+        dashboard.login_url
+    ));
     dashboard.wait().await;
 }
 

@@ -6,7 +6,8 @@ use promoter::client::ClientArgs;
 use promoter::ops::doctor::{Check, Verdict};
 use std::process::ExitCode;
 
-/// Check what a pass needs from this cluster: CRDs served, the identity's permissions (one
+/// Check what a pass needs from this cluster: the API server reachable (else the other checks are
+/// skipped), CRDs served, the identity's permissions (one
 /// SelfSubjectAccessReview per verb a pass uses), the CronJob's last success, the Sveltos version,
 /// and whether that Sveltos advances ClusterPromotions itself; the notification settings (rules
 /// valid, every receiver's Secret key present).

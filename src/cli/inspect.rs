@@ -351,23 +351,21 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
             row.phase, row.stage, row.message, row.until
         );
         if key != shown {
-            print!(
-                "{}",
-                printer.render_within(&StatusView { rows, now }, &mut widths)?
-            );
+            super::streams::out(&printer.render_within(&StatusView { rows, now }, &mut widths)?)?;
             // kubectl get -w: the header once.
             printer.no_headers = true;
             shown = key;
         }
-        if settled(phase) {
+        // Settled, or nobody reads the watch any more.
+        if settled(phase) || super::streams::closed() {
             return Ok(ExitCode::from(code_of(phase)));
         }
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            eprintln!(
+            super::streams::err(&format!(
                 "timed out after {} waiting for {}: still {phase:?}",
                 args.timeout,
                 args.name.as_deref().unwrap_or_default()
-            );
+            ));
             return Ok(ExitCode::from(code_of(phase)));
         }
         tokio::time::sleep(interval.to_std().unwrap_or_default()).await;

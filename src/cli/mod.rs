@@ -16,6 +16,7 @@ pub mod output;
 mod plugin;
 mod sim;
 mod step;
+mod streams;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -126,18 +127,11 @@ impl CrdArgs {
     }
 }
 
-/// A closed pipe (`promoter simulate -o json | head`) ends the process quietly, as for other Unix
-/// tools, instead of a panic in `println!` (Rust ignores SIGPIPE by default).
-fn restore_sigpipe() {
-    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
 /// Parses the command line, runs the command, and maps its outcome to the exit status.
+///
+/// SIGPIPE stays ignored (Rust's default): a reset connection is a failed request, never the end of
+/// the process; a closed stdout is handled where stdout is written ([`streams`]).
 pub fn main() -> ExitCode {
-    restore_sigpipe();
     match plugin::Invocation::of(std::env::args_os().next().as_ref()) {
         plugin::Invocation::Completion => return plugin::complete(std::env::args_os().skip(1)),
         plugin::Invocation::Plugin => promoter::invocation::set_plugin(),
@@ -175,26 +169,20 @@ pub fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!(
-                "{}",
-                promoter::logging::labelled(
-                    &format!("error: starting the async runtime: {e}"),
-                    promoter::logging::Stream::Stderr
-                )
-            );
+            streams::err(&promoter::logging::labelled(
+                &format!("error: starting the async runtime: {e}"),
+                promoter::logging::Stream::Stderr,
+            ));
             return ExitCode::from(1);
         }
     };
     match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!(
-                "{}",
-                promoter::logging::labelled(
-                    &promoter::cli_error::render(&e),
-                    promoter::logging::Stream::Stderr
-                )
-            );
+            streams::err(&promoter::logging::labelled(
+                &promoter::cli_error::render(&e),
+                promoter::logging::Stream::Stderr,
+            ));
             ExitCode::from(1)
         }
     }
@@ -224,18 +212,20 @@ async fn dispatch(
         Command::Lint(args) => lint::run(args),
         Command::Doctor(args) => doctor::run(args, client).await,
         Command::Completions { shell } => {
+            let mut script = Vec::new();
             clap_complete::generate(
                 shell,
                 &mut plugin::command(),
                 plugin::completion_bin_name(),
-                &mut std::io::stdout(),
+                &mut script,
             );
+            streams::out(&String::from_utf8_lossy(&script))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crd(args) => promoter::crd::crds_yaml(&args.crds()).map(|yaml| {
-            print!("{yaml}");
-            ExitCode::SUCCESS
-        }),
+        Command::Crd(args) => {
+            streams::out(&promoter::crd::crds_yaml(&args.crds())?)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -283,13 +273,10 @@ async fn suggesting(e: anyhow::Error, client: &kube::Client, name: &str) -> anyh
 
 /// `warning: TEXT` on stderr, the label in colour on a terminal.
 fn warning(text: &str) {
-    eprintln!(
-        "{}",
-        promoter::logging::labelled(
-            &format!("warning: {text}"),
-            promoter::logging::Stream::Stderr
-        )
-    );
+    streams::err(&promoter::logging::labelled(
+        &format!("warning: {text}"),
+        promoter::logging::Stream::Stderr,
+    ));
 }
 
 fn timezone(name: &str) -> anyhow::Result<Tz> {

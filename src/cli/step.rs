@@ -168,7 +168,7 @@ pub async fn run(
     }
     if log_format == LogFormat::Json && args.output == Format::Text {
         // The CronJob's pod log is one format: the report as log lines, like the logs on stderr.
-        print!("{}", json_lines(&report, started.elapsed()));
+        super::streams::out(&json_lines(&report, started.elapsed()))?;
     } else {
         Printer::new(args.output).print(&Report(&report))?;
     }
