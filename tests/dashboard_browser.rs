@@ -53,19 +53,30 @@ fn options(freezes: Vec<promoter::sim::ScriptedFreeze>) -> SimOptions {
 
 /// `simulate … --dashboard`, its clock paused: the page moves it.
 async fn simulation(world: SimWorld, opts: &SimOptions) -> Dashboard {
+    simulation_at(world, opts, 60.0, false).await.0
+}
+
+/// `simulate … --dashboard --speed RATE` (paused unless `running`), and its clock.
+async fn simulation_at(
+    world: SimWorld,
+    opts: &SimOptions,
+    rate: f64,
+    running: bool,
+) -> (Dashboard, Arc<SimClock>) {
     let sim = Simulation::start(world, SimHealth::FleetObjects, opts)
         .await
         .unwrap();
     let client = sim.client().clone();
-    let clock = Arc::new(SimClock::new(opts.start, 60.0, false));
-    promoter::dashboard::start(
+    let clock = Arc::new(SimClock::new(opts.start, rate, running));
+    let d = promoter::dashboard::start(
         client,
         clock.clone(),
-        Some((sim, clock)),
+        Some((sim, clock.clone())),
         Options::new("simulated fleet"),
     )
     .await
-    .unwrap()
+    .unwrap();
+    (d, clock)
 }
 
 async fn text(page: &mut Page, expression: &str) -> String {
@@ -455,27 +466,17 @@ async fn the_simulated_clock_at_600x_is_never_ahead_of_the_simulation_nor_goes_b
         return;
     };
     let opts = options(Vec::new());
-    let sim = Simulation::start(
+    let (d, clock) = simulation_at(
         SimWorld {
             promotions: example("blog-kyverno-manual.yaml"),
             fleet: blog_lab(),
             objects: Vec::new(),
         },
-        SimHealth::FleetObjects,
         &opts,
+        600.0,
+        true,
     )
-    .await
-    .unwrap();
-    let client = sim.client().clone();
-    let clock = Arc::new(SimClock::new(opts.start, 600.0, true));
-    let d = promoter::dashboard::start(
-        client,
-        clock.clone(),
-        Some((sim, clock.clone())),
-        Options::new("simulated fleet"),
-    )
-    .await
-    .unwrap();
+    .await;
     use promoter::dashboard::hub::Clock;
     let mut page = browser.page(1280, 800).await.unwrap();
     page.goto(&d.login_url).await.unwrap();
