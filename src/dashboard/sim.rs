@@ -283,12 +283,7 @@ pub fn drive(
             let Some((control, reply)) = asked else {
                 continue;
             };
-            let ended = clock.ended().map(|t| {
-                format!(
-                    "the simulation has ended: it ran until {} (--until)",
-                    stamp(t)
-                )
-            });
+            let ended = clock.ended().map(ended_at);
             let said = match (control, ended) {
                 (Control::Play | Control::Step | Control::Skip, Some(ended)) => ended,
                 (Control::Play, None) => {
@@ -306,10 +301,7 @@ pub fn drive(
                 }
                 (Control::Step, None) if next_tick > end => {
                     clock.end(end);
-                    format!(
-                        "the simulation has ended: it ran until {} (--until)",
-                        stamp(end)
-                    )
+                    ended_at(end)
                 }
                 (Control::Step, None) => {
                     let at = next_tick;
@@ -363,10 +355,7 @@ async fn skip(
         let at = *next_tick;
         if at > end {
             clock.end(end);
-            return format!(
-                "the simulation has ended: it ran until {} (--until)",
-                stamp(end)
-            );
+            return ended_at(end);
         }
         let step = pass(sim, clock, hub, at, (at + tick).min(end), false).await;
         *next_tick = at + tick;
@@ -406,6 +395,14 @@ async fn skip(
             return format!("{jumped}; nothing changed yet: skip again to go on");
         }
     }
+}
+
+/// What the page is told once the simulation reached its end.
+fn ended_at(end: DateTime<Utc>) -> String {
+    format!(
+        "the simulation has ended: it ran until {} (--until)",
+        stamp(end)
+    )
 }
 
 fn stamp(t: DateTime<Utc>) -> String {
