@@ -97,6 +97,7 @@ async fn container_tz_values_and_no_colour() {
 /// The binary with `stream` ("stdout" or "stderr") on a pseudo-terminal, the other on a pipe;
 /// what came through the terminal.
 fn on_a_terminal(args: &[&str], stream: &str, no_color: bool) -> String {
+    use std::io::Read;
     use std::os::fd::{FromRawFd, OwnedFd};
     let (mut leader, mut follower) = (-1, -1);
     // SAFETY: openpty writes two new descriptors into the two integers; the others may be null.
