@@ -10,23 +10,26 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// The `--help` block of the flags every subcommand takes (these and the log flags).
+pub const GLOBAL_OPTIONS: &str = "Global options";
+
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct ClientArgs {
     /// Path to the kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
-    #[arg(long, global = true, env = "PROMOTER_KUBECONFIG")]
+    #[arg(long, global = true, env = "PROMOTER_KUBECONFIG", help_heading = GLOBAL_OPTIONS)]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL_OPTIONS)]
     pub context: Option<String>,
     /// Username to impersonate for the operation (as kubectl's --as).
-    #[arg(long = "as", global = true, value_name = "USER")]
+    #[arg(long = "as", global = true, value_name = "USER", help_heading = GLOBAL_OPTIONS)]
     pub as_user: Option<String>,
     /// Group to impersonate (repeatable; as kubectl's --as-group).
-    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    #[arg(long = "as-group", global = true, value_name = "GROUP", help_heading = GLOBAL_OPTIONS)]
     pub as_group: Vec<String>,
     /// Time to wait for one request, as kubectl's: seconds (`30`) or a duration (`30s`, `1m`,
     /// `1h30m`, `1d`); `0` for no timeout. Without it: 30 s.
-    #[arg(long, global = true, value_name = "DURATION")]
+    #[arg(long, global = true, value_name = "DURATION", help_heading = GLOBAL_OPTIONS)]
     pub request_timeout: Option<String>,
 }
 

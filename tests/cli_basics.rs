@@ -94,6 +94,101 @@ async fn container_tz_values_and_no_colour() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The binary with `stream` ("stdout" or "stderr") on a pseudo-terminal, the other on a pipe;
+/// what came through the terminal.
+fn on_a_terminal(args: &[&str], stream: &str, no_color: bool) -> String {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut leader, mut follower) = (-1, -1);
+    // SAFETY: openpty writes two new descriptors into the two integers; the others may be null.
+    let r = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened for us and are owned from here on.
+    let (leader, follower) =
+        unsafe { (OwnedFd::from_raw_fd(leader), OwnedFd::from_raw_fd(follower)) };
+    let mut command = bin();
+    command.current_dir(env!("CARGO_MANIFEST_DIR")).args(args);
+    if no_color {
+        command.env("NO_COLOR", "1");
+    } else {
+        command.env_remove("NO_COLOR");
+    }
+    match stream {
+        "stdout" => command.stdout(Stdio::from(follower)).stderr(Stdio::null()),
+        _ => command.stderr(Stdio::from(follower)).stdout(Stdio::null()),
+    };
+    let mut child = command.spawn().unwrap();
+    // The follower's last copy closed with the child: the leader then reads EIO (the end).
+    drop(command);
+    let mut out = Vec::new();
+    let mut leader = std::fs::File::from(leader);
+    let mut buf = [0u8; 4096];
+    loop {
+        match leader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    child.wait().unwrap();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// README: "Colour appears only on a terminal and never with `NO_COLOR`": the `error:` and
+/// `warning:` labels of a failed command (stderr) and of `lint` (stdout).
+#[test]
+fn error_and_warning_labels_have_colour_on_a_terminal_only() {
+    let dir = std::env::temp_dir().join(format!("promoter-colour-{}", rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: config.projectsveltos.io/v1beta1\nkind: ClusterPromotion\nmetadata: {name: x}\nspec:\n  profileSpec: {syncMode: Continous}\n  stages: [{name: dev, clusterSelector: {matchLabels: {env: dev}}}, {name: prod, clusterSelector: {matchLabels: {env: dev}}}]\n",
+    )
+    .unwrap();
+    let bad = bad.to_str().unwrap();
+    let missing = dir.join("missing.yaml");
+    let missing = missing.to_str().unwrap();
+    let failed = on_a_terminal(&["simulate", missing], "stderr", false);
+    assert!(
+        failed.starts_with("\u{1b}[1;31merror\u{1b}[0m: "),
+        "{failed:?}"
+    );
+    let linted = on_a_terminal(&["lint", bad], "stdout", false);
+    assert!(
+        linted.contains(": \u{1b}[1;31merror\u{1b}[0m: spec.profileSpec.syncMode")
+            && linted.contains(": \u{1b}[1;33mwarning\u{1b}[0m: "),
+        "{linted:?}"
+    );
+    for (args, stream) in [
+        (&["simulate", missing][..], "stderr"),
+        (&["lint", bad][..], "stdout"),
+    ] {
+        let plain = on_a_terminal(args, stream, true);
+        assert!(!plain.contains('\u{1b}'), "NO_COLOR: {plain:?}");
+        assert!(plain.contains("error: "), "{plain:?}");
+    }
+    // Off a terminal: no colour.
+    let out = bin()
+        .args(["lint", bad])
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains('\u{1b}') && text.contains(": error: "),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn kubeconfig_of(server: &promoter::fake::FakeApiServer) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("promoter-kc-{}", rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -982,16 +982,35 @@ async fn no_credential_reaches_a_page() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_simulation_is_played_from_the_page() {
+/// The ClusterPromotions of a file of this repository.
+fn promotions_of(file: &str) -> Vec<promoter::api::ClusterPromotion> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    promoter::manifest::load_file(&path)
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.promotion().cloned())
+        .collect()
+}
+
+/// `simulate FILE --fleet examples/fleets/blog-lab.yaml --dashboard` with these scripted freezes
+/// and failures, its clock paused: only the page moves it.
+async fn simulated(
+    file: &str,
+    freezes: &[&str],
+    failures: &[&str],
+) -> (Dashboard, Arc<promoter::dashboard::sim::SimClock>) {
+    simulated_with(promotions_of(file), freezes, failures, &[]).await
+}
+
+/// The same with these promotions, and new revisions `(FILE, OFFSET)` (`--update FILE@OFFSET`).
+async fn simulated_with(
+    promotions: Vec<promoter::api::ClusterPromotion>,
+    freezes: &[&str],
+    failures: &[&str],
+    updates: &[(&str, &str)],
+) -> (Dashboard, Arc<promoter::dashboard::sim::SimClock>) {
     use promoter::dashboard::sim::SimClock;
     let path = |p: &str| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(p);
-    let promotions: Vec<_> =
-        promoter::manifest::load_file(&path("examples/blog-kyverno-manual.yaml"))
-            .unwrap()
-            .iter()
-            .filter_map(|d| d.promotion().cloned())
-            .collect();
     let fleet = promoter::sim::Fleet::parse(
         &std::fs::read_to_string(path("examples/fleets/blog-lab.yaml")).unwrap(),
         "blog-lab.yaml",
@@ -1003,9 +1022,21 @@ async fn the_simulation_is_played_from_the_page() {
         tick: chrono::Duration::minutes(1),
         until: chrono::Duration::days(1),
         approvals: Vec::new(),
-        failures: Vec::new(),
-        updates: Vec::new(),
-        freezes: Vec::new(),
+        failures: failures
+            .iter()
+            .map(|f| promoter::sim::ScriptedFailure::parse(f).unwrap())
+            .collect(),
+        updates: updates
+            .iter()
+            .map(|(file, at)| promoter::sim::ScriptedUpdate {
+                promotions: promotions_of(file),
+                at: promoter::api::flag_duration::parse(at).unwrap(),
+            })
+            .collect(),
+        freezes: freezes
+            .iter()
+            .map(|f| promoter::sim::ScriptedFreeze::parse(f).unwrap())
+            .collect(),
         default_tz: chrono_tz::UTC,
         sveltos_clock_skew: chrono::Duration::zero(),
         progress: false,
@@ -1022,7 +1053,6 @@ async fn the_simulation_is_played_from_the_page() {
     .await
     .unwrap();
     let client = sim.client().clone();
-    // Paused: only the page moves it.
     let clock = Arc::new(SimClock::new(start, 60.0, false));
     let d = promoter::dashboard::start(
         client,
@@ -1032,6 +1062,13 @@ async fn the_simulation_is_played_from_the_page() {
     )
     .await
     .unwrap();
+    (d, clock)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_simulation_is_played_from_the_page() {
+    let start = common::start_time();
+    let (d, clock) = simulated("examples/blog-kyverno-manual.yaml", &[], &[]).await;
     let page = get(&d, "/").await.body;
     assert!(page.contains("data-sim=\"play\""), "{page}");
     let step = post(&d, "/api/sim", &json!({"op": "step"})).await;
@@ -1107,4 +1144,300 @@ async fn the_simulation_is_played_from_the_page() {
         404
     );
     assert!(!get(&live, "/").await.body.contains("data-sim"));
+}
+
+/// What a person sees change on the overview and the freezes page: each promotion's stage, phase
+/// and end of its wait, each freeze's phase.
+async fn seen(d: &Dashboard) -> Vec<String> {
+    let rows = get(d, "/api/overview").await.json()["rows"].clone();
+    let mut out: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = &r["promotion"]["status"];
+            format!("{} {} {} {}", s["name"], s["stage"], s["phase"], s["until"])
+        })
+        .collect();
+    let freezes = get(d, "/freezes").await.body;
+    for phase in ["Scheduled", "Active", "Expired"] {
+        if freezes.contains(&format!("class=\"badge fz-{}\"", phase.to_lowercase())) {
+            out.push(format!("freeze {phase}"));
+        }
+    }
+    out
+}
+
+/// "Skip to next change" goes to the next time something a person sees changes, and to each one:
+/// a soak's end, a deployment done (not a minute per click while clusters deploy), a scheduled
+/// freeze's start and end, a progress deadline.
+#[tokio::test(flavor = "multi_thread")]
+async fn skip_goes_to_each_next_change_a_person_sees() {
+    use promoter::dashboard::hub::Clock;
+    let (d, clock) = simulated(
+        "examples/rollback-on-deadline.yaml",
+        &["20m..2h=holidays"],
+        &["prod"],
+    )
+    .await;
+    let start = common::start_time();
+    let mut landed = Vec::new();
+    let mut before = seen(&d).await;
+    for _ in 0..30 {
+        let r = post(&d, "/api/sim", &json!({"op": "skip"})).await.json();
+        let said = r["message"].as_str().unwrap().to_string();
+        let at = (clock.now() - start).num_minutes();
+        let now = seen(&d).await;
+        eprintln!("+{at}m {said}: {now:?}");
+        if said.starts_with("nothing will change") {
+            break;
+        }
+        assert_ne!(now, before, "+{at}m: {said}, and nothing changed");
+        landed.push(at);
+        before = now;
+    }
+    // Dev and staging deploy (3m) and soak (2m); production fails from the start: Failing until
+    // its deadline (2h after 06:10); the freeze from +20m to +2h, held nothing in between (the
+    // last stage starts nothing).
+    assert_eq!(landed, [0, 3, 5, 8, 10, 20, 120, 130]);
+    assert!(before[0].contains("\"Failed\""), "{before:?}");
+    // The promotion's page says when the simulation's last pass ran, kept live, and how often
+    // they run (there is no CronJob to ask).
+    let page = get(&d, "/promotions/kyverno-rollout-guarded").await.body;
+    assert!(
+        page.contains("data-since=\"2026-02-16T08:11:00Z\"")
+            && page.contains("(the simulation, a pass every 1m)"),
+        "{page}"
+    );
+}
+
+/// Issue 46 §4: a freeze over a stage that awaits its approval. Both are true, and both are shown:
+/// `status` (its phase, `also`, its message), the overview (both badges, the phase filter finds it
+/// under either, the stage's words) and the Approve button, which still works: the approval lets
+/// the stage through once the freeze is gone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_freeze_over_a_stage_awaiting_approval_shows_both_and_approve_stays_on_offer() {
+    let (env, name) = awaiting_approval().await;
+    // A freeze of every promotion, as `promoter freeze create holidays --reason CAB-9` makes it.
+    let freeze = json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+        "metadata": {"name": "holidays"}, "spec": {"reason": "CAB-9"}});
+    env.server
+        .store()
+        .seed(&promoter::fake::promotion_freeze_type(), freeze)
+        .unwrap();
+    env.tick().await;
+    let (code, out, err) = common::promoter(&env, &["status", &name, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let status: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["phase"], "Frozen", "{status:#}");
+    assert_eq!(status["also"], json!(["AwaitingApproval"]), "{status:#}");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Frozen: freeze holidays: CAB-9 (until lifted)")
+            && message.contains("stage staging awaits approval"),
+        "{message}"
+    );
+    let d = serve(&env).await;
+    let row = get(&d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+    assert_eq!(
+        row["status"]["also"],
+        json!(["AwaitingApproval"]),
+        "{row:#}"
+    );
+    let page = get(&d, "/").await.body;
+    let tr = page
+        .split("<tr ")
+        .find(|t| t.contains(&format!("id=\"row-{name}\"")))
+        .unwrap();
+    assert!(
+        tr.contains("data-phases=\"Frozen AwaitingApproval\""),
+        "{tr}"
+    );
+    assert!(
+        tr.contains("❄</span> frozen</span>") && tr.contains("⚑</span> awaiting approval</span>"),
+        "both badges: {tr}"
+    );
+    assert!(tr.contains("frozen · awaiting approval"), "{tr}");
+    assert!(
+        tr.contains(&format!(
+            "data-action=\"approve\" data-promotion=\"{name}\" data-stage=\"staging\""
+        )),
+        "the Approve button stays: {tr}"
+    );
+    let (preview, done) = confirm(
+        &d,
+        json!({"action": "approve", "promotion": name, "stage": "staging"}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{preview:#} {}", done.body);
+    env.tick().await;
+    assert_eq!(env.current_stage(&name).as_deref(), Some("staging"), "held");
+    let (code, out, err) = common::promoter(&env, &["freeze", "delete", "holidays"]);
+    assert_eq!(code, 0, "{out}{err}");
+    env.tick().await;
+    assert_eq!(
+        env.current_stage(&name).as_deref(),
+        Some("production"),
+        "the approval given during the freeze let it through"
+    );
+}
+
+/// Issue 46 §4: a pause over a failing deployment says both (the pause's description replaces
+/// what the stage said; what a pass would decide without the pause is the other fact).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pause_over_a_failing_deployment_says_both() {
+    let mut env = Env::new(SEED_FLEET).await;
+    env.addon
+        .failing
+        .insert("staging/staging".into(), common::start_time());
+    let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    for _ in 0..30 {
+        env.tick().await;
+        if env
+            .description(&name, "staging")
+            .is_some_and(|d| d.starts_with("Deployment Fail"))
+        {
+            break;
+        }
+    }
+    let (code, out, err) = common::promoter(&env, &["pause", &name]);
+    assert_eq!(code, 0, "{out}{err}");
+    env.tick().await;
+    let (_, out, _) = common::promoter(&env, &["status", &name, "-o", "json"]);
+    let status: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(status["phase"], "Paused", "{status:#}");
+    let also = status["also"][0].as_str().unwrap_or_default();
+    assert!(also == "Failed" || also == "Failing", "{status:#}");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("paused by ")
+            && message.contains("stage staging: deployment fail")
+            && message.contains("cluster staging/staging"),
+        "{message}"
+    );
+    let d = serve(&env).await;
+    let page = get(&d, "/").await.body;
+    assert!(
+        page.contains(&format!("data-phases=\"Paused {also}\"")),
+        "{page}"
+    );
+}
+
+/// The words a page shows, without its markup (attributes are for the script, not for people).
+fn words_of(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => {
+                in_tag = false;
+                out.push(' ');
+            }
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Issue 46 §5: pages speak words, not the models' internal names (`notCreated`, `Yes`, a
+/// phase's enum name), and count in the singular when there is one.
+#[tokio::test(flavor = "multi_thread")]
+async fn pages_say_words_not_internal_names_and_count_one_as_one() {
+    let (env, name) = awaiting_approval().await;
+    let d = serve(&env).await;
+    let overview = words_of(&get(&d, "/").await.body);
+    assert!(
+        overview.contains("1 promotion ") && !overview.contains("1 promotions"),
+        "{overview}"
+    );
+    let page = words_of(&get(&d, &format!("/promotions/{name}")).await.body);
+    for internal in [
+        "notCreated",
+        "earlierRevision",
+        "beingDeleted",
+        "provisioned: Yes",
+        // The prediction's phase (Events keep their reasons, as kubectl shows them).
+        "AwaitingApproval: ",
+    ] {
+        assert!(!page.contains(internal), "{internal} in {page}");
+    }
+    assert!(
+        page.contains("not created") && page.contains("applied, current revision"),
+        "{page}"
+    );
+    assert!(page.contains("awaiting approval: "), "{page}");
+}
+
+/// Skips until the first promotion's phase is `phase`; its row.
+async fn skip_to_phase(d: &Dashboard, phase: &str) -> Value {
+    for _ in 0..60 {
+        let row = get(d, "/api/overview").await.json()["rows"][0]["promotion"].clone();
+        if row["status"]["phase"] == phase {
+            return row;
+        }
+        let r = post(d, "/api/sim", &json!({"op": "skip"})).await.json();
+        assert!(
+            !r["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("nothing will change"),
+            "never {phase}: {row:#}"
+        );
+    }
+    panic!("never {phase}");
+}
+
+/// Issue 46 §4, the other pairs: a rollback under an active freeze says the freeze (which does not
+/// hold a rollback); a stage that awaits its approval under a progress-deadline policy has met its
+/// deadline, and nothing says a deadline runs (the Next column, explain).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_under_a_freeze_and_a_deadline_policy_under_an_approval_say_what_holds() {
+    // 3.6.0 fails on prod from +20m; production's 2h deadline falls at +2h30m, inside the freeze.
+    let (d, _clock) = simulated_with(
+        promotions_of("examples/rollback-on-deadline.yaml"),
+        &["2h..5h=holidays"],
+        &["prod@20m"],
+        &[("examples/rollback-on-deadline-v2.yaml", "20m")],
+    )
+    .await;
+    let row = skip_to_phase(&d, "RollingBack").await;
+    let message = row["status"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("rolling back to revision ")
+            && message.ends_with(
+                "; freeze simulated-freeze-1 is active (until 2026-02-16T11:00:00Z): it does not hold a rollback"
+            ),
+        "{message}"
+    );
+    assert_eq!(
+        row["status"]["prediction"]["nextCheckFor"],
+        "rollback deadline"
+    );
+    let page = get(&d, "/").await.body;
+    assert!(page.contains("rollback deadline <time"), "{page}");
+    drop(d);
+    // A manual stage under a progress-deadline policy, awaiting its approval.
+    let mut manual = promotions_of("examples/blog-kyverno-manual.yaml");
+    manual[0]
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("promoter.dev/progress-deadline".into(), "30m".into());
+    let (d, _clock) = simulated_with(manual, &[], &[], &[]).await;
+    let row = skip_to_phase(&d, "AwaitingApproval").await;
+    assert_eq!(row["status"]["also"], Value::Null, "{row:#}");
+    assert_eq!(
+        row["status"]["prediction"]["nextCheck"],
+        Value::Null,
+        "{row:#}"
+    );
+    let detail = get(&d, "/api/promotions/kyverno-prog-rollout-man")
+        .await
+        .json();
+    assert_eq!(detail["explanation"]["deadline"], Value::Null, "{detail:#}");
+    let page = get(&d, "/").await.body;
+    let next = page.split("<td class=\"next\">").nth(1).unwrap();
+    assert!(next.starts_with("-</td>"), "{next}");
 }

@@ -53,19 +53,30 @@ fn options(freezes: Vec<promoter::sim::ScriptedFreeze>) -> SimOptions {
 
 /// `simulate … --dashboard`, its clock paused: the page moves it.
 async fn simulation(world: SimWorld, opts: &SimOptions) -> Dashboard {
+    simulation_at(world, opts, 60.0, false).await.0
+}
+
+/// `simulate … --dashboard --speed RATE` (paused unless `running`), and its clock.
+async fn simulation_at(
+    world: SimWorld,
+    opts: &SimOptions,
+    rate: f64,
+    running: bool,
+) -> (Dashboard, Arc<SimClock>) {
     let sim = Simulation::start(world, SimHealth::FleetObjects, opts)
         .await
         .unwrap();
     let client = sim.client().clone();
-    let clock = Arc::new(SimClock::new(opts.start, 60.0, false));
-    promoter::dashboard::start(
+    let clock = Arc::new(SimClock::new(opts.start, rate, running));
+    let d = promoter::dashboard::start(
         client,
         clock.clone(),
-        Some((sim, clock)),
+        Some((sim, clock.clone())),
         Options::new("simulated fleet"),
     )
     .await
-    .unwrap()
+    .unwrap();
+    (d, clock)
 }
 
 async fn text(page: &mut Page, expression: &str) -> String {
@@ -263,7 +274,7 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
         .unwrap();
     assert_eq!(
         text(&mut page, "document.getElementById('count').textContent").await,
-        "0 of 1 promotions"
+        "0 of 1 promotion"
     );
     page.eval("{ const s = document.getElementById('phase'); s.value = ''; s.dispatchEvent(new Event('input')); }")
         .await
@@ -278,7 +289,7 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
         .unwrap();
     assert_eq!(
         text(&mut page, "document.getElementById('count').textContent").await,
-        "0 of 1 promotions"
+        "0 of 1 promotion"
     );
     // The promotion's page, by keyboard: its link, Enter.
     page.goto(&format!("http://{}/", d.addr)).await.unwrap();
@@ -343,34 +354,38 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
     assert!(problems.is_empty(), "the page reported: {problems:?}");
 }
 
-/// The book's pictures: the promotions of `examples/demo/` (three teams, the checkout team frozen)
-/// beside the blog's manual rollout and the rollback example, on the blog's lab fleet.
+/// The book's pictures, from the command examples/demo/teams.yaml names (a person can run it and
+/// see the same): five promotions in different states on the blog's lab fleet, one of them frozen
+/// while its stage awaits approval.
 #[tokio::test(flavor = "multi_thread")]
 async fn screenshots_of_the_overview_and_a_promotion() {
     let Some(browser) = Browser::launch().await.unwrap() else {
         return;
     };
-    let mut promotions = example("blog-kyverno-manual.yaml");
-    promotions.extend(example("rollback-on-deadline.yaml"));
-    promotions.extend(example("demo/teams.yaml"));
-    let freeze = promoter::manifest::load_file(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/freeze.yaml"),
+    let demo = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/teams.yaml"),
     )
-    .unwrap()
-    .remove(0)
-    .raw;
-    let opts = options(Vec::new());
-    let d = simulation(
-        SimWorld {
-            promotions,
-            fleet: blog_lab(),
-            objects: vec![(promoter::fake::promotion_freeze_type(), freeze)],
-        },
-        &opts,
-    )
-    .await;
+    .unwrap();
+    // The command, as the file's header gives it (its lines joined).
+    let command = demo
+        .lines()
+        .skip_while(|l| !l.contains("promoter simulate"))
+        .take_while(|l| l.starts_with("#   "))
+        .map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .trim_end_matches('\\')
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut args: Vec<&str> = command.split_whitespace().skip(2).collect();
+    assert!(args.contains(&"--dashboard"), "{command}");
+    args.extend(["--speed", "0", "--port", "0"]);
+    let served = serve_simulation(&args);
+    let d_url = format!("http://127.0.0.1:{}", port_of(&served.url));
     let mut page = browser.page(1360, 640).await.unwrap();
-    page.goto(&d.login_url).await.unwrap();
+    page.goto(&served.url).await.unwrap();
     page.wait_for(
         "document.querySelectorAll('#rows tr').length === 5",
         Duration::from_secs(30),
@@ -382,15 +397,29 @@ async fn screenshots_of_the_overview_and_a_promotion() {
         "document.querySelector('#row-kyverno-prog-rollout-man').dataset.phase === 'AwaitingApproval' && document.querySelector('#row-payments-api').dataset.phase === 'Soaking' && document.querySelector('#row-checkout-web').dataset.phase === 'Frozen'",
     )
     .await;
+    // Two facts at once: checkout-web's staging is frozen and awaits its approval.
+    let checkout = text(
+        &mut page,
+        "document.querySelector('#row-checkout-web').dataset.phases",
+    )
+    .await;
+    assert_eq!(checkout, "Frozen AwaitingApproval");
+    assert_eq!(
+        page.eval("!!document.querySelector('#row-checkout-web button[data-action=approve]')")
+            .await
+            .unwrap(),
+        Value::Bool(true)
+    );
+    // The last skip's answer, gone as it goes after a few seconds.
+    page.eval("document.getElementById('toast').className = ''")
+        .await
+        .unwrap();
     let png = page.screenshot(false).await.unwrap();
     assert!(png.len() > 10_000, "a blank screenshot?");
     save("dashboard-overview.png", &png);
-    page.goto(&format!(
-        "http://{}/promotions/kyverno-prog-rollout-man",
-        d.addr
-    ))
-    .await
-    .unwrap();
+    page.goto(&format!("{d_url}/promotions/kyverno-prog-rollout-man"))
+        .await
+        .unwrap();
     page.wait_for(
         "!!document.querySelector('section.pipeline-cols')",
         Duration::from_secs(30),
@@ -412,4 +441,319 @@ async fn screenshots_of_the_overview_and_a_promotion() {
     save("dashboard-promotion.png", &png);
     let problems = page_tall.problems();
     assert!(problems.is_empty(), "the page reported: {problems:?}");
+}
+
+/// Milliseconds since the epoch.
+fn ms(t: chrono::DateTime<chrono::Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// The time the page's clock shows (to the second), in milliseconds since the epoch.
+async fn shown_on(page: &mut Page) -> i64 {
+    page.eval("Date.parse(document.getElementById('clock').getAttribute('datetime'))")
+        .await
+        .unwrap()
+        .as_f64()
+        .unwrap_or_else(|| panic!("no time on the page's clock")) as i64
+}
+
+/// At 600× the page's clock is the simulation's: never ahead of the server's clock (by more than
+/// one tick of the simulation, what a rate changed in flight may cost), never backwards (a pause
+/// included), and when the simulation cannot keep the rate asked the page says what it reaches.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_simulated_clock_at_600x_is_never_ahead_of_the_simulation_nor_goes_backwards() {
+    let Some(browser) = Browser::launch().await.unwrap() else {
+        return;
+    };
+    let opts = options(Vec::new());
+    let (d, clock) = simulation_at(
+        SimWorld {
+            promotions: example("blog-kyverno-manual.yaml"),
+            fleet: blog_lab(),
+            objects: Vec::new(),
+        },
+        &opts,
+        600.0,
+        true,
+    )
+    .await;
+    use promoter::dashboard::hub::Clock;
+    let mut page = browser.page(1280, 800).await.unwrap();
+    page.goto(&d.login_url).await.unwrap();
+    page.wait_for(
+        "document.getElementById('live').textContent === '● live'",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let tick = ms(opts.start + opts.tick) - ms(opts.start);
+    let mut shown: Vec<i64> = Vec::new();
+    let mut worst_ahead = i64::MIN;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(12) {
+        let on_page = shown_on(&mut page).await;
+        // Read after the page's: the server's clock at least as late as what the page showed.
+        let server = ms(clock.now());
+        worst_ahead = worst_ahead.max(on_page - server);
+        assert!(
+            on_page <= server + tick,
+            "the page shows {} while the simulation is at {} ({} s ahead after {:?})",
+            on_page,
+            server,
+            (on_page - server) / 1000,
+            started.elapsed()
+        );
+        if let Some(last) = shown.last() {
+            assert!(
+                on_page >= *last,
+                "the page's clock went back from {last} to {on_page}"
+            );
+        }
+        shown.push(on_page);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = shown[0];
+    let last = *shown.last().unwrap();
+    assert!(
+        last - first > 10 * tick,
+        "the clock hardly moved: {first} .. {last}"
+    );
+    // The words say what the clock reaches.
+    let view = clock.view();
+    let state = text(
+        &mut page,
+        "document.getElementById('sim-state').textContent",
+    )
+    .await;
+    match view.behind() {
+        Some(_) => assert!(state.contains("of the 600× asked"), "{state} ({view:?})"),
+        None => assert!(state.starts_with("playing at "), "{state} ({view:?})"),
+    }
+    eprintln!(
+        "600×: the page at most {worst_ahead} ms ahead of the server's clock; the server reaches {:?}",
+        view.reached
+    );
+    // Pause: the page stops where the simulation stopped, not before and not after.
+    page.click("#sim-toggle").await.unwrap();
+    page.wait_for(
+        "document.getElementById('sim-state').textContent === 'paused'",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let paused = ms(clock.now());
+    let on_page = shown_on(&mut page).await;
+    assert!(
+        on_page >= last,
+        "the page's clock went back on Pause: {last} to {on_page}"
+    );
+    assert_eq!(
+        on_page,
+        paused - paused % 1000,
+        "paused: the page shows the simulation's time"
+    );
+    let problems = page.problems();
+    assert!(problems.is_empty(), "the page reported: {problems:?}");
+}
+
+/// `promoter simulate … --dashboard` as a person starts it, with its URL from its output.
+struct Served {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_simulation(args: &[&str]) -> Served {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("simulate")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {first:?}"))
+        .to_string();
+    // Keeps reading, so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Served { child, url }
+}
+
+/// The port of `http://127.0.0.1:PORT/…`.
+fn port_of(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .split(['/', ':'])
+        .nth(1)
+        .unwrap()
+        .to_string()
+}
+
+/// Play and Pause are one button that shows the clock's state, and the speed selector shows the
+/// rate the server's clock runs at: `--speed 0` starts paused (at the default speed once
+/// played), a speed chosen stays shown after a reload.
+#[tokio::test(flavor = "multi_thread")]
+async fn play_pause_is_one_toggle_that_shows_its_state_and_the_speed_shown_is_the_servers() {
+    let Some(browser) = Browser::launch().await.unwrap() else {
+        return;
+    };
+    let served = serve_simulation(&[
+        "examples/blog-kyverno-manual.yaml",
+        "--fleet",
+        "examples/fleets/blog-lab.yaml",
+        "--dashboard",
+        "--speed",
+        "0",
+        "--port",
+        "0",
+    ]);
+    let mut page = browser.page(1280, 800).await.unwrap();
+    page.goto(&served.url).await.unwrap();
+    page.wait_for(
+        "document.getElementById('live').textContent === '● live'",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let controls = "(() => { const t = document.getElementById('sim-toggle'); return [t.textContent, t.className, document.getElementById('sim-state').textContent, document.getElementById('sim-speed').value, document.querySelectorAll('[data-sim=play], [data-sim=pause]').length]; })()";
+    assert_eq!(
+        page.eval(controls).await.unwrap(),
+        serde_json::json!(["▶ Play", "toggle paused", "paused", "60", 1])
+    );
+    page.click("#sim-toggle").await.unwrap();
+    page.wait_for(
+        "document.getElementById('sim-toggle').textContent === '‖ Pause'",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let state = text(
+        &mut page,
+        "document.getElementById('sim-state').textContent",
+    )
+    .await;
+    assert!(
+        state.starts_with("playing at ") && state.contains("60×"),
+        "{state}"
+    );
+    assert_eq!(
+        text(&mut page, "document.getElementById('sim-toggle').className").await,
+        "toggle playing"
+    );
+    page.eval("{ const s = document.getElementById('sim-speed'); s.value = '600'; s.dispatchEvent(new Event('change', {bubbles: true})); }")
+        .await
+        .unwrap();
+    page.wait_for(
+        "document.getElementById('sim-state').textContent.includes('600×')",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    // A reload shows the server's clock as it is: playing, at 600×.
+    page.goto(&format!("http://127.0.0.1:{}/", port_of(&served.url)))
+        .await
+        .unwrap();
+    let after = page.eval(controls).await.unwrap();
+    assert_eq!(after[0], "‖ Pause", "{after}");
+    assert_eq!(after[1], "toggle playing", "{after}");
+    assert_eq!(after[3], "600", "{after}");
+    page.click("#sim-toggle").await.unwrap();
+    page.wait_for(
+        "document.getElementById('sim-state').textContent === 'paused' && document.getElementById('sim-toggle').textContent === '▶ Play'",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let problems = page.problems();
+    assert!(problems.is_empty(), "the page reported: {problems:?}");
+}
+
+/// When the dashboard stops, the page says so (and keeps what it showed); when it was restarted,
+/// the page says its session ended and what to open.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_says_when_the_dashboard_stops_and_when_it_was_restarted() {
+    let Some(browser) = Browser::launch().await.unwrap() else {
+        return;
+    };
+    let args = |port: &str| -> Vec<String> {
+        [
+            "examples/blog-kyverno-manual.yaml",
+            "--fleet",
+            "examples/fleets/blog-lab.yaml",
+            "--dashboard",
+            "--speed",
+            "0",
+            "--port",
+            port,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let first = serve_simulation(&args("0").iter().map(String::as_str).collect::<Vec<_>>());
+    let port = port_of(&first.url);
+    let mut page = browser.page(1280, 800).await.unwrap();
+    page.goto(&first.url).await.unwrap();
+    page.wait_for(
+        "document.getElementById('live').textContent === '● live' && document.getElementById('connection').hidden",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    drop(first);
+    page.wait_for(
+        "!document.getElementById('connection').hidden",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let said = text(
+        &mut page,
+        "document.getElementById('connection').textContent",
+    )
+    .await;
+    assert!(
+        said.starts_with("The dashboard does not answer (stopped?)"),
+        "{said}"
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('#rows tr').length")
+            .await
+            .unwrap(),
+        1,
+        "what it last sent stays"
+    );
+    let _second = serve_simulation(&args(&port).iter().map(String::as_str).collect::<Vec<_>>());
+    page.wait_for(
+        "document.getElementById('connection').textContent.startsWith('This page')",
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap();
+    let said = text(
+        &mut page,
+        "document.getElementById('connection').textContent",
+    )
+    .await;
+    assert!(
+        said.contains("session ended") && said.contains("Open the URL it printed"),
+        "{said}"
+    );
+    assert_eq!(
+        text(&mut page, "document.getElementById('live').textContent").await,
+        "disconnected"
+    );
 }

@@ -488,3 +488,62 @@ async fn lint_against_the_live_inventory() {
         "{out}"
     );
 }
+
+/// Issue 46 §5: a file of other kinds never passes silently: each document promoter does not
+/// check is named in a note, a file with nothing to check is a warning, and the counts read as
+/// counts (`1 warning in 1 file`).
+#[test]
+fn a_file_of_other_kinds_says_what_it_did_not_check() {
+    let dir = std::env::temp_dir().join(format!("promoter-lint-{}", common::rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("other.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: b}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .arg("lint")
+        .arg(&file)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fleets/blog-lab.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let f = file.display();
+    for line in [
+        format!(
+            "{f}:1:1: document 1: note: not checked: v1 ConfigMap settings is not what promoter checks (ClusterPromotions, PromotionFreezes, PromotionRevisions, its notification settings)"
+        ),
+        format!(
+            "{f}:6:1: document 2: note: not checked: apps/v1 Deployment web is not what promoter checks (ClusterPromotions, PromotionFreezes, PromotionRevisions, its notification settings)"
+        ),
+        format!(
+            "{f}: warning: nothing checked: the file holds no ClusterPromotion, none of promoter's own kinds and no notification settings"
+        ),
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == line),
+            "no {line:?} in\n{stdout}"
+        );
+    }
+    assert!(
+        stdout.contains("document 1: note: not checked: a Fleet is what `simulate --fleet` and `lint --fleet` read: give it with --fleet"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("0 errors, 2 warnings in 2 files\n"),
+        "{stdout}"
+    );
+    let one = std::process::Command::new(env!("CARGO_BIN_EXE_promoter"))
+        .arg("lint")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&one.stdout).ends_with("0 errors, 1 warning in 1 file\n"),
+        "{}",
+        String::from_utf8_lossy(&one.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -406,3 +406,43 @@ async fn doctor_checks_the_pass_s_account_whoever_runs_it() {
         "{c}"
     );
 }
+
+/// The dashboard of someone bound to `promoter-view` shows all that a promotion's page shows, its
+/// Events included (the page said "Events cannot be read … Forbidden" when the role could not list
+/// them); so does an approver's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_viewer_s_dashboard_shows_the_promotion_s_events() {
+    use promoter::dashboard::hub::{Hub, HubOptions, WallClock};
+    let env = world().await;
+    for user in ["vera", "alice"] {
+        let client = env.server.client_as(user).await.unwrap();
+        let hub = Hub::new(
+            client,
+            Arc::new(WallClock),
+            HubOptions {
+                tz: chrono_tz::UTC,
+                cronjob: None,
+                refresh: None,
+                linger: std::time::Duration::from_secs(30),
+                page: promoter::dashboard::views::Page {
+                    csrf: String::new(),
+                    read_only: true,
+                    simulated: false,
+                    source: "cluster".into(),
+                },
+            },
+        );
+        let _viewing = hub.view(NAME);
+        hub.refresh().await;
+        let snapshot = hub.snapshot();
+        let detail = &snapshot.details[NAME].value;
+        assert_eq!(detail.events_error, None, "{user}");
+        assert!(
+            detail.events.iter().any(|e| e.reason == "AwaitingApproval"),
+            "{user}: {:?}",
+            detail.events
+        );
+        let forbidden = env.server.count(|r| r.user == user && r.code == 403);
+        assert_eq!(forbidden, 0, "{user}: {:#?}", env.server.requests());
+    }
+}

@@ -26,7 +26,10 @@ pub struct WhoArgs {
 /// Example: promoter approve kyverno-prog-rollout-man --stage staging
 #[derive(clap::Args, Debug)]
 pub struct ApproveArgs {
+    /// The ClusterPromotion.
     name: String,
+    /// The manual stage to approve (default: the current one); a stage the current run has
+    /// passed is pre-approved for the next revision.
     #[arg(long)]
     stage: Option<String>,
     #[command(flatten)]
@@ -34,8 +37,11 @@ pub struct ApproveArgs {
 }
 
 /// Pause a ClusterPromotion: every pass leaves it alone until it is resumed.
+///
+/// Example: promoter pause kyverno-rollout-auto --reason "INC-7: investigating"
 #[derive(clap::Args, Debug)]
 pub struct PauseArgs {
+    /// The ClusterPromotion.
     name: String,
     #[command(flatten)]
     who: WhoArgs,
@@ -54,6 +60,7 @@ pub struct PauseArgs {
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct ResumeArgs {
+    /// The ClusterPromotion.
     name: String,
     /// Confirm redeploying a rolled-back revision (refused without it, naming the revision).
     #[arg(long, short = 'y')]
@@ -73,6 +80,7 @@ pub struct ResumeArgs {
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct AbortArgs {
+    /// The ClusterPromotion.
     name: String,
     #[command(flatten)]
     who: WhoArgs,
@@ -89,6 +97,7 @@ pub struct AbortArgs {
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct RollbackArgs {
+    /// The ClusterPromotion.
     name: String,
     /// The revision to restore: its ID (`1a2b3c4d5e`, as explain, history, Events and
     /// notifications show it), its hash, or its PromotionRevision's name.

@@ -64,8 +64,8 @@ impl ServeArgs {
 /// Prints where the dashboard is, then serves until interrupted.
 pub async fn announce_and_serve(dashboard: promoter::dashboard::Dashboard, what: &str) {
     if !dashboard.addr.ip().is_loopback() {
-        super::streams::err(&format!(
-            "warning: serving on {}, not only on this machine: anyone who has the URL acts with your identity",
+        super::warning(&format!(
+            "serving on {}, not only on this machine: anyone who has the URL acts with your identity",
             dashboard.addr
         ));
     }

@@ -31,6 +31,7 @@ pub struct DoctorArgs {
           default_value = promoter::notify::config::DEFAULT_LOCATION,
           value_parser = super::step::notifications_at)]
     notifications: super::step::NotificationsAt,
+    /// Output format (jsonpath=TEMPLATE: as kubectl's).
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
 }

@@ -35,6 +35,7 @@ enum FreezeCommand {
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 struct CreateArgs {
+    /// The PromotionFreeze's name.
     name: String,
     /// Why nothing may start: shown on every promotion it holds (at most 512 bytes).
     #[arg(long)]
@@ -57,17 +58,24 @@ struct CreateArgs {
 }
 
 /// List the PromotionFreezes: phase, the promotions each holds now, times.
+///
+/// Example: promoter freeze list -o yaml
 #[derive(clap::Args, Debug)]
 struct ListArgs {
+    /// Output format (jsonpath=TEMPLATE: as kubectl's).
     #[arg(long, short = 'o', default_value = "table", value_parser = formats(&["table", "json", "yaml", "jsonpath"]))]
     output: Format,
+    /// Table output without the header line.
     #[arg(long)]
     no_headers: bool,
 }
 
 /// Delete a PromotionFreeze: the promotions it held start new stages again from the next pass.
+///
+/// Example: promoter freeze delete holidays
 #[derive(clap::Args, Debug)]
 struct DeleteArgs {
+    /// The PromotionFreeze.
     name: String,
 }
 

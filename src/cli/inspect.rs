@@ -41,6 +41,7 @@ pub struct StatusArgs {
     /// Only ClusterPromotions whose labels match this selector (e.g. `team=payments`).
     #[arg(long, short = 'l')]
     selector: Option<String>,
+    /// Output format (wide adds the last pass and the prediction; jsonpath=TEMPLATE as kubectl's).
     #[arg(long, short = 'o', default_value = "table",
           value_parser = formats(&["table", "wide", "json", "yaml", "name", "jsonpath"]))]
     output: Format,
@@ -117,7 +118,9 @@ impl DeploymentArgs {
 /// Example: promoter explain kyverno-rollout-auto
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
+    /// The ClusterPromotion.
     name: String,
+    /// Output format (jsonpath=TEMPLATE: as kubectl's).
     #[arg(long, short = 'o', default_value = "text",
           value_parser = formats(&["text", "json", "yaml", "jsonpath"]))]
     output: Format,
@@ -292,7 +295,7 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
     if args.watch
         && let Some(w) = last_pass.as_ref().and_then(|l| l.stale(Utc::now(), None))
     {
-        super::streams::err(&format!("warning: {w}"));
+        super::warning(&w);
     }
     if !args.watch {
         let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
@@ -305,14 +308,14 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
                 .max(),
         };
         if let Some(w) = last_pass.as_ref().and_then(|l| l.stale(now, recorded)) {
-            super::streams::err(&format!("warning: {w}"));
+            super::warning(&w);
         }
         let view = StatusView { rows, now };
         for r in view.rows() {
             let errors = r.notification_errors();
             if !errors.is_empty() {
-                super::streams::err(&format!(
-                    "warning: {}: {} notification{} not delivered yet ({})",
+                super::warning(&format!(
+                    "{}: {} notification{} not delivered yet ({})",
                     r.name,
                     r.notifications.len(),
                     if r.notifications.len() == 1 { "" } else { "s" },

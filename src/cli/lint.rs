@@ -25,6 +25,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct LintArgs {
+    /// Manifests to check (YAML, several documents each).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// A fleet (Fleet and SveltosCluster documents) to check stage membership against.
@@ -37,6 +38,7 @@ pub struct LintArgs {
     /// The deployment's window zone (the CronJob's `PROMOTER_TIMEZONE`/`TZ`), never the shell's `TZ`.
     #[arg(long, default_value = "UTC", env = "PROMOTER_TIMEZONE")]
     timezone: String,
+    /// Output format (github: GitHub Actions annotations for a pull request).
     #[arg(long, short = 'o', default_value = "text", value_parser = formats(&["text", "json", "yaml", "jsonpath", "github"]))]
     output: Format,
 }
@@ -53,12 +55,17 @@ struct Report {
 impl Render for Report {
     fn human(&self, _wide: bool) -> Human {
         let mut out = String::new();
+        let colour = promoter::logging::colour_on(promoter::logging::Stream::Stdout);
         for d in &self.diagnostics {
-            out.push_str(&format!("{d}\n"));
+            out.push_str(&d.render(colour));
+            out.push('\n');
         }
+        let counted = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
         out.push_str(&format!(
-            "{} errors, {} warnings in {} files\n",
-            self.errors, self.warnings, self.files
+            "{}, {} in {}\n",
+            counted(self.errors, "error"),
+            counted(self.warnings, "warning"),
+            counted(self.files, "file")
         ));
         Human::Text(out)
     }

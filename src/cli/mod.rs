@@ -26,6 +26,9 @@ use promoter::client::ClientArgs;
 use promoter::logging::{self, LogFormat};
 use std::process::ExitCode;
 
+/// The `--help` block of the flags every subcommand takes.
+const GLOBAL: &str = promoter::client::GLOBAL_OPTIONS;
+
 /// promoter: progressive, multi-stage rollouts of Sveltos ClusterPromotions, one pass at a time.
 #[derive(Parser, Debug)]
 #[command(name = "promoter", version = env!("PROMOTER_VERSION"), about, long_about = None)]
@@ -36,7 +39,8 @@ pub struct Cli {
         global = true,
         value_enum,
         default_value = "human",
-        env = "PROMOTER_LOG_FORMAT"
+        env = "PROMOTER_LOG_FORMAT",
+        help_heading = GLOBAL
     )]
     log_format: LogFormat,
     /// Log level or filter (`info`, `promoter=debug`); RUST_LOG takes precedence.
@@ -44,11 +48,18 @@ pub struct Cli {
         long,
         global = true,
         default_value = "warn",
-        env = "PROMOTER_LOG_LEVEL"
+        env = "PROMOTER_LOG_LEVEL",
+        help_heading = GLOBAL
     )]
     log_level: String,
     /// kubectl-style verbosity: 0 warnings, 1–3 info, 4–5 debug, 6+ trace (overrides --log-level).
-    #[arg(short = 'v', long = "v", global = true, value_name = "LEVEL")]
+    #[arg(
+        short = 'v',
+        long = "v",
+        global = true,
+        value_name = "LEVEL",
+        help_heading = GLOBAL
+    )]
     verbosity: Option<u8>,
     #[command(flatten)]
     client: ClientArgs,
@@ -76,6 +87,7 @@ enum Command {
     ///
     /// Example: promoter completions bash > /etc/bash_completion.d/promoter
     Completions {
+        /// The shell: bash, elvish, fish, powershell or zsh.
         shell: clap_complete::Shell,
     },
     Crd(CrdArgs),
@@ -161,14 +173,20 @@ pub fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            streams::err(&format!("error: starting the async runtime: {e}"));
+            streams::err(&promoter::logging::labelled(
+                &format!("error: starting the async runtime: {e}"),
+                promoter::logging::Stream::Stderr,
+            ));
             return ExitCode::from(promoter::exit_codes::CANNOT_RUN);
         }
     };
     match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
-            streams::err(&promoter::cli_error::render(&e));
+            streams::err(&promoter::logging::labelled(
+                &promoter::cli_error::render(&e),
+                promoter::logging::Stream::Stderr,
+            ));
             ExitCode::from(promoter::exit_codes::CANNOT_RUN)
         }
     }
@@ -258,6 +276,14 @@ async fn suggesting(e: anyhow::Error, client: &kube::Client, name: &str) -> anyh
     anyhow::anyhow!(not_found(name, names.iter().map(String::as_str)))
 }
 
+/// `warning: TEXT` on stderr, the label in colour on a terminal.
+fn warning(text: &str) {
+    streams::err(&promoter::logging::labelled(
+        &format!("warning: {text}"),
+        promoter::logging::Stream::Stderr,
+    ));
+}
+
 fn timezone(name: &str) -> anyhow::Result<Tz> {
     promoter::zone::parse(name).map_err(|e| anyhow::anyhow!("--timezone: {e}"))
 }
@@ -281,5 +307,60 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    /// Issue 46 §5: every subcommand's `--help` puts the global flags in their own block after
+    /// its own, describes every argument, and shows at least one example.
+    #[test]
+    fn every_subcommand_help_describes_each_argument_and_has_an_example() {
+        use clap::CommandFactory;
+        let mut root = super::Cli::command();
+        root.build();
+        let mut problems = Vec::new();
+        let mut commands: Vec<(String, clap::Command)> = root
+            .get_subcommands()
+            .filter(|c| c.get_name() != "help")
+            .map(|c| (c.get_name().to_string(), c.clone()))
+            .collect();
+        while let Some((path, c)) = commands.pop() {
+            commands.extend(
+                c.get_subcommands()
+                    .filter(|s| s.get_name() != "help")
+                    .map(|s| (format!("{path} {}", s.get_name()), s.clone())),
+            );
+            if c.has_subcommands() {
+                continue;
+            }
+            let help = c.clone().render_long_help().to_string();
+            if !help.contains("Example") {
+                problems.push(format!("{path}: no example"));
+            }
+            for arg in c.get_arguments() {
+                let name = arg.get_id().as_str();
+                if ["help", "version"].contains(&name) {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    problems.push(format!("{path}: {name} is not described"));
+                }
+                let global = arg.is_global_set();
+                let heading = arg.get_help_heading();
+                if global && heading != Some(super::GLOBAL) {
+                    problems.push(format!("{path}: global {name} is under {heading:?}"));
+                }
+                if !global && heading == Some(super::GLOBAL) {
+                    problems.push(format!("{path}: {name} is under the global heading"));
+                }
+            }
+            // The command's own options first, the global ones after them.
+            let own = help.find("\nOptions:\n");
+            let global = help.find(&format!("\n{}:\n", super::GLOBAL));
+            if let (Some(own), Some(global)) = (own, global)
+                && own > global
+            {
+                problems.push(format!("{path}: global options before its own"));
+            }
+        }
+        assert!(problems.is_empty(), "{problems:#?}");
     }
 }

@@ -75,7 +75,8 @@ fn signed_duration(s: &str) -> Result<chrono::Duration, String> {
 #[derive(clap::Args, Debug)]
 #[command(verbatim_doc_comment)]
 pub struct SimulateArgs {
-    /// ClusterPromotion manifests (YAML, several documents allowed).
+    /// ClusterPromotion manifests (YAML, several documents allowed); the PromotionFreezes in them
+    /// are in the simulated cluster too.
     #[arg(required = true)]
     manifests: Vec<PathBuf>,
     /// Fleet file: `Fleet` and/or `SveltosCluster` documents (default: derived from the selectors).
@@ -99,7 +100,7 @@ pub struct SimulateArgs {
     /// virtual clock (play, pause, speed, next pass) and takes actions (approve, …).
     #[arg(long)]
     dashboard: bool,
-    /// With --dashboard: virtual seconds per real second (0: start paused).
+    /// With --dashboard: virtual seconds per real second (0: start paused, at 60 once played).
     #[arg(long, default_value_t = 60.0, requires = "dashboard")]
     speed: f64,
     #[command(flatten)]
@@ -302,7 +303,7 @@ async fn serve_simulation(
     let simulation =
         promoter::sim::Simulation::start(world, promoter::sim::SimHealth::FleetObjects, opts)
             .await?;
-    let clock = std::sync::Arc::new(SimClock::new(opts.start, speed.max(1.0), speed > 0.0));
+    let clock = std::sync::Arc::new(SimClock::from_speed(opts.start, speed));
     let client = simulation.client().clone();
     let mut options = serve.options("simulated fleet");
     options.tz = opts.default_tz;

@@ -200,7 +200,13 @@ impl Render for Report<'_> {
                 out.push_str(&format!("  deferred: {d}\n"));
             }
             if let Some(e) = &p.error {
-                out.push_str(&format!("  error: {e}\n"));
+                out.push_str(&format!(
+                    "  {}: {e}\n",
+                    promoter::logging::label(
+                        "error",
+                        promoter::logging::colour_on(promoter::logging::Stream::Stdout)
+                    )
+                ));
             }
             if let Some(n) = &p.notifications {
                 out.push_str(&format!(

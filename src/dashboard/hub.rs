@@ -21,6 +21,88 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
     /// Virtual seconds per real second while it runs (1 for the wall clock), and whether it runs.
     fn rate(&self) -> (f64, bool);
+    /// All the page needs to show this clock and run its own copy of it.
+    fn view(&self) -> ClockView {
+        let (rate, running) = self.rate();
+        ClockView {
+            now: self.now(),
+            rate,
+            running,
+            hold: None,
+            reached: None,
+            ended: None,
+        }
+    }
+}
+
+/// A clock as the page gets it: where it is, how fast it runs, and where it stops. The page runs
+/// its own copy from the moment it receives one, and never past `hold`: so it never shows a time
+/// the server's clock has not reached.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClockView {
+    pub now: DateTime<Utc>,
+    /// Virtual seconds per real second asked for (1 for the wall clock).
+    pub rate: f64,
+    pub running: bool,
+    /// The clock waits there (a simulated pass is due then and has not run yet).
+    pub hold: Option<DateTime<Utc>>,
+    /// The rate the clock reaches, measured over its last passes (a simulation whose passes take
+    /// longer than the time between two of them at the rate asked runs slower).
+    pub reached: Option<f64>,
+    /// The simulation ended (its `--until`), at this time.
+    pub ended: Option<DateTime<Utc>>,
+}
+
+impl ClockView {
+    /// Whether the clock runs noticeably slower than asked.
+    pub fn behind(&self) -> Option<f64> {
+        self.reached
+            .filter(|r| self.running && *r < self.rate * 0.9)
+    }
+
+    /// The clock's state in words, for the page's header: `paused`, `playing at 600×`, …
+    pub fn state_text(&self) -> String {
+        if let Some(t) = self.ended {
+            return format!(
+                "ended: the simulation ran until {} (--until)",
+                t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+        }
+        if !self.running {
+            return "paused".into();
+        }
+        match self.behind() {
+            Some(r) => format!(
+                "playing at {} of the {} asked: each pass takes longer than the time between two at that speed",
+                rate_text(r),
+                rate_text(self.rate)
+            ),
+            None => format!("playing at {}", rate_text(self.rate)),
+        }
+    }
+
+    /// What the page receives: times in milliseconds since the epoch.
+    pub fn json(&self) -> String {
+        let ms = |t: DateTime<Utc>| t.timestamp_millis();
+        serde_json::json!({
+            "now": ms(self.now),
+            "rate": self.rate,
+            "running": self.running,
+            "hold": self.hold.map(ms),
+            "ended": self.ended.is_some(),
+            "state": self.state_text(),
+        })
+        .to_string()
+    }
+}
+
+/// `600×`, `1.5×`, `330×` (a measured rate, to its whole number above 10).
+pub fn rate_text(rate: f64) -> String {
+    if rate >= 10.0 || rate.fract() == 0.0 {
+        format!("{}×", rate.round())
+    } else {
+        format!("{:.1}×", rate)
+    }
 }
 
 /// The wall clock.
@@ -110,6 +192,8 @@ pub struct Hub {
     refreshing: tokio::sync::Mutex<()>,
     /// What the last read saw, for the refresh after an action.
     last: tokio::sync::Mutex<Read>,
+    /// A simulation's last pass (there is no CronJob to ask).
+    simulated: Mutex<Option<crate::ops::inspect::LastPass>>,
 }
 
 /// The last read: the world, and when a pass last ran.
@@ -172,6 +256,7 @@ impl Hub {
             wake: Notify::new(),
             refreshing: tokio::sync::Mutex::new(()),
             last: tokio::sync::Mutex::new(Read::default()),
+            simulated: Mutex::new(None),
         })
     }
 
@@ -200,7 +285,21 @@ impl Hub {
         self.wake.notify_one();
     }
 
-    /// The clock changed (play, pause, speed, a jump): the pages re-anchor their countdowns.
+    /// A simulated pass ran at `at` (one runs every `tick`): what a promotion's page says of the
+    /// last pass.
+    pub fn simulated_pass(&self, at: DateTime<Utc>, tick: chrono::Duration) {
+        let every =
+            crate::ops::inspect::age(Some(DateTime::UNIX_EPOCH), DateTime::UNIX_EPOCH + tick);
+        *self.simulated.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(crate::ops::inspect::LastPass {
+                source: format!("the simulation, a pass every {every}"),
+                last_successful_time: Some(at),
+                last_schedule_time: Some(at),
+                suspended: false,
+            });
+    }
+
+    /// The clock changed (play, pause, speed, a jump, a pass): the pages re-anchor their clocks.
     pub fn clock_changed(&self) {
         self.tx.send_modify(|s| {
             let mut next = (**s).clone();
@@ -413,6 +512,14 @@ impl Hub {
             });
             changed |= c;
             next.freezes = Some(v);
+            // A simulation's last pass is on the promotions' pages only: in the rows and the
+            // banner it would make every row change with every pass.
+            let simulated = self
+                .simulated
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let page_last_pass = last_pass.clone().or(simulated);
             let mut details = BTreeMap::new();
             for name in &wanted {
                 let Some(p) = observation
@@ -439,7 +546,7 @@ impl Hub {
                             &observation.world,
                             now,
                             self.options.tz,
-                            last_pass.as_ref(),
+                            page_last_pass.as_ref(),
                         );
                         let events = events_of(&self.client, name).await;
                         Some(model::detail(p, explanation, events, now))

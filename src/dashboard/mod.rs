@@ -233,15 +233,9 @@ async fn asset(Path(file): Path<String>) -> Response {
     assets::serve(&file)
 }
 
-/// The page's clock: virtual time and rate, for its countdowns.
+/// The page's clock (virtual, in a simulation), for its countdowns.
 fn clock_json(hub: &Hub) -> String {
-    let (rate, running) = hub.clock().rate();
-    serde_json::json!({
-        "now": hub.clock().now().timestamp_millis(),
-        "rate": rate,
-        "running": running,
-    })
-    .to_string()
+    hub.clock().view().json()
 }
 
 fn banner_of(s: &Snapshot) -> &str {
@@ -264,7 +258,7 @@ async fn overview_page(State(app): State<App>) -> Html<String> {
         "Overview",
         "overview",
         &format!("/events?view=overview&since={}", s.seq),
-        &clock_json(&app.hub),
+        Some(&app.hub.clock().view()),
         views::overview(&s.rows_html(), s.rows.len()),
     );
     Html(with_banner(banner_of(&s), page))
@@ -295,7 +289,7 @@ async fn promotion_page(State(app): State<App>, Path(name): Path<String>) -> Res
             urlencode(&name),
             s.seq
         ),
-        &clock_json(&app.hub),
+        Some(&app.hub.clock().view()),
         body,
     );
     Html(with_banner(banner_of(&s), page)).into_response()
@@ -319,7 +313,7 @@ async fn freezes_page(State(app): State<App>) -> Html<String> {
         "Freezes",
         "freezes",
         &format!("/events?view=freezes&since={}", s.seq),
-        &clock_json(&app.hub),
+        Some(&app.hub.clock().view()),
         views::freezes_page(app.hub.page(), live, &promotions),
     );
     Html(with_banner(banner_of(&s), page))

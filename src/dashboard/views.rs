@@ -3,6 +3,7 @@
 //! rendered, filters rows, and ticks countdowns. The words and symbols of each phase are here,
 //! once, with an exhaustive match: a new phase does not compile until it has a look.
 
+use super::hub::ClockView;
 use super::model::{Banner, ClusterRevision, Detail, EventLine, FreezesView, OverviewRow, Row};
 use crate::ops::explain::StageExplanation;
 use crate::ops::inspect::{age, relative};
@@ -121,7 +122,7 @@ pub fn layout(
     title: &str,
     nav: &str,
     stream: &str,
-    clock: &str,
+    clock: Option<&ClockView>,
     body: Markup,
 ) -> String {
     html! {
@@ -132,7 +133,7 @@ pub fn layout(
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="promoter-token" content=(page.csrf);
                 meta name="promoter-stream" content=(stream);
-                meta name="promoter-clock" content=(clock);
+                meta name="promoter-clock" content=(clock.map(ClockView::json).unwrap_or_default());
                 title { (title) " · promoter" }
                 link rel="icon" href="/assets/icon.svg" type="image/svg+xml";
                 link rel="stylesheet" href={"/assets/app.css?v=" (super::assets::version())};
@@ -148,10 +149,11 @@ pub fn layout(
                     }
                     span.source { (page.source) }
                     span.clock { "now " time #clock { } }
-                    @if page.simulated { (sim_controls()) }
+                    @if let Some(c) = clock.filter(|_| page.simulated) { (sim_controls(c)) }
                     span #live.live role="status" aria-live="polite" { }
                     @if page.read_only { span.ro { "read-only" } }
                 }
+                p #connection.banner.err role="alert" hidden { }
                 div #banner { }
                 main #main tabindex="-1" { (body) }
                 (confirm_dialog())
@@ -162,16 +164,30 @@ pub fn layout(
     .into_string()
 }
 
-fn sim_controls() -> Markup {
+/// The simulation's clock controls, as the clock is: one Play/Pause toggle that shows its state,
+/// the speed asked (also one the page does not offer, such as `--speed 120`), and what the clock
+/// reaches. The script keeps them so with every clock the server sends.
+fn sim_controls(c: &ClockView) -> Markup {
+    let (toggle, label) = if c.running {
+        ("pause", "‖ Pause")
+    } else {
+        ("play", "▶ Play")
+    };
+    let mut speeds = super::sim::SPEEDS.to_vec();
+    if !speeds.contains(&c.rate) {
+        speeds.push(c.rate);
+    }
+    speeds.sort_by(f64::total_cmp);
     html! {
         span.sim role="group" aria-label="Simulation clock" {
-            button type="button" data-sim="play" { "▶ Play" }
-            button type="button" data-sim="pause" { "‖ Pause" }
+            button #sim-toggle type="button" class={"toggle " (if c.running { "playing" } else { "paused" })}
+                data-sim=(toggle) disabled[c.ended.is_some()] { (label) }
+            span #sim-state role="status" { (c.state_text()) }
             label { "speed "
-                select data-sim="speed" {
-                    option value="60" { "60× (a pass a second)" }
-                    option value="600" { "600×" }
-                    option value="3600" { "3600×" }
+                select #sim-speed data-sim="speed" {
+                    @for r in speeds {
+                        option value=(r) selected[r == c.rate] { (super::hub::rate_text(r)) }
+                    }
                 }
             }
             button type="button" data-sim="step" title="Run the next pass now" { "Next pass" }
@@ -215,20 +231,46 @@ pub fn banner(_page: &Page, b: &Banner, now: DateTime<Utc>) -> String {
     .into_string()
 }
 
+/// Whether the current stage `s` awaits its approval, as its phase or as a second fact (a freeze
+/// or a pause holds it too), and `approve` lets it through: its Approve button is shown.
+fn approvable(s: &StageState, also: &[Phase], approve: &[(String, bool)]) -> bool {
+    let awaits = match s.progress {
+        StageProgress::Current(Phase::AwaitingApproval) => true,
+        StageProgress::Current(_) => also.contains(&Phase::AwaitingApproval),
+        _ => false,
+    };
+    awaits && approve.iter().any(|(stage, _)| *stage == s.name)
+}
+
+/// ` · awaiting approval`: the second facts of a current stage, in words.
+fn also_words(also: &[Phase]) -> String {
+    also.iter()
+        .map(|p| format!(" · {}", phase_look(*p).2))
+        .collect()
+}
+
+/// Every phase a promotion is in (its phase, then the second facts), for the filter.
+fn phases_attr(phase: Phase, also: &[Phase]) -> String {
+    std::iter::once(phase)
+        .chain(also.iter().copied())
+        .map(|p| format!("{p:?}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn stage_cell(page: &Page, r: &OverviewRow, s: &StageState, now: DateTime<Utc>) -> Markup {
     let (class, icon, words) = progress_look(s.progress);
     let title = match &s.description {
         Some(d) => format!("{}: {d}", s.name),
         None => s.name.clone(),
     };
-    let approvable = matches!(s.progress, StageProgress::Current(Phase::AwaitingApproval))
-        && r.offers.approve.iter().any(|(stage, _)| *stage == s.name);
+    let approvable = approvable(s, &r.status.also, &r.offers.approve);
     html! {
         li class={"st st-" (class)} title=(title) {
             span.ic aria-hidden="true" { (icon) }
             span.sn { (s.name) }
             @if let StageProgress::Current(_) = s.progress {
-                span.sw { (words) @if let Some(t) = s.until { " until " (until_short(t, now)) } }
+                span.sw { (words) @if let Some(t) = s.until { " until " (until_short(t, now)) } (also_words(&r.status.also)) }
             } @else {
                 span.vh { (words) }
             }
@@ -243,7 +285,7 @@ fn stage_cell(page: &Page, r: &OverviewRow, s: &StageState, now: DateTime<Utc>) 
 pub fn row(page: &Page, row: &Row, now: DateTime<Utc>) -> String {
     match row {
         Row::Unreadable { name, error } => html! {
-            tr id={"row-" (name)} data-name=(name) data-phase="Blocked" data-labels="" {
+            tr id={"row-" (name)} data-name=(name) data-phase="Blocked" data-phases="Blocked" data-labels="" {
                 td { a href={"/promotions/" (name)} { (name) } }
                 td { (badge(Phase::Blocked)) }
                 td { "-" }
@@ -255,19 +297,19 @@ pub fn row(page: &Page, row: &Row, now: DateTime<Utc>) -> String {
         Row::Promotion(r) => {
             let s = &r.status;
             let labels: Vec<String> = r.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let next = s.until.or(s.prediction.next_check);
             html! {
-                tr id={"row-" (s.name)} data-name=(s.name) data-phase=(format!("{:?}", s.phase)) data-labels=(labels.join("\n")) {
+                tr id={"row-" (s.name)} data-name=(s.name) data-phase=(format!("{:?}", s.phase)) data-phases=(phases_attr(s.phase, &s.also)) data-labels=(labels.join("\n")) {
                     td.name {
                         a href={"/promotions/" (s.name)} { (s.name) }
                         " " (badge(s.phase))
+                        @for a in &s.also { " " (badge(*a)) }
                         @if !labels.is_empty() {
                             div.labels { @for l in &labels { span.label { (l) } " " } }
                         }
                     }
                     td { ol.pipeline aria-label={"stages of " (s.name)} { @for st in &r.stages { (stage_cell(page, r, st, now)) } } }
                     td { @match &r.revision { Some(id) => { code { (id) } }, None => { "-" } } }
-                    td.next { @match next { Some(t) => { (until(t, now)) }, None => { "-" } } }
+                    td.next { @match s.next() { Some((what, t)) => { (what) " " (until(t, now)) }, None => { "-" } } }
                     td.msg { (s.message) }
                 }
             }
@@ -289,7 +331,7 @@ pub fn overview(rows_html: &str, count: usize) -> Markup {
                 }
             }
             label { span.vh { "Labels" } input #labels type="search" placeholder="Labels: team=payments,tier!=dev" autocomplete="off"; }
-            span #count aria-live="polite" { (count) " promotions" }
+            span #count aria-live="polite" { (count) (if count == 1 { " promotion" } else { " promotions" }) }
         }
         table.overview {
             thead { tr { th scope="col" { "Promotion" } th scope="col" { "Stages" } th scope="col" { "Revision" } th scope="col" { "Next" } th scope="col" { "Message" } } }
@@ -333,6 +375,7 @@ fn stage_column(
             }
             p.state { (words)
                 @if let Some(t) = state.and_then(|st| st.until) { " until " (until_short(t, now)) }
+                @if matches!(state.map(|st| st.progress), Some(StageProgress::Current(_))) { (also_words(&d.explanation.status.also)) }
             }
             dl {
                 dt { "trigger" } dd { (s.trigger) }
@@ -359,7 +402,7 @@ fn stage_column(
                     }
                 }
                 @for c in &s.health_checks { dt { "check" } dd { (c.name) " (" (c.target) ")" } }
-                dt { "profile" } dd { code { (s.profile) } " " (s.profile_state) }
+                dt { "profile" } dd { code { (s.profile) } " " (crate::ops::explain::profile_state_words(s.profile_state)) }
                 @if let Some(pv) = &s.preverification_profile { dt { "pre-check" } dd { code { (pv) } } }
                 @if let Some(t) = s.provisioned_at { dt { "provisioned" } dd { (at(t)) } }
             }
@@ -381,7 +424,7 @@ fn stage_column(
                                 @match &c.cluster_summary {
                                     None => { p { "no ClusterSummary yet" } }
                                     Some(cs) => {
-                                        p { "ClusterSummary " code { (cs) } @if let Some(pv) = c.provisioned { ", provisioned: " (pv) } }
+                                        p { "ClusterSummary " code { (cs) } @if let Some(pv) = c.provisioned { ": " (crate::ops::explain::provisioned_words(pv)) } }
                                         @if c.features.is_empty() { p { "no features yet" } }
                                         ul { @for f in &c.features {
                                             li { (f.id) ": " (f.status.as_deref().unwrap_or("?"))
@@ -409,7 +452,7 @@ pub fn detail(page: &Page, d: &Detail, now: DateTime<Utc>) -> String {
     let o = &d.offers;
     html! {
         section.head aria-labelledby="title" {
-            h1 #title { (name) " " (badge(s.phase)) }
+            h1 #title { (name) " " (badge(s.phase)) @for a in &s.also { " " (badge(*a)) } }
             @if !d.labels.is_empty() {
                 div.labels { @for (k, v) in &d.labels { span.label { (k) "=" (v) } " " } }
             }
@@ -458,8 +501,8 @@ pub fn detail(page: &Page, d: &Detail, now: DateTime<Utc>) -> String {
         }
         section.prediction aria-labelledby="prediction" {
             h2 #prediction { "Next pass (a prediction)" }
-            p { (format!("{:?}", s.prediction.phase)) ": " (s.prediction.summary)
-                @if let Some(t) = s.prediction.next_check { "; next check " (until(t, now)) } }
+            p { (phase_look(s.prediction.phase).2) ": " (s.prediction.summary)
+                @if let Some(t) = s.prediction.next_check { "; then " (s.prediction.next_check_for.unwrap_or("next check")) " " (until(t, now)) } }
             p { "Will: " @if s.prediction.actions.is_empty() { "change nothing" } @else { (s.prediction.actions.join("; ")) } }
         }
         section.history aria-labelledby="history" {
@@ -605,7 +648,7 @@ pub fn not_found(page: &Page, what: &str) -> String {
         "not found",
         "",
         "",
-        "",
+        None,
         html! { h1 { "Not found" } p { (what) } p { a href="/" { "Back to the overview" } } },
     )
 }

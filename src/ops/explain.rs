@@ -736,13 +736,12 @@ impl Explanation {
                 s.name,
                 s.trigger
             );
-            let state = match s.profile_state {
-                "notCreated" => "not created",
-                "beingDeleted" => "being deleted",
-                "current" => "applied, current revision",
-                _ => "applied, an earlier revision",
-            };
-            let _ = writeln!(out, "  ClusterProfile {}: {state}", s.profile);
+            let _ = writeln!(
+                out,
+                "  ClusterProfile {}: {}",
+                s.profile,
+                profile_state_words(s.profile_state)
+            );
             if let Some(pv) = &s.preverification_profile {
                 let _ = writeln!(
                     out,
@@ -920,6 +919,26 @@ impl Explanation {
 }
 
 /// The text of `promoter explain`.
+/// A stage's `profileState` (`notCreated`, `beingDeleted`, `current`, `earlierRevision`) in
+/// words, where people read it.
+pub fn profile_state_words(state: &str) -> &'static str {
+    match state {
+        "notCreated" => "not created",
+        "beingDeleted" => "being deleted",
+        "current" => "applied, current revision",
+        _ => "applied, an earlier revision",
+    }
+}
+
+/// A cluster's `provisioned` (`Yes`, `No`, `Stale`) in words.
+pub fn provisioned_words(provisioned: &str) -> &'static str {
+    match provisioned {
+        "Yes" => "provisioned",
+        "Stale" => "provisioned before its current spec (stale)",
+        _ => "not provisioned yet",
+    }
+}
+
 pub fn render(
     p: &ClusterPromotion,
     world: &World,

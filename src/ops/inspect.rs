@@ -24,6 +24,9 @@ pub struct Prediction {
     pub summary: String,
     pub actions: Vec<String>,
     pub next_check: Option<DateTime<Utc>>,
+    /// What happens at `next_check`: `soak ends`, `progress deadline`, `rollback deadline`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_check_for: Option<&'static str>,
 }
 
 /// When a pass last ran, from where the deployment records it (no pass writes anything for this).
@@ -47,6 +50,11 @@ pub struct StatusRow {
     pub stage_number: usize,
     pub stage_count: usize,
     pub phase: Phase,
+    /// What else holds the promotion now besides `phase`, each as true as it (a freeze over a
+    /// stage that also awaits its approval, a pause over a failing deployment); `message` says
+    /// both.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<Phase>,
     /// Since when the current stage's recorded state holds.
     pub since: Option<DateTime<Utc>>,
     /// When the current wait ends, as recorded (soak end, window opening).
@@ -113,6 +121,25 @@ pub fn pending_notifications(p: &ClusterPromotion) -> Vec<PendingNotification> {
 }
 
 impl StatusRow {
+    /// What happens next and when, in words: the end of the current wait as recorded (`soak
+    /// ends`), or the next pass's next check (`rollback deadline`). The dashboard's Next column.
+    pub fn next(&self) -> Option<(&'static str, DateTime<Utc>)> {
+        let recorded = match self.phase {
+            Phase::Soaking => Some("soak ends"),
+            Phase::WindowClosed => Some("window opens"),
+            Phase::Failing => Some("progress deadline"),
+            Phase::Frozen => Some("freeze ends"),
+            _ => None,
+        };
+        match (recorded, self.until) {
+            (Some(what), Some(t)) => Some((what, t)),
+            _ => {
+                let p = &self.prediction;
+                Some((p.next_check_for.unwrap_or("next check"), p.next_check?))
+            }
+        }
+    }
+
     /// `2/3`.
     pub fn position(&self) -> String {
         format!("{}/{}", self.stage_number, self.stage_count)
@@ -146,6 +173,7 @@ pub fn prediction(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         summary,
         actions: crate::pass::planned(&d),
         next_check: d.next_check,
+        next_check_for: d.next_check_for,
     }
 }
 
@@ -258,11 +286,19 @@ fn observed(
         .unwrap_or_default();
     let phase = of_description(description, last);
     let until = match phase {
-        Soaking | WindowClosed | Failing => time_in(description),
+        Soaking | WindowClosed | Failing | Frozen => time_in(description),
         _ => None,
     };
     let failure = entry.and_then(|s| s.failure_message.clone());
     let message = match (phase, failure) {
+        // Upstream's texts (kept exactly in the status), in status' words.
+        (_, failure) if upstream(description) => Some(in_own_words(
+            phase,
+            stage,
+            description,
+            until,
+            failure.as_deref(),
+        )),
         // `Deployment Failing: retrying until …, then rollback (cluster …: …)`.
         (Failing | Failed, Some(f)) if description.starts_with("Deployment ") => {
             Some(format!("{description} ({f})"))
@@ -301,6 +337,52 @@ fn observed(
         }
     }
     (phase, until, message)
+}
+
+/// Whether a stored description (without its time) is one of upstream's texts, or none (a stage
+/// reached, nothing recorded yet).
+fn upstream(description: &str) -> bool {
+    description.is_empty()
+        || crate::pass::phase::DESCRIPTIONS.iter().any(|d| {
+            d.origin == crate::pass::phase::Origin::Upstream && description.starts_with(d.begins)
+        })
+}
+
+/// What an upstream text on the current stage means, in `status`' words (its phase's): upstream's
+/// texts are kept exactly in the stored status, for Sveltos' dashboards and scripts, but read
+/// `Paused` where a stage awaits an approval and name a time window where there is none. The
+/// stage's failureMessage (upstream's `ClusterSummary … is not yet provisioned.`, a check that
+/// fails) says what it waits for.
+fn in_own_words(
+    phase: Phase,
+    stage: &str,
+    description: &str,
+    until: Option<DateTime<Utc>>,
+    failure: Option<&str>,
+) -> String {
+    let what = match phase {
+        Phase::Progressing if description.starts_with("No matching clusters found") => {
+            format!("stage {stage} selects no cluster")
+        }
+        Phase::Progressing => format!("deploying stage {stage}"),
+        Phase::RunningChecks => format!("running the health checks of stage {stage}"),
+        Phase::ChecksFailing => format!("the health checks of stage {stage} fail"),
+        Phase::WindowClosed => match until {
+            Some(t) => format!(
+                "the promotion window of stage {stage} is closed until {}",
+                Timestamp::new(t)
+            ),
+            None => format!("the promotion window of stage {stage} is closed"),
+        },
+        Phase::AwaitingApproval => format!("stage {stage} awaits approval"),
+        Phase::Complete => "rollout complete".to_string(),
+        // Soaking is said with its delay (`soak_message`); no other phase has upstream's text.
+        other => format!("{} at stage {stage}", other.as_str()),
+    };
+    match failure {
+        Some(f) => format!("{what}: {f}"),
+        None => what,
+    }
 }
 
 /// Soaking, as `status` says it: upstream's stored text names a time window where there is only
@@ -355,7 +437,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
             FreezeCheck::Held(h) => (
                 Phase::Frozen,
                 None,
-                Some(freeze::description(&h, "the rollout's start")),
+                Some(freeze::description(&h, "the rollout's start", None)),
             ),
             _ => {
                 let why = "no pass has processed this ClusterPromotion yet";
@@ -375,6 +457,8 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         (_, m) => m,
     };
     let mut message = message.unwrap_or_default();
+    let current = picked_up && index.is_some() && status.current_stage_name.is_some();
+    let also = second_facts(p, world, &stage, (now, tz), phase, current, &mut message);
     if phase == Phase::AwaitingApproval
         && let Some(manual) = p
             .spec
@@ -398,6 +482,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         stage_count: p.spec.stages.len(),
         stage,
         phase,
+        also,
         since: entry
             .and_then(|s| s.last_status_check_time.or(s.last_update_reconciled_time))
             .map(|t| t.as_datetime()),
@@ -409,6 +494,78 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         last_recorded_write: recorded_write(p),
         stage_names: p.spec.stages.iter().map(|s| s.name.clone()).collect(),
         notifications: pending_notifications(p),
+    }
+}
+
+/// What else holds `p` at its current `stage` besides `phase`, each true now: under a pause, what
+/// a pass would decide were it not paused (a failing deployment or checks, an approval awaited, a
+/// freeze, a closed window); an approval awaited behind a freeze or a closed window (the gates
+/// before it hold the stage first, and a person is needed anyway). Each is added to `message`,
+/// unless the stored text (a freeze's, promoter's own) says it already; so is an active freeze
+/// over a rollback, which it does not hold. `current`: the status is of the current revision, at
+/// a stage of the spec.
+fn second_facts(
+    p: &ClusterPromotion,
+    world: &World,
+    stage: &str,
+    (now, tz): (DateTime<Utc>, Tz),
+    phase: Phase,
+    current: bool,
+    message: &mut String,
+) -> Vec<Phase> {
+    use Phase::*;
+    if phase == RollingBack
+        && let FreezeCheck::Held(h) = freeze::state(p, world, now)
+    {
+        message.push_str(&format!(
+            "; freeze {} is active ({}): it does not hold a rollback",
+            h.freeze, h.until
+        ));
+        return Vec::new();
+    }
+    if !current {
+        return Vec::new();
+    }
+    let add = |fact: Phase, text: &str, message: &mut String| {
+        if !text.is_empty() && !message.contains(text) {
+            if !message.is_empty() {
+                message.push_str("; ");
+            }
+            message.push_str(text);
+        }
+        vec![fact]
+    };
+    match phase {
+        Paused => {
+            // The pause's description replaced what the stage said: ask the decision.
+            let mut unpaused = p.clone();
+            if let Some(a) = unpaused.metadata.annotations.as_mut() {
+                a.remove(crate::annotations::PAUSED);
+            }
+            let d = decision(&unpaused, world, now, tz);
+            match d.phase {
+                AwaitingApproval | Failing | Failed | ChecksFailing | Frozen | WindowClosed => {
+                    add(d.phase, &d.summary, message)
+                }
+                _ => Vec::new(),
+            }
+        }
+        Frozen | WindowClosed => {
+            let Some(spec) = p.spec.stage(stage) else {
+                return Vec::new();
+            };
+            let status = p.status.as_ref();
+            let run = status.and_then(crate::annotations::Run::of);
+            let revision = status.and_then(|s| s.profile_spec_hash.as_deref());
+            if !crate::pass::gates::approval::pending_for(p, spec, run.as_ref(), revision, None) {
+                return Vec::new();
+            }
+            let text = freeze::awaits_approval(stage);
+            // `, and stage S awaits approval`, as the freeze's description says it.
+            let text = text.trim_start_matches(", and ");
+            add(AwaitingApproval, text, message)
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -546,6 +703,82 @@ pub fn relative(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 46 §5: upstream's texts, kept exactly in the stored status, are said in `status`' own
+    /// words (the overview's Message column is `status`' message): no `Paused:` for a stage that
+    /// awaits an approval, no time window for a closed window's wait, the phase's words first.
+    #[test]
+    fn upstream_texts_are_said_in_status_words() {
+        let p = |current: &str, description: &str, failure: Option<&str>| -> ClusterPromotion {
+            let mut p: ClusterPromotion = serde_json::from_value(serde_json::json!({
+                "apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                "metadata": {"name": "p"},
+                "spec": {"profileSpec": {}, "stages": [
+                    {"name": "dev", "clusterSelector": {}},
+                    {"name": "staging", "clusterSelector": {}, "trigger": {"manual": {}}},
+                    {"name": "prod", "clusterSelector": {}}]}}))
+            .unwrap();
+            p.status = Some(crate::api::ClusterPromotionStatus {
+                current_stage_name: Some(current.into()),
+                profile_spec_hash: Some(crate::hash::revision_hash(&p)),
+                stages_hash: Some(crate::hash::stages_hash(&p.spec.stages)),
+                stages: Some(vec![StageStatus {
+                    name: current.into(),
+                    current_status_description: Some(format!(
+                        "{description} (2026-02-16T06:00:00Z)"
+                    )),
+                    failure_message: failure.map(String::from),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+            p
+        };
+        let now: DateTime<Utc> = "2026-02-16T06:01:00Z".parse().unwrap();
+        let said =
+            |p: ClusterPromotion| status_row(&p, &World::default(), now, chrono_tz::UTC).message;
+        assert_eq!(
+            said(p("staging", "Paused: Awaiting Manual Approval", None)),
+            "stage staging awaits approval"
+        );
+        assert_eq!(
+            said(p(
+                "dev",
+                "Clusters are being provisioned",
+                Some("ClusterSummary p-dev-sveltos-dev01 is not yet provisioned.")
+            )),
+            "deploying stage dev: ClusterSummary p-dev-sveltos-dev01 is not yet provisioned."
+        );
+        assert_eq!(
+            said(p("dev", "Clusters are being provisioned", None)),
+            "deploying stage dev"
+        );
+        assert_eq!(
+            said(p(
+                "dev",
+                "Window Closed: Waiting for Next Schedule (2026-02-16T07:00:00Z).",
+                None
+            )),
+            "the promotion window of stage dev is closed until 2026-02-16T07:00:00Z"
+        );
+        assert_eq!(
+            said(p("dev", "Running Post-Promotion Health Checks", None)),
+            "running the health checks of stage dev"
+        );
+        assert_eq!(
+            said(p("prod", "Successfully provisioned", None)),
+            "rollout complete"
+        );
+        // promoter's own texts are said as written.
+        assert!(
+            said(p(
+                "dev",
+                "Frozen: freeze f: r (until lifted); stage staging waits",
+                None
+            ))
+            .starts_with("Frozen: freeze f")
+        );
+    }
 
     #[test]
     fn times_in_descriptions() {

@@ -42,11 +42,27 @@ pub struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Note => "note",
-        };
+        f.write_str(&self.render(false))
+    }
+}
+
+impl Diagnostic {
+    /// `file:line:column: document N: error: path: message`, its label in colour when `colour`.
+    pub fn render(&self, colour: bool) -> String {
+        let sev = crate::logging::label(
+            match self.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+                Severity::Note => "note",
+            },
+            colour,
+        );
+        let mut out = String::new();
+        let _ = self.write(&mut out, &sev);
+        out
+    }
+
+    fn write(&self, f: &mut impl fmt::Write, sev: &str) -> fmt::Result {
         write!(f, "{}", self.file)?;
         if let (Some(l), Some(c)) = (self.line, self.column) {
             write!(f, ":{l}:{c}")?;
@@ -200,7 +216,7 @@ fn lint_promotion(
             sink.push(
                 Severity::Warning,
                 format!("{base}.trigger"),
-                "a trigger on the last stage still holds the rollout's completion (as upstream)",
+                "a trigger on the last stage still holds the rollout's completion (as upstream): its soak, window or approval comes after the last deployment; remove the trigger for the rollout to complete when the last stage is deployed",
             );
         }
         if let Some(gates) = trigger.gates() {
@@ -455,12 +471,25 @@ fn node_mut<'a>(value: &'a mut Value, segments: &[Segment]) -> Option<&'a mut Va
     })
 }
 
-fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, now: DateTime<Utc>) {
+/// Checks one document; whether it was one promoter checks (the others are named in a note, so
+/// that a file of other kinds never passes silently).
+fn lint_document(
+    sink: &mut Sink,
+    raw: &Value,
+    fleet: Option<&Fleet>,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> bool {
     let api_version = raw.get("apiVersion").and_then(Value::as_str);
     let kind = raw.get("kind").and_then(Value::as_str);
-    if api_version.is_none() && kind.is_none() && notification_settings(raw).is_some() {
-        // promoter's notification settings on their own (`config.yaml`): see `lint_settings`.
-        return;
+    if notification_settings(raw).is_some() {
+        // promoter's notification settings, on their own (`config.yaml`) or in their ConfigMap:
+        // see `lint_settings`.
+        return true;
+    }
+    if raw.is_null() {
+        // An empty document (`---` at the end).
+        return false;
     }
     let (Some(api_version), Some(kind)) = (api_version, kind) else {
         // As kubectl: every object needs both to be sent anywhere.
@@ -474,17 +503,42 @@ fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, no
             missing,
             "Required value: the object cannot be decoded without it",
         );
-        return;
+        return true;
     };
     if api_version.starts_with("promoter.dev/")
         && let Some(schema) = crd_schema::own_kind(kind)
     {
         lint_own_kind(sink, raw, kind, schema);
-        return;
+        return true;
+    }
+    if api_version.starts_with("promoter.dev/") && kind == "Fleet" {
+        sink.push(
+            Severity::Note,
+            "",
+            "not checked: a Fleet is what `simulate --fleet` and `lint --fleet` read: give it with --fleet",
+        );
+        return false;
     }
     // Other kinds (a ConfigMap a policyRef names, a fleet's clusters) are not promoter's to check.
     if kind != "ClusterPromotion" || !api_version.starts_with("config.projectsveltos.io/") {
-        return;
+        let name = raw
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
+        sink.push(
+            Severity::Note,
+            "",
+            format!(
+                "not checked: {api_version} {kind}{name} is not what promoter checks (ClusterPromotions, {}, its notification settings)",
+                crate::crd::own_crds()
+                    .iter()
+                    .map(|c| format!("{}s", c.spec.names.kind))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+        return false;
     }
     let mut schema_errors: Vec<SchemaError> = match crd_schema::cluster_promotion() {
         Ok(schema) => schema.validate(raw),
@@ -515,6 +569,7 @@ fn lint_document(sink: &mut Sink, raw: &Value, fleet: Option<&Fleet>, tz: Tz, no
     if let Some(p) = promotion {
         lint_promotion(sink, &p, &reported, fleet, tz, now);
     }
+    true
 }
 
 /// A `PromotionFreeze` or `PromotionRevision`: its CRD's schema as the API server checks it, and
@@ -626,6 +681,7 @@ pub fn lint(
             }
         };
         let spans = yaml_spans::positions(&text);
+        let mut checked = 0;
         for (i, raw) in docs.iter().enumerate() {
             let first = out.len();
             let mut sink = Sink {
@@ -633,13 +689,22 @@ pub fn lint(
                 document: Some(i + 1),
                 out: &mut out,
             };
-            lint_document(&mut sink, raw, fleet, tz, now);
+            checked += usize::from(lint_document(&mut sink, raw, fleet, tz, now));
             lint_settings(&mut sink, raw, spans.get(i));
             if let Some(doc) = spans.get(i) {
                 locate(doc, &mut out[first..]);
             }
             // In the order of the file, as a reader goes through it.
             out[first..].sort_by_key(|d| (d.line, d.column));
+        }
+        if checked == 0 {
+            out.push(Diagnostic {
+                severity: Severity::Warning,
+                ..file_error(
+                    "nothing checked: the file holds no ClusterPromotion, none of promoter's own kinds and no notification settings".into(),
+                    None,
+                )
+            });
         }
     }
     out

@@ -2497,3 +2497,72 @@ fn a_miss_is_shown_once_whatever_the_clock_of_the_pass_that_showed_it() {
         assert!(d.status.is_none(), "minute {m}: status written again");
     }
 }
+
+/// Issue 46 §4: a freeze that holds a stage which also awaits its approval says both (the
+/// description, the Frozen Event), and tells whoever waits for approvals at once (an
+/// `AwaitingApproval` Event, so its notification): a person is needed whatever the freeze does,
+/// and an approval given during the freeze lets the stage through when it ends. Once, not again
+/// when the freeze ends and the approval gate holds the stage by itself.
+#[test]
+fn a_freeze_over_a_stage_awaiting_approval_says_both_and_asks_for_the_approval_once() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    assert_eq!(run(&mut p, &mut w, 3).summary, "promoted dev -> staging");
+    w.freezes = vec![freeze("holidays", None, Some(4), Some(30))];
+    summarize(&mut w, "kyverno-staging", "Provisioned");
+    let d = run(&mut p, &mut w, 5);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    assert_eq!(
+        description(&p, "staging"),
+        "Frozen: freeze holidays: holiday change freeze (until 2026-02-16T06:30:00Z); stage production waits, and stage staging awaits approval (2026-02-16T06:05:00Z)"
+    );
+    assert_eq!(
+        staged_events(&d),
+        [
+            ("StageProvisioned", "staging"),
+            ("Frozen", "staging"),
+            ("AwaitingApproval", "staging")
+        ]
+    );
+    assert!(
+        d.events[1]
+            .message
+            .ends_with(", and stage staging awaits approval"),
+        "{}",
+        d.events[1].message
+    );
+    assert_eq!(
+        d.events[2].message,
+        "Stage staging awaits manual approval (frozen: stage production is held by freeze holidays until 2026-02-16T06:30:00Z; an approval given now lets it through when the freeze ends)"
+    );
+    let notified: Vec<_> = crate::pass::notifications::transitions(&d)
+        .into_iter()
+        .map(|n| n.transition.as_str())
+        .collect();
+    assert_eq!(notified, ["StageCompleted", "Frozen", "AwaitingApproval"]);
+    assert!(!run(&mut p, &mut w, 6).writes(), "quiet while frozen");
+    // The freeze ends: the approval gate holds it, and says nothing new.
+    let d = run(&mut p, &mut w, 30);
+    assert_eq!(d.phase, Phase::AwaitingApproval);
+    assert!(events(&d).is_empty(), "{:?}", events(&d));
+    // An approval given during a freeze waits for its end, then lets the stage through.
+    w.freezes = vec![freeze("holidays", None, Some(31), Some(40))];
+    let d = run(&mut p, &mut w, 31);
+    assert_eq!(d.phase, Phase::Frozen);
+    assert_eq!(events(&d), ["Frozen"], "the approval was asked for already");
+    set_approved(&mut p, 1, Some(true));
+    let d = run(&mut p, &mut w, 32);
+    assert_eq!(d.phase, Phase::Frozen);
+    assert!(
+        description(&p, "staging").contains("stage production waits (2026"),
+        "approved: only the freeze holds it: {}",
+        description(&p, "staging")
+    );
+    assert_eq!(
+        run(&mut p, &mut w, 40).summary,
+        "promoted staging -> production"
+    );
+}

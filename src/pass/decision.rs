@@ -168,6 +168,8 @@ pub struct Decision {
     pub events: Vec<EventNote>,
     /// When waiting on time: the moment the wait ends (soak end, window opening).
     pub next_check: Option<DateTime<Utc>>,
+    /// What happens at `next_check`, in words: `soak ends`, `progress deadline`, …
+    pub next_check_for: Option<&'static str>,
     /// The stage whose postDelayHealthChecks must be evaluated before this decision is final.
     pub needs_health: Option<String>,
     /// The stored `PromotionRevision` (its name) a rollback needs: the pass reads it and decides
@@ -206,6 +208,7 @@ impl Decision {
             after_status: Vec::new(),
             events: Vec::new(),
             next_check: None,
+            next_check_for: None,
             needs_health: None,
             needs_revision: None,
             needs_summaries: Vec::new(),
@@ -271,12 +274,20 @@ impl Decision {
         self.summary = crate::bounded_text::recorded(&summary);
     }
 
-    /// The earliest of the current `next_check` and `t`.
-    pub(super) fn check_by(&mut self, t: Option<DateTime<Utc>>) {
-        self.next_check = match (self.next_check, t) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+    /// The earliest of the current `next_check` and `t`, when `what` happens.
+    pub(super) fn check_by(&mut self, t: Option<DateTime<Utc>>, what: &'static str) {
+        if let Some(t) = t
+            && self.next_check.is_none_or(|a| t < a)
+        {
+            self.next_check = Some(t);
+            self.next_check_for = Some(what);
+        }
+    }
+
+    /// The next check is `t`, when `what` happens (none: no time-driven change).
+    pub(super) fn check_at(&mut self, t: Option<DateTime<Utc>>, what: &'static str) {
+        self.next_check = t;
+        self.next_check_for = t.map(|_| what);
     }
 
     pub fn writes(&self) -> bool {

@@ -149,10 +149,10 @@ impl Planner<'_> {
         };
         if let FreezeCheck::Held(h) = freeze::state(self.p, self.world, now) {
             if let Some(stage) = &current {
-                freeze::hold(stage, &h, &what, status, self.d, now);
+                freeze::hold(stage, &h, &what, None, status, self.d, now);
             }
             self.d.stage = current.or(Some(first));
-            self.d.next_check = h.next_change;
+            self.d.check_at(h.next_change, h.next_change_for);
             return self.d.outcome(
                 Phase::Frozen,
                 format!(
@@ -429,7 +429,7 @@ impl Planner<'_> {
                     wait.failure.as_deref(),
                     self.now(),
                 );
-                self.d.next_check = wait.next_check;
+                self.d.check_at(wait.next_check, wait.next_check_for);
                 self.d.outcome(wait.phase, wait.summary);
                 self.deadline(status, &stage, wait.progress);
             }
@@ -508,7 +508,7 @@ impl Planner<'_> {
             return Due::Ahead(due);
         }
         if now < due {
-            self.d.check_by(Some(due));
+            self.d.check_by(Some(due), "progress deadline");
             if self.d.phase != Phase::Failed {
                 self.d.summary = format!(
                     "{} (progress deadline {})",
@@ -561,7 +561,7 @@ impl Planner<'_> {
         let e = entry(status, &stage.name);
         set_failure(e, Some(&message), now);
         set_description(e, FAILED_DEADLINE, now);
-        self.d.next_check = None;
+        self.d.check_at(None, "");
         let good = match settings.failure_policy {
             FailurePolicy::Halt => None,
             FailurePolicy::Rollback => History::of(self.p)
@@ -674,7 +674,7 @@ impl Planner<'_> {
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
-            self.d.check_by(check.until);
+            self.d.check_by(check.until, "deployment re-checked");
             let was = e.failure_message.clone();
             set_failure(e, Some(&check.message), now);
             let failing_before = e

@@ -319,7 +319,7 @@ pub fn plan(
                     .unwrap_or_default()
             ),
         );
-        d.check_by(due);
+        d.check_by(due, "rollback deadline");
         return;
     }
     d.record(RecordOp::Rollback(Rollback {
@@ -510,7 +510,7 @@ pub fn written_over_miss(message: &str) -> bool {
 }
 
 fn stalled_outcome(d: &mut Decision, id: &str, miss: &RollbackMiss) {
-    d.next_check = None;
+    d.check_at(None, "");
     d.outcome(
         Phase::RollbackFailed,
         format!(

@@ -10,7 +10,7 @@
   };
   const token = meta("promoter-token");
   // What updates cost here (the benchmark reads it): each applied event's time, the last tick's.
-  const stats = (window.promoterStats = { updates: [], tick: 0, filter: 0 });
+  const stats = (window.promoterStats = { updates: [], tick: 0, filter: 0, clock: 0 });
   const timed = (event, f) => (e) => {
     const t0 = performance.now();
     f(e);
@@ -18,19 +18,50 @@
     if (stats.updates.length > 200) stats.updates.shift();
   };
 
-  // The clock: the server's (virtual, in a simulation) time and rate, anchored on arrival.
-  let clock = { now: Date.now(), rate: 1, running: true, anchor: performance.now() };
+  // The clock: the server's (virtual, in a simulation) time and rate, anchored on arrival. It runs
+  // here as it runs there, never past where the server's waits for its next pass (`hold`), and
+  // never backwards: the page never shows a time the simulation has not reached.
+  let clock = { now: Date.now(), rate: 1, running: true, hold: null, anchor: performance.now() };
+  let shown = 0;
   function setClock(text) {
     try {
       const c = JSON.parse(text);
-      clock = { now: c.now, rate: c.rate, running: c.running, anchor: performance.now() };
+      clock = { now: c.now, rate: c.rate, running: c.running, hold: c.hold, anchor: performance.now() };
+      simControls(c);
     } catch (_) {
       /* keep the last one */
     }
     restartTicker();
   }
-  const vnow = () =>
-    clock.now + (clock.running ? (performance.now() - clock.anchor) * clock.rate : 0);
+  function vnow() {
+    let t = clock.now + (clock.running ? (performance.now() - clock.anchor) * clock.rate : 0);
+    if (clock.hold !== null && clock.hold !== undefined) t = Math.min(t, Math.max(clock.hold, clock.now));
+    shown = Math.max(shown, t);
+    stats.clock = shown;
+    return shown;
+  }
+  // The simulation's controls show the clock's state: the toggle, the words, the speed asked.
+  function simControls(c) {
+    const toggle = document.getElementById("sim-toggle");
+    if (!toggle) return;
+    toggle.dataset.sim = c.running ? "pause" : "play";
+    toggle.textContent = c.running ? "‖ Pause" : "▶ Play";
+    toggle.className = c.running ? "toggle playing" : "toggle paused";
+    toggle.disabled = !!c.ended;
+    const state = document.getElementById("sim-state");
+    if (state && state.textContent !== c.state) state.textContent = c.state;
+    const speed = document.getElementById("sim-speed");
+    if (speed && Number(speed.value) !== c.rate) {
+      let option = [...speed.options].find((o) => Number(o.value) === c.rate);
+      if (!option) {
+        option = document.createElement("option");
+        option.value = String(c.rate);
+        option.textContent = `${c.rate}×`;
+        speed.append(option);
+      }
+      speed.value = option.value;
+    }
+  }
 
   // As `promoter status` writes them (ops::inspect::age and relative).
   function age(seconds) {
@@ -149,7 +180,7 @@
       );
       return (
         (!q || (tr.dataset.name || "").toLowerCase().includes(q)) &&
-        (!phase || tr.dataset.phase === phase) &&
+        (!phase || (tr.dataset.phases || tr.dataset.phase || "").split(" ").includes(phase)) &&
         terms.every((f) => f(labels))
       );
     };
@@ -158,7 +189,8 @@
     const all = rows.children.length;
     const shown = rows.querySelectorAll(":scope > tr:not([hidden])").length;
     const c = document.getElementById("count");
-    if (c) c.textContent = shown === all ? `${all} promotions` : `${shown} of ${all} promotions`;
+    const promotions = all === 1 ? "promotion" : "promotions";
+    if (c) c.textContent = shown === all ? `${all} ${promotions}` : `${shown} of ${all} ${promotions}`;
     const empty = document.getElementById("empty");
     if (empty) empty.hidden = all > 0;
   }
@@ -173,14 +205,43 @@
     stats.filter = performance.now() - t0;
   }
 
+  // Whether the page is connected, when it is not (the banner the server sends cannot say it).
+  function connection(text) {
+    const c = document.getElementById("connection");
+    if (!c) return;
+    if (c.textContent !== text) c.textContent = text;
+    c.hidden = !text;
+  }
+
   // Live updates over server-sent events.
   function connect() {
     const url = meta("promoter-stream");
     if (!url) return;
     const live = document.getElementById("live");
     const es = new EventSource(url);
-    es.onopen = () => live && (live.textContent = "● live");
-    es.onerror = () => live && (live.textContent = "reconnecting…");
+    es.onopen = () => {
+      if (live) live.textContent = "● live";
+      connection("");
+    };
+    es.onerror = () => {
+      if (es.readyState === EventSource.CLOSED) {
+        // The server answered, and not with the stream: this page's session is not its own.
+        if (live) live.textContent = "disconnected";
+        fetch(url, { method: "HEAD" })
+          .then((r) =>
+            connection(
+              r.status === 401
+                ? "This page's session ended: the dashboard was restarted. Open the URL it printed (it carries the new session's token)."
+                : `The dashboard refused the live updates (HTTP ${r.status}). Reload the page.`,
+            ),
+          )
+          .catch(() => connection("The dashboard does not answer. Reload the page once it runs again."));
+        return;
+      }
+      // EventSource tries again by itself.
+      if (live) live.textContent = "reconnecting…";
+      connection(`The dashboard does not answer (stopped?): this page shows what it last sent, as of ${iso(vnow())}, and reconnects when it is back.`);
+    };
     es.addEventListener("clock", (e) => setClock(e.data));
     es.addEventListener("banner", timed("banner", (e) => swap(document.getElementById("banner"), e.data)));
     es.addEventListener("rows", timed("rows", (e) => {

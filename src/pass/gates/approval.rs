@@ -10,6 +10,45 @@ use crate::api::{ClusterPromotion, ClusterPromotionStatus};
 use crate::pass::decision::{Decision, Phase, Reason, RecordOp};
 use crate::pass::stage_status::{description_text, entry, set_description};
 
+/// Upstream's description of a stage that awaits its approval.
+pub const AWAITING: &str = "Paused: Awaiting Manual Approval";
+
+/// Whether this gate would hold the stage for a person, were it reached now: its manual trigger is
+/// not approved (or approved for an earlier revision), and no approval was consumed for the run.
+/// What a gate before it says when it holds the stage first (a freeze).
+pub fn pending(s: &GatedStage, status: &ClusterPromotionStatus) -> bool {
+    pending_for(
+        s.p,
+        s.stage,
+        s.run,
+        status.profile_spec_hash.as_deref(),
+        s.adopted_from,
+    )
+}
+
+/// [`pending`] for `stage` of `p` in `run`, whose status records `revision` (`status` asks it of
+/// the recorded run).
+pub fn pending_for(
+    p: &ClusterPromotion,
+    stage: &crate::api::Stage,
+    run: Option<&Run>,
+    revision: Option<&str>,
+    adopted_from: Option<&str>,
+) -> bool {
+    let Some(manual) = stage.trigger.as_ref().and_then(|t| t.manual.as_ref()) else {
+        return false;
+    };
+    if annotations::grant(p, &stage.name).is_some_and(|g| run == Some(&g.run)) {
+        return false;
+    }
+    let stale = annotations::approval(p, &stage.name).is_some_and(|r| {
+        r.revision.is_some()
+            && r.revision.as_deref() != revision
+            && r.revision.as_deref() != adopted_from
+    });
+    !manual.is_approved() || stale
+}
+
 pub fn check(
     s: &GatedStage,
     status: &mut ClusterPromotionStatus,
@@ -39,7 +78,7 @@ pub fn check(
             stage: stage.clone(),
         });
         let e = entry(status, stage);
-        set_description(e, "Paused: Awaiting Manual Approval", now);
+        set_description(e, AWAITING, now);
         let why = format!(
             "the approval by {} at {} was for revision {}, an earlier revision of the profileSpec, and was withdrawn; approve again",
             r.by,
@@ -59,8 +98,12 @@ pub fn check(
             .as_deref()
             .map(description_text)
             .map(String::from);
-        set_description(e, "Paused: Awaiting Manual Approval", now);
-        if was.as_deref() != Some("Paused: Awaiting Manual Approval") {
+        set_description(e, AWAITING, now);
+        // Said already by upstream's text, or by a freeze that held the stage first.
+        if !was
+            .as_deref()
+            .is_some_and(|w| super::freeze::said_awaits_approval(w, stage))
+        {
             d.event(
                 Reason::AwaitingApproval,
                 Some(stage),

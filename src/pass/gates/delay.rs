@@ -32,5 +32,5 @@ pub fn check(
         now,
     );
     let summary = format!("stage {}: soaking until {ready_at}", s.stage.name);
-    Some(Wait::new(Phase::Soaking, summary, None).until(Some(ready_at.as_datetime())))
+    Some(Wait::new(Phase::Soaking, summary, None).until(Some(ready_at.as_datetime()), "soak ends"))
 }

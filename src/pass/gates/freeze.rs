@@ -24,6 +24,8 @@ pub struct Held {
     pub until: String,
     /// When a freeze that selects the promotion starts or ends next.
     pub next_change: Option<DateTime<Utc>>,
+    /// What happens then: `freeze ends` (one that holds it), or `freeze starts`.
+    pub next_change_for: &'static str,
     /// Why a bypass recorded on the promotion does not let it through (expired, another freeze,
     /// or not a valid record).
     pub bypass: Option<String>,
@@ -53,12 +55,19 @@ pub fn state(p: &ClusterPromotion, world: &World, now: DateTime<Utc>) -> FreezeC
     let Some(first) = holding.first() else {
         return FreezeCheck::Clear;
     };
+    let next_change = freezes.next_change_for(name, &labels);
+    let next_change_for = if holding.iter().any(|f| f.next_change == next_change) {
+        "freeze ends"
+    } else {
+        "freeze starts"
+    };
     let held = |f: &crate::freeze::Evaluated, bypass: Option<String>| {
         FreezeCheck::Held(Held {
             freeze: f.name.to_string(),
             reason: f.reason().to_string(),
             until: f.until(),
-            next_change: freezes.next_change_for(name, &labels),
+            next_change,
+            next_change_for,
             bypass,
         })
     };
@@ -89,41 +98,75 @@ pub fn state(p: &ClusterPromotion, world: &World, now: DateTime<Utc>) -> FreezeC
 /// How a stage's description begins while a freeze holds the promotion.
 pub use super::super::phase::FROZEN;
 
-/// `Frozen: freeze <f>: <reason> (until …); <what> waits`, and what the bypass lacks.
-pub fn description(h: &Held, what: &str) -> String {
+/// `Frozen: freeze <f>: <reason> (until …); <what> waits`, that the held stage also awaits its
+/// approval (`awaits`: a person is needed whatever the freeze does), and what the bypass lacks.
+pub fn description(h: &Held, what: &str, awaits: Option<&str>) -> String {
     let mut text = format!(
         "{FROZEN} freeze {}: {} ({}); {what} waits",
         h.freeze, h.reason, h.until
     );
+    if let Some(stage) = awaits {
+        text.push_str(&awaits_approval(stage));
+    }
     if let Some(b) = &h.bypass {
         text.push_str(&format!(" ({b})"));
     }
     text
 }
 
-/// Sets the held stage's description, with a `Frozen` Event when the hold begins.
+/// What a frozen stage's description says when the stage also awaits its approval.
+pub fn awaits_approval(stage: &str) -> String {
+    format!(", and stage {stage} awaits approval")
+}
+
+/// Whether a stage's description (without its time) already said that `stage` awaits approval:
+/// upstream's own text, or a freeze's that said so.
+pub fn said_awaits_approval(description: &str, stage: &str) -> bool {
+    description == super::approval::AWAITING
+        || (description.starts_with(FROZEN) && description.contains(&awaits_approval(stage)))
+}
+
+/// Sets the held stage's description, with a `Frozen` Event when the hold begins. `awaits`: the
+/// held stage also awaits its approval (it is the stage itself), said in the description and,
+/// when nothing said it before, in an `AwaitingApproval` Event: a person is needed, and an
+/// approval given during the freeze lets the stage through when it ends.
 pub fn hold(
     stage: &str,
     h: &Held,
     what: &str,
+    awaits: Option<&str>,
     status: &mut ClusterPromotionStatus,
     d: &mut Decision,
     now: DateTime<Utc>,
 ) {
     let e = entry(status, stage);
-    let was_frozen = e
+    let was = e
         .current_status_description
         .as_deref()
         .map(description_text)
-        .is_some_and(|t| t.starts_with(FROZEN));
-    set_description(e, &description(h, what), now);
-    if !was_frozen {
+        .unwrap_or_default()
+        .to_string();
+    set_description(e, &description(h, what, awaits), now);
+    let also = awaits.map(awaits_approval).unwrap_or_default();
+    if !was.starts_with(FROZEN) {
         d.event(
             Reason::Frozen,
             Some(stage),
             format!(
-                "Stage {stage}: {what} held by freeze {}: {} ({})",
+                "Stage {stage}: {what} held by freeze {}: {} ({}){also}",
                 h.freeze, h.reason, h.until
+            ),
+        );
+    }
+    if let Some(s) = awaits
+        && !said_awaits_approval(&was, s)
+    {
+        d.event(
+            Reason::AwaitingApproval,
+            Some(s),
+            format!(
+                "Stage {s} awaits manual approval (frozen: {what} is held by freeze {} {}; an approval given now lets it through when the freeze ends)",
+                h.freeze, h.until
             ),
         );
     }
@@ -152,14 +195,19 @@ pub fn check(
         return None;
     };
     let what = format!("stage {}", next.name);
-    hold(&s.stage.name, &h, &what, status, d, s.ctx.now);
+    let awaits = super::approval::pending(s, status).then_some(s.stage.name.as_str());
+    hold(&s.stage.name, &h, &what, awaits, status, d, s.ctx.now);
     let summary = format!(
-        "stage {} done; {what} held by freeze {}: {} ({})",
-        s.stage.name, h.freeze, h.reason, h.until
+        "stage {} done; {what} held by freeze {}: {} ({}){}",
+        s.stage.name,
+        h.freeze,
+        h.reason,
+        h.until,
+        awaits.map(awaits_approval).unwrap_or_default()
     );
     Some(
         Wait::new(Phase::Frozen, summary, None)
-            .until(h.next_change)
+            .until(h.next_change, h.next_change_for)
             .complete(),
     )
 }

@@ -73,6 +73,8 @@ pub struct Wait {
     pub failure: Option<String>,
     /// When waiting on time: the moment the wait ends.
     pub next_check: Option<DateTime<Utc>>,
+    /// What happens then, in words (`soak ends`).
+    pub next_check_for: &'static str,
     /// Where the waiting stage stands against its progress deadline.
     pub progress: Progress,
 }
@@ -97,6 +99,7 @@ impl Wait {
             summary,
             failure,
             next_check: None,
+            next_check_for: "",
             progress: Progress::Excluded,
         }
     }
@@ -117,7 +120,11 @@ impl Wait {
         }
     }
 
-    fn until(self, next_check: Option<DateTime<Utc>>) -> Self {
-        Wait { next_check, ..self }
+    fn until(self, next_check: Option<DateTime<Utc>>, next_check_for: &'static str) -> Self {
+        Wait {
+            next_check,
+            next_check_for,
+            ..self
+        }
     }
 }

@@ -34,7 +34,7 @@ pub fn check(
         );
         return Some(
             Wait::new(Phase::WindowClosed, summary, None)
-                .until(opens_at)
+                .until(opens_at, "window opens")
                 .complete(),
         );
     }
