@@ -1441,3 +1441,60 @@ async fn a_rollback_under_a_freeze_and_a_deadline_policy_under_an_approval_say_w
     let next = page.split("<td class=\"next\">").nth(1).unwrap();
     assert!(next.starts_with("-</td>"), "{next}");
 }
+
+/// Issue 46 §2: a stage that selects no cluster showed `Clusters (0)` and passed. The promotion's
+/// page says it where the stage's clusters would be, before the stage is reached (the hold to
+/// come, with the selector and the nearest labels) and while it holds the rollout; the overview's
+/// row is Blocked with `status`' message.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stage_that_selects_no_cluster_is_said_on_the_overview_and_the_promotion_page() {
+    let env = Env::new(&[
+        ("dev", "dev01", "dev"),
+        ("staging", "staging", "staging"),
+        ("prod", "prod", "prod"),
+    ])
+    .await;
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/blog-kyverno-auto.yaml"),
+    )
+    .unwrap()
+    .replace("env: staging", "env: stagin");
+    let docs = promoter::manifest::load_str(&text, "typo.yaml").unwrap();
+    let promotion = docs[0].promotion().unwrap().clone();
+    let name = promotion.metadata.name.clone().unwrap();
+    env.apply_promotion(&promotion);
+    env.tick().await;
+    let d = serve(&env).await;
+    let why = "stage staging selects no cluster: clusterSelector env=stagin: none of the 3 clusters of the inventory matches (nearest labels: env=staging (1 cluster))";
+    // Before the stage is reached: the hold to come.
+    let page = words_of(&get(&d, &format!("/promotions/{name}")).await.body);
+    assert!(
+        page.contains(&format!(
+            "Clusters: none selected  selects no cluster: holds the rollout when reached: {why}"
+        )),
+        "{page}"
+    );
+    for _ in 0..15 {
+        env.tick().await;
+    }
+    d.hub.refresh().await;
+    let overview = get(&d, "/api/overview").await.json();
+    let status = &overview["rows"][0]["promotion"]["status"];
+    assert_eq!(status["phase"], "Blocked", "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(why)),
+        "{status}"
+    );
+    assert!(
+        words_of(&get(&d, "/").await.body).contains(why),
+        "the overview's Message column"
+    );
+    let page = words_of(&get(&d, &format!("/promotions/{name}")).await.body);
+    assert!(
+        page.contains("Clusters: none selected") && !page.contains("Clusters (0)"),
+        "{page}"
+    );
+    assert!(page.contains(why), "{page}");
+}

@@ -408,7 +408,13 @@ fn stage_column(
             }
             @if let Some(desc) = &s.description { p.desc { (desc) } }
             @if let Some(f) = &s.failure_message { p.failure role="note" { (f) } }
-            h3 { "Clusters (" (s.clusters.len()) ")" }
+            @if let Some(why) = &s.selects_no_cluster {
+                // An empty stage is said where its clusters would be, before it is reached too.
+                h3 { "Clusters: none selected" }
+                p.failure role="note" { "selects no cluster: " (why) }
+            } @else {
+                h3 { "Clusters (" (s.clusters.len()) ")" }
+            }
             ul.chips {
                 @for (c, rev) in s.clusters.iter().zip(revisions.iter().chain(std::iter::repeat(&ClusterRevision::Nothing))) {
                     @let (chip, text) = revision_chip(rev);
