@@ -12,7 +12,7 @@ use crate::annotations::Run;
 use crate::api::{ClusterPromotion, StageStatus, revision_id};
 use crate::pass::FAILED_DEADLINE;
 use crate::pass::decision::Reason;
-use crate::pass::gates::freeze::FROZEN;
+use crate::pass::gates::freeze::{FROZEN, said_awaits_approval};
 use crate::pass::phase::{
     BLOCKED, DEPLOYMENT_FAILED, DEPLOYMENT_FAILING, EMPTY_STAGE, PROVISIONING,
 };
@@ -251,8 +251,11 @@ impl PromotionTimeline {
                 st.window_opened_at = Some(now);
                 events.push((now, Order::HoldEnded, "promotion window open".to_string()));
             }
-            if text.starts_with("Paused: Awaiting Manual Approval")
+            // Said once, as the pass says it (its AwaitingApproval Event): a freeze that began
+            // or ended over a stage awaiting its approval said so in its own text.
+            if said_awaits_approval(&text, &name)
                 && !previous.starts_with("Paused")
+                && !said_awaits_approval(&previous, &name)
             {
                 events.push((now, Order::Began, "awaiting manual approval".to_string()));
             }
