@@ -412,7 +412,7 @@ impl Reason {
                 "a deployment failed on some cluster: `Stage <s>: <cluster and feature that failed>`"
             }
             Reason::Blocked => {
-                "the ClusterPromotion cannot be processed as written: `ClusterPromotion <p> is blocked: <why>`"
+                "the ClusterPromotion cannot be processed as written, or the stage it reached selects no cluster: `ClusterPromotion <p> is blocked: <why>` (`… is blocked: stage <s> selects no cluster: <selector>: <nearest labels>; …`)"
             }
             Reason::TookOver => {
                 "promoter continued a rollout another writer recorded: `Took over the rollout recorded by <writer> at stage <s>: …`"

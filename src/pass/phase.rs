@@ -125,7 +125,7 @@ impl Phase {
                 "the run is halted: a deployment failed and no progress deadline will act on it, or the stage missed its deadline under `failure-policy: halt`; a person acts"
             }
             Phase::Blocked => {
-                "the ClusterPromotion cannot be processed as written (invalid, overlapping stages, a bad setting)"
+                "the ClusterPromotion cannot be processed as written (invalid, overlapping stages, a bad setting), or the current stage selects no cluster"
             }
             Phase::Paused => "`promoter pause`: every pass leaves it alone until resumed",
             Phase::Deleting => "being deleted: a pass removes its profiles, then the finalizer",
