@@ -414,6 +414,13 @@ async fn screenshots_of_the_overview_and_a_promotion() {
     page.eval("document.getElementById('toast').className = ''")
         .await
         .unwrap();
+    // Its fade (0.2 s) over before the picture.
+    page.wait_for(
+        "getComputedStyle(document.getElementById('toast')).opacity === '0'",
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
     let png = page.screenshot(false).await.unwrap();
     assert!(png.len() > 10_000, "a blank screenshot?");
     save("dashboard-overview.png", &png);
