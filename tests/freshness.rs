@@ -332,3 +332,78 @@ async fn explain_says_what_is_redeployed_and_why_a_provisioned_does_not_count() 
         "{out}"
     );
 }
+
+/// Issue 45: a rollback whose Sveltos answers within the same second (its spec copy, the
+/// `Provisioning` and the `Provisioned` of the good revision all stamped in the second of
+/// promoter's profile write: it redeploys what the clusters ran before at once) rolls every stage
+/// back within two passes of that stage's summaries running the good revision, never after the
+/// grace. staging was failing when its rollback was written, so the write is unsettled: only
+/// content (the hashes Sveltos reported for that revision when it completed) can tell.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_answered_within_the_same_second_never_waits_for_the_grace() {
+    let mut env = Env::new(common::DEV_STAGING_PROD).await;
+    env.addon.default_deploy_time = Duration::zero();
+    env.addon.cached_redeploys = true;
+    let name =
+        common::completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
+    let mut p: ClusterPromotion = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    // The stages the 3.6.0 run reached (production still runs 3.5.2).
+    let stages = [("dev", "dev"), ("staging", "staging")];
+    // Per stage: the pass after which its summaries first ran 3.5.2 again (its profile carrying
+    // it), and the pass whose status says it rolled back.
+    let mut ran: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut rolled: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut rolling = false;
+    for pass in 1..=120 {
+        let report = env.pass().await;
+        let phase = report
+            .promotions
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| r.phase);
+        rolling |= phase == Some(Phase::RollingBack);
+        for (stage, _) in stages {
+            let said = env
+                .description(&name, stage)
+                .is_some_and(|d| d.starts_with("Rolled back to revision"));
+            if rolling && said {
+                rolled.entry(stage).or_insert(pass);
+            }
+        }
+        if phase == Some(Phase::RolledBack) {
+            break;
+        }
+        env.addon.reconcile(&env.server, env.now());
+        for (stage, label) in stages {
+            let profile = format!("{name}-{stage}");
+            if rolling
+                && env.chart_version(&profile).as_deref() == Some("3.5.2")
+                && truly_deployed(&env, &profile, label).is_ok()
+            {
+                ran.entry(stage).or_insert(pass);
+            }
+        }
+        env.advance(Duration::minutes(1));
+    }
+    for (stage, _) in stages {
+        let (Some(r), Some(b)) = (ran.get(stage), rolled.get(stage)) else {
+            panic!("{stage}: ran 3.5.2 after pass {ran:?}, rolled back in pass {rolled:?}");
+        };
+        assert!(
+            *b <= r + 2,
+            "{stage}: ran 3.5.2 after pass {r}, said rolled back only in pass {b} ({})",
+            env.description(&name, stage).unwrap_or_default()
+        );
+    }
+    // What the revision stored, and what `explain` says of it.
+    let (code, out, err) = common::promoter(&env, &["explain", &name]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "a summary whose features carry the hashes Sveltos reported for this spec when revision"
+        ),
+        "{out}"
+    );
+}

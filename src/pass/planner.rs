@@ -11,6 +11,7 @@ use super::deployment::{self, DeploymentCheck};
 use super::failing;
 use super::gates::freeze::{self, FreezeCheck};
 use super::gates::{GATES, GatedStage, Progress, Wait, approval};
+use super::known_hashes;
 use super::phase::{PROVISIONING, of_description};
 use super::problems::problems;
 use super::profile_writes::{
@@ -917,13 +918,21 @@ impl Planner<'_> {
         let started = run.started_at();
         let stored = !self.world.own_crds_missing;
         if stored {
-            let revision = PromotionRevision::of(
+            let mut revision = PromotionRevision::of(
                 self.p,
                 &run.revision,
                 &run.stages,
                 started,
                 Timestamp::new(at),
             );
+            // What Sveltos reported for each stage's profile, for a rollback to this revision:
+            // the pass reads the summaries of the stages it did not list, and decides again.
+            for profile in known_hashes::unread(self.p, self.world) {
+                if !self.d.needs_summaries.contains(&profile) {
+                    self.d.needs_summaries.push(profile);
+                }
+            }
+            revision.spec.feature_hashes = known_hashes::of_run(self.p, self.world);
             let before = self
                 .d
                 .actions

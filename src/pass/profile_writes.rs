@@ -127,7 +127,8 @@ fn settled(world: &World, observed: &ClusterProfile, summaries: &ProfileSummarie
     let comparison = summaries.comparison(&observed.spec.fields);
     let deployed = summaries.iter().all(|s| {
         comparison.differs(s).is_none()
-            && s.provisioned(comparison.content(s), Freshness::UNKNOWN, None) == Provisioned::Yes
+            && s.provisioned(comparison.content(s), Freshness::UNKNOWN, None, None)
+                == Provisioned::Yes
     });
     let selector: Option<LabelSelector> = match observed.spec.fields.get("clusterSelector") {
         Some(v) => serde_json::from_value(v.clone()).ok(),

@@ -75,6 +75,8 @@ struct Target {
     holds: bool,
     /// … and every matching cluster runs it; else why not.
     deployed: Result<(), String>,
+    /// When a summary waited for only by the grace will count (`DeploymentCheck::until`).
+    until: Option<DateTime<Utc>>,
     /// Reached by the run (it has a status entry, which describes its rollback).
     reached: bool,
 }
@@ -102,6 +104,7 @@ fn targets(
         if !reached && observed.is_none() {
             continue;
         }
+        let mut until = None;
         let deployed = match observed {
             Some(_) if holds && !check_deployment => Ok(()),
             // Not listed in this pass (the pass that starts a rollback observed before it was
@@ -118,6 +121,7 @@ fn targets(
                     &stage.cluster_selector.clone().unwrap_or_default(),
                     world,
                 );
+                until = check.until;
                 match (check.done, check.failure) {
                     (true, _) => Ok(()),
                     (false, Some(f)) => Err(format!("deployment failed: {f}")),
@@ -135,6 +139,7 @@ fn targets(
             desired,
             holds,
             deployed,
+            until,
             reached,
         });
     }
@@ -320,6 +325,9 @@ pub fn plan(
             ),
         );
         d.check_by(due);
+        // A pass when the grace ends, not only at the deadline (a scheduler that sleeps until
+        // the next check, the simulator, must not sleep through it).
+        d.check_by(t.until);
         return;
     }
     d.record(RecordOp::Rollback(Rollback {

@@ -138,6 +138,9 @@ impl Summary {
     /// Upstream's check (every feature `Provisioned`, one present for each kind of content the
     /// summary carries), and whether that `Provisioned` is about the summary's current spec:
     ///
+    /// * every feature carries a hash Sveltos reported for this very spec before (`known`: stored
+    ///   with a revision that completed, [`super::known_hashes`]): it is, however and whenever the
+    ///   spec was written (content, no clock);
     /// * a change that redeploys nothing ([`Freshness::Nothing`]): it is;
     /// * a change that redeploys features whose hashes before the write are known: it is not while
     ///   one of them still carries one of those hashes; it is when none does and the write was
@@ -147,11 +150,32 @@ impl Summary {
     ///   after it when the write was unsettled; else [`Stale::NoStatusSince`] or
     ///   [`Stale::Unsettled`], taken as current once [`STALE_PROVISIONED_GRACE`] has passed.
     ///
-    /// Sveltos' own `lastAppliedTime` (its node's clock) is never compared with the API server's.
+    /// Why content comes first, from Sveltos' source (projectsveltos/addon-controller, commit
+    /// 60c6358035778386ccb9599f4944d2f5a0ec8926; projectsveltos/libsveltos, commit
+    /// fe4f45b; kubernetes-sigs/cluster-api `util/patch/patch.go`, commit
+    /// 0c1ff6ac646550df3f4fa2198c0cc56278f67ac7, the helper addon-controller v1.14 uses):
+    ///
+    /// * every status the ClusterSummary controller writes carries, per feature, the hash it
+    ///   computed from the spec its reconcile read (`deployFeature`/`proceedDeployingFeature`,
+    ///   `controllers/clustersummary_deployer.go`), and the deployer drops the result of a request
+    ///   superseded while it ran (`storeResult`, `lib/deployer/worker.go`): a feature's hash names
+    ///   the spec its status is about;
+    /// * that status is sent when the reconcile ends, by the patch helper's `Close`
+    ///   (`pkg/scope/clustersummary.go`): a JSON merge patch of the status subresource without a
+    ///   resourceVersion (`patchStatus`), so a status computed from an older spec lands after the
+    ///   new spec was copied (a late write), and nothing discards it;
+    /// * `managedFields` times are seconds, and a summary's resourceVersion is its last write's:
+    ///   nothing the API server keeps orders a status write before or after a spec write of the same
+    ///   second, and "after" is no proof (the late write).
+    ///
+    /// So where a hash cannot tell, the times decide only as far as they can, and what truly cannot
+    /// be known waits for the grace. Sveltos' own `lastAppliedTime` (its node's clock) is never
+    /// compared with the API server's.
     pub fn provisioned(
         &self,
         content: [bool; 3],
         freshness: Freshness,
+        known: Option<&Before>,
         now: Option<DateTime<Utc>>,
     ) -> Provisioned {
         let all = self
@@ -163,6 +187,9 @@ impl Summary {
             });
         if !all {
             return Provisioned::No;
+        }
+        if known.is_some_and(|k| self.carries(k)) {
+            return Provisioned::Yes;
         }
         let (by_content, unsettled) = match freshness {
             Freshness::Nothing => return Provisioned::Yes,
@@ -208,6 +235,16 @@ impl Summary {
         } else {
             Provisioned::Stale(Stale::NoStatusSince { grace_ends })
         }
+    }
+
+    /// Whether every feature carries one of these hashes (and there is a feature).
+    pub fn carries(&self, hashes: &Before) -> bool {
+        !self.features.is_empty()
+            && self.features.iter().all(|f| {
+                f.hash
+                    .as_ref()
+                    .is_some_and(|h| hashes.contains(bit(&f.id), h))
+            })
     }
 
     /// A feature reported `Failed` or `FailedNonRetriable`: the cluster and Sveltos' message.
@@ -674,7 +711,7 @@ mod tests {
         let s = only_helm.iter().next().unwrap();
         assert_eq!(only_helm.content(s), [true, true, false]);
         assert_eq!(
-            s.provisioned(only_helm.content(s), Freshness::UNKNOWN, None),
+            s.provisioned(only_helm.content(s), Freshness::UNKNOWN, None, None),
             Provisioned::No
         );
         let both: ProfileSummaries = [summary(
@@ -686,7 +723,7 @@ mod tests {
         .collect();
         let s = both.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(both.content(s), Freshness::UNKNOWN, None),
+            s.provisioned(both.content(s), Freshness::UNKNOWN, None, None),
             Provisioned::Yes
         );
         let failing: ProfileSummaries = [summary(
@@ -698,7 +735,7 @@ mod tests {
         .collect();
         let s = failing.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(failing.content(s), Freshness::UNKNOWN, None),
+            s.provisioned(failing.content(s), Freshness::UNKNOWN, None, None),
             Provisioned::No
         );
         assert_eq!(
@@ -853,7 +890,7 @@ mod tests {
             assert_eq!(s.spec_written, Some(t(spec_at).timestamp()));
             assert_eq!(s.status_written, Some(t(status_at).timestamp()), "case {i}");
             assert_eq!(
-                s.provisioned(all.content(s), freshness, now),
+                s.provisioned(all.content(s), freshness, None, now),
                 want,
                 "case {i}"
             );
@@ -864,14 +901,14 @@ mod tests {
         let all: ProfileSummaries = [cs].into_iter().collect();
         let s = all.iter().next().unwrap();
         let content = [true, false, false];
-        assert_eq!(s.provisioned(content, redeploy, soon), stale_until);
+        assert_eq!(s.provisioned(content, redeploy, None, soon), stale_until);
         // Without managed fields nothing can be judged by time.
         let bare: ProfileSummaries = [summary("a", spec.clone(), &[("Helm", "Provisioned")])]
             .into_iter()
             .collect();
         let s = bare.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(content, Freshness::UNKNOWN, soon),
+            s.provisioned(content, Freshness::UNKNOWN, None, soon),
             Provisioned::Yes
         );
         // Not all Provisioned: no, whatever is known.
@@ -880,7 +917,7 @@ mod tests {
             .collect();
         let s = failing.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(content, Freshness::Nothing, soon),
+            s.provisioned(content, Freshness::Nothing, None, soon),
             Provisioned::No
         );
     }
@@ -896,6 +933,94 @@ mod tests {
         assert!(s.find(ClusterKind::Sveltos, "fleet", "b").is_none());
         let c = s.find(ClusterKind::Sveltos, "fleet", "c").unwrap();
         assert_eq!(&*c.cluster_name, "c");
+    }
+
+    /// Issue 45: hashes Sveltos reported for exactly this spec before (a stored revision's) decide
+    /// by content, before everything else: a summary whose every feature carries one of them is
+    /// provisioned for it whatever the write and the second; one that does not is judged as
+    /// without them.
+    #[test]
+    fn a_hash_sveltos_reported_for_the_spec_counts_whatever_the_write_and_the_second() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let (old, new, other) = (
+            "OLDHASHxxxxxAAAA=",
+            "NEWHASHxxxxxBBBB=",
+            "OTHERHASHxxxCCCC=",
+        );
+        let (helm, resources) = (bit("Helm"), bit("Resources"));
+        let mut before = Before::default();
+        before.insert(helm, prefix(old).unwrap());
+        let mut known = Before::default();
+        known.insert(helm, prefix(new).unwrap());
+        known.insert(resources, prefix(old).unwrap());
+        // The Helm hash `old` stored as Resources' only: a hash counts for its own feature.
+        let mut crossed = Before::default();
+        crossed.insert(resources, prefix(old).unwrap());
+        crossed.insert(resources, prefix(new).unwrap());
+        // `old` is also the revision's own Helm hash (the change did not touch its content).
+        let mut both = known.clone();
+        both.insert(helm, prefix(old).unwrap());
+        let busy = Freshness::Redeploy {
+            features: helm,
+            before: Some(&before),
+            unsettled: true,
+        };
+        let spec_at = "2026-11-23T10:00:05Z";
+        let soon = Some(t("2026-11-23T10:01:00Z"));
+        let busy_until = Provisioned::Stale(Stale::Unsettled {
+            grace_ends: t("2026-11-23T10:10:05Z").timestamp(),
+        });
+        // (Helm's hash, Helm's status, known, expected); Resources carries `old`, Provisioned;
+        // every status written in the second of the spec, after an unsettled write.
+        let cases: Vec<(&str, &str, Option<&Before>, Provisioned)> = vec![
+            (new, "Provisioned", Some(&known), Provisioned::Yes),
+            (new, "Provisioned", None, busy_until),
+            (other, "Provisioned", Some(&known), busy_until),
+            (
+                old,
+                "Provisioned",
+                Some(&known),
+                Provisioned::Stale(Stale::OldHash),
+            ),
+            (old, "Provisioned", Some(&both), Provisioned::Yes),
+            (new, "Provisioned", Some(&crossed), busy_until),
+            (new, "Provisioning", Some(&known), Provisioned::No),
+        ];
+        for (i, (hash, status, known, want)) in cases.into_iter().enumerate() {
+            let mut cs = summary(
+                "a",
+                spec.clone(),
+                &[("Helm", status), ("Resources", "Provisioned")],
+            );
+            stamp(&mut cs, spec_at, spec_at, &[hash, old]);
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert_eq!(
+                s.provisioned(all.content(s), busy, known, soon),
+                want,
+                "case {i}"
+            );
+        }
+        // A feature without a hash is not known to be about the spec.
+        let mut cs = summary(
+            "a",
+            spec,
+            &[("Helm", "Provisioned"), ("Resources", "Provisioned")],
+        );
+        stamp(&mut cs, spec_at, spec_at, &[new]);
+        let all: ProfileSummaries = [cs].into_iter().collect();
+        let s = all.iter().next().unwrap();
+        assert!(!s.carries(&known));
+        assert_eq!(
+            s.provisioned(all.content(s), busy, Some(&known), soon),
+            busy_until
+        );
+        assert!(
+            !ProfileSummaries::default()
+                .iter()
+                .any(|s| s.carries(&known))
+        );
     }
 
     /// Only the features a change redeploys are judged by their hashes: another feature without a
@@ -929,7 +1054,12 @@ mod tests {
         let s = all.iter().next().unwrap();
         assert_eq!(s.features[1].hash, None);
         assert_eq!(
-            s.provisioned(all.content(s), redeploy, Some(t("2026-11-23T10:01:00Z"))),
+            s.provisioned(
+                all.content(s),
+                redeploy,
+                None,
+                Some(t("2026-11-23T10:01:00Z"))
+            ),
             Provisioned::Yes
         );
     }

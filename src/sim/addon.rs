@@ -644,7 +644,6 @@ impl AddonController {
                 q
             })
             .collect();
-        let mut current = current;
         if queued != after && queued != before {
             current = write_status(store, current, json!({"featureSummaries": queued}))?;
         }
