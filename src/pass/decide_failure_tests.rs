@@ -2566,6 +2566,7 @@ fn a_rollback_answered_in_the_second_of_its_write_is_judged_by_the_stored_hashes
         d.summary
     );
     assert!(description(&p, "staging").starts_with("Rolled back to revision"));
+    assert!(d.grace.is_empty());
 
     // The same answer with a hash the revision did not store: nothing tells it from a status of
     // 9.9.9 landing in that second.
@@ -2587,6 +2588,7 @@ fn a_rollback_answered_in_the_second_of_its_write_is_judged_by_the_stored_hashes
     );
     let grace_ends = t(min) + crate::pass::summaries::STALE_PROVISIONED_GRACE;
     assert_eq!(d.next_check, Some(grace_ends), "{}", d.summary);
+    assert_eq!(d.grace, ["staging"]);
 }
 
 /// The revision a completing pass stores keeps, per stage, the hashes Sveltos reported for that

@@ -1,6 +1,6 @@
 //! The deployment hashes Sveltos reported for a stage's generated profile when a revision completed
 //! its whole rollout, stored with that revision (`PromotionRevision.spec.featureHashes`), so that
-//! a rollback to it, or a revert, is judged by content: a summary whose every feature carries one
+//! a rollback to it is judged by content: a summary whose every feature carries one
 //! of them is `Provisioned` for that spec ([`super::summaries::Summary::provisioned`]), whether
 //! promoter wrote it while Sveltos was busy or not, and whatever second Sveltos answered in.
 //!
@@ -20,7 +20,8 @@ use super::profiles::{SPEC_HASH_ANNOTATION, profile_name};
 use super::summaries::Provisioned;
 use super::world::World;
 use crate::annotations::redeploy::{Before, MAX_BEFORE};
-use crate::api::{ClusterProfile, ClusterPromotion, StageHashes};
+use crate::annotations::{self, Run};
+use crate::api::{ClusterProfile, ClusterPromotion, StageHashes, revision_name};
 use crate::sveltos::redeploy::bit;
 use std::collections::BTreeMap;
 
@@ -96,24 +97,25 @@ pub struct Known {
     pub revision: String,
 }
 
-/// The hashes Sveltos reported for exactly the spec `profile` carries, from the stored revisions
-/// of `p` the pass has read (a rollback reads the one it restores).
+/// The hashes Sveltos reported for exactly the spec `profile` carries, stored with the revision a
+/// rollback of the current run restores (the one stored revision a pass reads; `explain`, which
+/// reads every revision of the history, judges by the same one).
 pub fn of(p: &ClusterPromotion, world: &World, profile: &ClusterProfile) -> Option<Known> {
     let spec = spec_hash(profile)?;
     let name = p.metadata.name.as_deref()?;
-    world
+    let run = p.status.as_ref().and_then(Run::of)?;
+    let target = annotations::rollback(p).filter(|r| r.from == run)?.to;
+    let r = world
         .revisions
-        .values()
-        .flatten()
-        .filter(|r| r.spec.promotion == name)
-        .find_map(|r| {
-            let stage = r.spec.feature_hashes.values().find(|s| &s.spec == spec)?;
-            let hashes = Before::from_by_feature(&stage.features);
-            (!hashes.is_empty()).then(|| Known {
-                hashes,
-                revision: r.id(),
-            })
-        })
+        .get(&revision_name(name, &target))?
+        .as_ref()
+        .filter(|r| r.spec.promotion == name && r.spec.revision == target)?;
+    let stage = r.spec.feature_hashes.values().find(|s| &s.spec == spec)?;
+    let hashes = Before::from_by_feature(&stage.features);
+    (!hashes.is_empty()).then(|| Known {
+        hashes,
+        revision: r.id(),
+    })
 }
 
 #[cfg(test)]
@@ -225,11 +227,11 @@ mod tests {
         assert_eq!(of_run(&p, &w).keys().collect::<Vec<_>>(), ["dev"]);
     }
 
-    /// The hashes used are those stored for exactly the spec the profile carries, from a revision
-    /// of this promotion the pass read.
+    /// The hashes used are those stored for exactly the spec the profile carries, with the
+    /// revision a rollback of the current run restores (the one the pass reads).
     #[test]
-    fn the_hashes_of_the_spec_a_profile_carries_from_a_revision_of_its_promotion() {
-        let p = promotion("app");
+    fn the_hashes_of_the_spec_a_profile_carries_from_the_revision_a_rollback_restores() {
+        let mut p = promotion("app");
         let mut w = world(&p);
         let dev = w.profiles["app-dev"].clone();
         w.summaries.insert(
@@ -241,19 +243,35 @@ mod tests {
         let at = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
         let mut rev = PromotionRevision::of(&p, "r1", "s", None, at);
         rev.spec.feature_hashes = of_run(&p, &w);
-        assert_eq!(of(&p, &w, &dev), None, "no revision read");
-        w.revisions.insert("a".into(), None);
-        w.revisions.insert("b".into(), Some(rev.clone()));
+        let name = revision_name("app", "r1");
+        w.revisions.insert(name.clone(), Some(rev.clone()));
         let mut want = Before::default();
         want.insert(bit("Helm"), prefix("GOODxxxxxxxx").unwrap());
-        assert_eq!(
-            of(&p, &w, &dev),
-            Some(Known {
-                hashes: want,
-                revision: rev.id()
-            })
+        let known = Some(Known {
+            hashes: want,
+            revision: rev.id(),
+        });
+        // No run, then a run without a rollback: nothing is restored.
+        assert_eq!(of(&p, &w, &dev), None);
+        p.status = Some(
+            serde_json::from_value(json!({"profileSpecHash": "r2", "stagesHash": "s",
+                "stages": [{"name": "dev", "lastUpdateReconciledTime": "2026-01-02T00:00:00Z"}]}))
+            .unwrap(),
         );
-        // Another spec on the profile (another revision's), another promotion's revision.
+        assert_eq!(of(&p, &w, &dev), None);
+        let run = p.status.as_ref().and_then(Run::of).unwrap();
+        let rollback = |from: &Run| {
+            json!({"from": from, "to": "r1", "order": "reverse", "cause": "Manual", "by": "me",
+                   "at": "2026-01-02T00:01:00Z"})
+            .to_string()
+        };
+        p.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(annotations::ROLLBACK.into(), rollback(&run));
+        assert_eq!(of(&p, &w, &dev), known);
+        // Another spec on the profile (another revision's), another promotion, a rollback of
+        // another run, a stored object of another revision under the name.
         let mut other = dev.clone();
         other
             .metadata
@@ -261,6 +279,23 @@ mod tests {
             .get_or_insert_default()
             .insert(SPEC_HASH_ANNOTATION.into(), "another".into());
         assert_eq!(of(&p, &w, &other), None);
-        assert_eq!(of(&promotion("elsewhere"), &w, &dev), None);
+        let mut elsewhere = p.clone();
+        elsewhere.metadata.name = Some("elsewhere".into());
+        assert_eq!(of(&elsewhere, &w, &dev), None);
+        let mut stale = p.clone();
+        let earlier = Run {
+            revision: "r0".into(),
+            ..run.clone()
+        };
+        stale
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(annotations::ROLLBACK.into(), rollback(&earlier));
+        assert_eq!(of(&stale, &w, &dev), None);
+        let mut edited = rev.clone();
+        edited.spec.revision = "r9".into();
+        w.revisions.insert(name, Some(edited));
+        assert_eq!(of(&p, &w, &dev), None);
     }
 }

@@ -213,7 +213,7 @@ pub fn plan(
         let targets = targets(p, &good, world, status, false);
         let all_hold = targets.iter().all(|t| t.holds);
         for t in targets {
-            ensure_after(world, d, t.desired);
+            ensure_after(p, world, d, t.desired);
         }
         let kept = fingerprint(p, world, status);
         if all_hold && record.kept.as_deref() != Some(kept.as_str()) {
@@ -274,7 +274,7 @@ pub fn plan(
         _ => None,
     };
     if let Some(miss) = record.missed.clone().or_else(|| pending_miss(d)) {
-        return stall(world, &targets, &current, status, &miss, &id, now, d);
+        return stall(p, world, &targets, &current, status, &miss, &id, now, d);
     }
     for (i, t) in targets.iter().enumerate() {
         let turn = match record.order {
@@ -283,7 +283,7 @@ pub fn plan(
         };
         if turn {
             // The profile follows the status write that describes the stage as rolling back.
-            ensure_after(world, d, t.desired.clone());
+            ensure_after(p, world, d, t.desired.clone());
             delete_after(
                 world,
                 d,
@@ -327,7 +327,7 @@ pub fn plan(
         d.check_by(due);
         // A pass when the grace ends, not only at the deadline (a scheduler that sleeps until
         // the next check, the simulator, must not sleep through it).
-        d.check_by(t.until);
+        d.wait_for_grace(&t.stage, t.until);
         return;
     }
     d.record(RecordOp::Rollback(Rollback {
@@ -468,6 +468,7 @@ fn pending_miss(d: &Decision) -> Option<RollbackMiss> {
 /// for says why.
 #[allow(clippy::too_many_arguments)]
 fn stall(
+    p: &ClusterPromotion,
     world: &World,
     targets: &[Target],
     current: &str,
@@ -478,7 +479,7 @@ fn stall(
     d: &mut Decision,
 ) {
     for t in targets.iter().filter(|t| t.holds) {
-        ensure_after(world, d, t.desired.clone());
+        ensure_after(p, world, d, t.desired.clone());
     }
     let stage = match targets.iter().find(|t| t.stage == miss.stage) {
         Some(t) if t.reached => t.stage.clone(),

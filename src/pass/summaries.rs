@@ -182,17 +182,45 @@ impl Summary {
             .features
             .iter()
             .all(|f| f.status.as_deref() == Some("Provisioned"))
-            && COMPARED.iter().zip(content).all(|((_, feature), has)| {
-                !has || self.features.iter().any(|f| &*f.id == *feature)
-            });
+            && self.covers(content);
         if !all {
             return Provisioned::No;
         }
+        match self.current(freshness, known, now) {
+            Ok(()) => Provisioned::Yes,
+            Err(stale) => Provisioned::Stale(stale),
+        }
+    }
+
+    /// Whether it reports a feature for each kind of content its spec has.
+    fn covers(&self, content: [bool; 3]) -> bool {
+        COMPARED
+            .iter()
+            .zip(content)
+            .all(|((_, feature), has)| !has || self.features.iter().any(|f| &*f.id == *feature))
+    }
+
+    /// Whether it reports every kind of content its spec has, each feature with its hash: what
+    /// any later status about the same spec will carry is then in sight.
+    pub fn reports_hashes(&self, content: [bool; 3]) -> bool {
+        !self.features.is_empty()
+            && self.covers(content)
+            && self.features.iter().all(|f| f.hash.is_some())
+    }
+
+    /// Whether the status it shows, whatever it says (`Provisioned`, `Provisioning`, `Failed`), is
+    /// about its current spec, by the rules of [`Self::provisioned`]; else why not yet.
+    pub fn current(
+        &self,
+        freshness: Freshness,
+        known: Option<&Before>,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<(), Stale> {
         if known.is_some_and(|k| self.carries(k)) {
-            return Provisioned::Yes;
+            return Ok(());
         }
         let (by_content, unsettled) = match freshness {
-            Freshness::Nothing => return Provisioned::Yes,
+            Freshness::Nothing => return Ok(()),
             Freshness::Redeploy {
                 features,
                 before: Some(before),
@@ -202,9 +230,7 @@ impl Summary {
                 let mut known = true;
                 for f in expected {
                     match &f.hash {
-                        Some(h) if before.contains(bit(&f.id), h) => {
-                            return Provisioned::Stale(Stale::OldHash);
-                        }
+                        Some(h) if before.contains(bit(&f.id), h) => return Err(Stale::OldHash),
                         Some(_) => {}
                         None => known = false,
                     }
@@ -216,24 +242,24 @@ impl Summary {
             }
         };
         if by_content {
-            return Provisioned::Yes;
+            return Ok(());
         }
         let Some(written) = self.spec_written else {
-            return Provisioned::Yes;
+            return Ok(());
         };
         // Second precision: a status of the same second may precede the spec write, which
         // matters only when a status of the previous spec may have landed just before it.
         let after = |t: i64| if unsettled { t > written } else { t >= written };
         if self.status_written.is_some_and(after) {
-            return Provisioned::Yes;
+            return Ok(());
         }
         let grace_ends = written + STALE_PROVISIONED_GRACE.num_seconds();
         if now.is_some_and(|n| n.timestamp() >= grace_ends) {
-            Provisioned::Yes
+            Ok(())
         } else if unsettled {
-            Provisioned::Stale(Stale::Unsettled { grace_ends })
+            Err(Stale::Unsettled { grace_ends })
         } else {
-            Provisioned::Stale(Stale::NoStatusSince { grace_ends })
+            Err(Stale::NoStatusSince { grace_ends })
         }
     }
 
@@ -1021,6 +1047,103 @@ mod tests {
                 .iter()
                 .any(|s| s.carries(&known))
         );
+    }
+
+    /// Whether the status a summary shows is about its spec is judged whatever it says (what a
+    /// write's settledness reads), by the same rules as a `Provisioned`; and whether it reports
+    /// every kind of content with a hash.
+    #[test]
+    fn a_status_of_any_kind_is_judged_current_by_the_same_rules() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
+        let mut before = Before::default();
+        before.insert(bit("Helm"), prefix(old).unwrap());
+        let redeploy = Freshness::Redeploy {
+            features: bit("Helm"),
+            before: Some(&before),
+            unsettled: false,
+        };
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().timestamp();
+        // (Helm's status, its hash, status time, freshness, current)
+        type Case<'a> = (&'a str, &'a str, &'a str, Freshness<'a>, Result<(), Stale>);
+        let cases: Vec<Case> = vec![
+            (
+                "Failed",
+                new,
+                "2026-11-23T10:00:05Z",
+                Freshness::UNKNOWN,
+                Ok(()),
+            ),
+            (
+                "Provisioning",
+                new,
+                "2026-11-23T10:00:05Z",
+                Freshness::UNKNOWN,
+                Ok(()),
+            ),
+            (
+                "Failed",
+                old,
+                "2026-11-23T10:00:09Z",
+                redeploy,
+                Err(Stale::OldHash),
+            ),
+            (
+                "Provisioning",
+                new,
+                "2026-11-23T10:00:01Z",
+                redeploy,
+                Ok(()),
+            ),
+            (
+                "Failed",
+                new,
+                "2026-11-23T10:00:04Z",
+                Freshness::Nothing,
+                Ok(()),
+            ),
+            (
+                "Failed",
+                new,
+                "2026-11-23T10:00:04Z",
+                Freshness::UNKNOWN,
+                Err(Stale::NoStatusSince {
+                    grace_ends: t("2026-11-23T10:10:05Z"),
+                }),
+            ),
+        ];
+        for (i, (status, hash, status_at, freshness, want)) in cases.into_iter().enumerate() {
+            let mut cs = summary(
+                "a",
+                spec.clone(),
+                &[("Helm", status), ("Resources", "Provisioned")],
+            );
+            stamp(&mut cs, "2026-11-23T10:00:05Z", status_at, &[hash, old]);
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert!(s.reports_hashes(all.content(s)), "case {i}");
+            assert_eq!(s.current(freshness, None, None), want, "case {i}");
+        }
+        // A kind of content without its feature, a feature without a hash, no feature at all.
+        for (features, hashes) in [
+            (&[("Helm", "Provisioned")][..], &[new, old][..]),
+            (
+                &[("Helm", "Failed"), ("Resources", "Failed")][..],
+                &[new][..],
+            ),
+            (&[][..], &[][..]),
+        ] {
+            let mut cs = summary("a", spec.clone(), features);
+            stamp(
+                &mut cs,
+                "2026-11-23T10:00:05Z",
+                "2026-11-23T10:00:05Z",
+                hashes,
+            );
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert!(!s.reports_hashes(all.content(s)), "{features:?}");
+        }
     }
 
     /// Only the features a change redeploys are judged by their hashes: another feature without a
