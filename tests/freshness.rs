@@ -339,7 +339,7 @@ async fn explain_says_what_is_redeployed_and_why_a_provisioned_does_not_count() 
     env.tick().await;
     let (_, out, _) = common::promoter(&env, &["explain", "app"]);
     assert!(
-        out.contains("redeploy: Helm for the spec promoter wrote; Sveltos was still busy with the previous spec when promoter wrote this one, so a feature counts once Sveltos wrote a status strictly after the spec (API server times), or 10 minutes after the spec write"),
+        out.contains("redeploy: Helm for the spec promoter wrote; when promoter wrote it a summary showed no status of the spec before it yet, so a feature counts once Sveltos wrote a status strictly after the spec (API server times), or 10 minutes after the spec write"),
         "{out}"
     );
 }

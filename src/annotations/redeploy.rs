@@ -46,7 +46,7 @@ pub struct Redeploy {
     /// Per expected feature, the hash prefixes its summaries carried before the write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     before: Option<BTreeMap<String, Vec<String>>>,
-    /// Sveltos had not finished the previous spec on every summary when promoter wrote this one
+    /// A summary showed no status of the spec before this one when promoter wrote it
     /// (see [`crate::pass::summaries::Freshness`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsettled: bool,
@@ -128,7 +128,7 @@ impl Redeploy {
         }
     }
 
-    /// The record of a write made while Sveltos was still busy with the previous spec.
+    /// The record of a write made while a summary showed no status of the spec before it.
     pub fn unsettled(mut self, unsettled: bool) -> Redeploy {
         self.unsettled = unsettled;
         self

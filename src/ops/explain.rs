@@ -226,9 +226,9 @@ fn redeploy_text(record: Option<&WriteRecord>) -> String {
             expect: Expect::Nothing,
             ..
         }) => format!(
-            "nothing for the last spec change, but Sveltos was still busy with the previous spec \
-             when promoter wrote it, so a summary counts once Sveltos wrote a status strictly \
-             after the spec (API server times), or {} minutes after the spec write",
+            "nothing for the last spec change, but when promoter wrote it a summary showed no \
+             status of the spec before it yet, so a summary counts once Sveltos wrote a status \
+             strictly after the spec (API server times), or {} minutes after the spec write",
             STALE_PROVISIONED_GRACE.num_minutes()
         ),
         Some(WriteRecord {
@@ -241,7 +241,7 @@ fn redeploy_text(record: Option<&WriteRecord>) -> String {
             match (before.is_some(), unsettled) {
                 // A status of the previous spec may have landed just before the write.
                 (_, true) => format!(
-                    "Sveltos was still busy with the previous spec when promoter wrote this one, \
+                    "when promoter wrote it a summary showed no status of the spec before it yet, \
                      so a feature counts once Sveltos wrote a status strictly after the spec (API \
                      server times), or {} minutes after the spec write",
                     STALE_PROVISIONED_GRACE.num_minutes()

@@ -2582,7 +2582,8 @@ fn a_rollback_answered_in_the_second_of_its_write_is_judged_by_the_stored_hashes
     let d = run(&mut p, &mut w, min + 1);
     assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
     assert!(
-        d.summary.contains("still busy with the previous spec"),
+        d.summary
+            .contains("showed no status of the spec before it yet"),
         "{}",
         d.summary
     );

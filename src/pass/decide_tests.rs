@@ -1984,7 +1984,7 @@ fn a_revision_written_while_sveltos_deploys_the_previous_one_trusts_no_status_of
             stage_status(&p, "dev")
                 .failure_message
                 .as_deref()
-                .is_some_and(|m| m.contains("still busy with the previous spec")
+                .is_some_and(|m| m.contains("showed no status of the spec before it yet")
                     && m.contains("2026-02-16T06:12:10Z")),
             "{:?}",
             stage_status(&p, "dev")

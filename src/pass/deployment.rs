@@ -76,8 +76,8 @@ pub fn stale_text(stale: Stale) -> String {
             grace_time(grace_ends)
         ),
         Stale::Unsettled { grace_ends } => format!(
-            "Sveltos was still busy with the previous spec when promoter wrote this one: a status \
-             of the spec's second may be the previous spec's, and no hash Sveltos reported for \
+            "when promoter wrote this spec a summary showed no status of the spec before it yet: \
+             a status of the spec's second may be that spec's, and no hash Sveltos reported for \
              this spec is known; counted as current at {} unless Sveltos writes a status after \
              that second",
             grace_time(grace_ends)

@@ -83,11 +83,12 @@ const UNREADABLE: u32 = u32::MAX;
 /// What promoter knows of the spec change a summary went through last: from the
 /// `promoter.dev/redeploy` record of the profile write (see [`crate::annotations::redeploy`]).
 ///
-/// `unsettled`: when promoter wrote the spec, Sveltos had not finished the previous one on every
-/// summary (one out of sync, missing, deploying or failing), so it may have written that spec's
-/// status, with a hash promoter never saw, between the pass's list and its write. Such a hash is
-/// not evidence of the new spec: only a status written strictly after the spec is (the API
-/// server's two times), else the grace.
+/// `unsettled`: when promoter wrote the spec, a summary showed no status of the spec before it (one
+/// missing, out of sync, without a hash, or with a status not known to be about its spec:
+/// `profile_writes::settled`), so Sveltos may have written that spec's status, with a hash
+/// promoter never saw, between the pass's list and its write. Such a hash is not evidence of the
+/// new spec: only a status written strictly after the spec is (the API server's two times), else
+/// the grace; or a hash stored for exactly the new spec (`known`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness<'a> {
     /// Nothing recorded for the profile's current spec, or a change promoter cannot predict.
@@ -128,9 +129,9 @@ pub enum Stale {
     /// promoter cannot know whether it will: counted as current from `grace_ends` (seconds since
     /// the epoch) unless it does.
     NoStatusSince { grace_ends: i64 },
-    /// The spec was written while Sveltos was still busy with the previous one (`unsettled`) and
-    /// no status was written strictly after it: the `Provisioned` may be the previous spec's.
-    /// Counted as current from `grace_ends` unless Sveltos writes a status.
+    /// The spec was written while a summary showed no status of the spec before it (`unsettled`),
+    /// and no status was written strictly after it: the `Provisioned` may be that spec's. Counted
+    /// as current from `grace_ends` unless Sveltos writes a status.
     Unsettled { grace_ends: i64 },
 }
 
@@ -790,7 +791,7 @@ mod tests {
             before: None,
             unsettled: false,
         };
-        // Written while Sveltos was busy with the previous spec: a new hash is no evidence.
+        // Written while a summary showed no status of the spec before: a new hash is no evidence.
         let busy = Freshness::Redeploy {
             features: helm,
             before: Some(&before),
