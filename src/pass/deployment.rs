@@ -77,9 +77,9 @@ pub fn stale_text(stale: Stale) -> String {
         ),
         Stale::Unsettled { grace_ends } => format!(
             "when promoter wrote this spec a summary showed no status of the spec before it yet: \
-             a status of the spec's second may be that spec's, and no hash Sveltos reported for \
-             this spec is known; counted as current at {} unless Sveltos writes a status after \
-             that second",
+             a status written in this spec's second may still be about the one before, and no \
+             hash Sveltos reported for this spec is known; counted as current at {} unless \
+             Sveltos writes a status after that second",
             grace_time(grace_ends)
         ),
     }
