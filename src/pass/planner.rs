@@ -3,6 +3,7 @@
 //! current stage is deployed, passes its gates (`gates`) in order, and [`Planner::advance`]
 //! starts the next stage.
 
+use super::completion::{PASSED, complete_event, passed, provisioned_event};
 use super::deadline;
 use super::decision::{
     Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
@@ -222,10 +223,11 @@ impl Planner<'_> {
         if shown {
             return;
         }
-        let now = self.now();
+        // At the time the pass that recorded the miss wrote it, as that pass's status would have.
+        let at = f.at.as_datetime();
         let e = entry(status, &f.stage);
-        set_failure(e, Some(&message), now);
-        set_description(e, FAILED_DEADLINE, now);
+        set_failure(e, Some(&message), at);
+        set_description(e, FAILED_DEADLINE, at);
         self.d.owed_event(
             Reason::ProgressDeadlineExceeded,
             Some(&f.stage),
@@ -626,8 +628,8 @@ impl Planner<'_> {
                 .map_or(self.now(), |t| t.as_datetime());
             self.record_completion(&run, at);
         }
-        let e = entry(status, &stage.name);
-        set_description(e, "Successfully provisioned", self.now());
+        // A completion whose status was never written was shown before planning (`completion`).
+        set_description(entry(status, &stage.name), PASSED, self.now());
         self.d.outcome(Phase::Complete, "complete".into());
     }
 
@@ -722,7 +724,7 @@ impl Planner<'_> {
             self.d.event(
                 Reason::StageProvisioned,
                 Some(&stage.name),
-                format!("Stage {} provisioned", stage.name),
+                provisioned_event(&stage.name),
             );
         }
         true
@@ -753,21 +755,14 @@ impl Planner<'_> {
         let now = self.now();
         let stages = &self.p.spec.stages;
         let stage = stages[idx].clone();
-        let e = entry(status, &stage.name);
-        e.last_successful_applied_time = Some(Timestamp::new(now));
-        e.last_status_check_time = Some(Timestamp::new(now));
-        e.failure_message = None;
-        set_description(e, "Successfully provisioned", now);
+        passed(entry(status, &stage.name), now);
         delete_after(
             self.world,
             self.d,
             preverification_name(self.name, &stage.name),
         );
         let Some(next) = stages.get(idx + 1).cloned() else {
-            let message = format!(
-                "ClusterPromotion {} complete: stage {} provisioned",
-                self.name, stage.name
-            );
+            let message = complete_event(self.name, &stage.name);
             match self.run.clone() {
                 Some(run) => {
                     self.record_completion(&run, now);
@@ -894,7 +889,7 @@ impl Planner<'_> {
                         && s.current_status_description
                             .as_deref()
                             .map(description_text)
-                            == Some("Successfully provisioned")
+                            == Some(PASSED)
                 });
         match self.run.clone() {
             Some(run) if legacy => {
