@@ -1361,6 +1361,39 @@ fn issue14_p5_a_record_of_another_run_is_no_legacy_completion() {
     );
 }
 
+/// The blog's three stages with `production` as given, staging approved, played up to the pass
+/// that completes the rollout, whose record patch (and the revision before it) alone was written:
+/// its status write did not land. Returns the minute of that pass and its decision.
+fn completion_without_its_status(production: Value) -> (ClusterPromotion, World, i64, Decision) {
+    let mut stages = three_stages();
+    stages[2] = production;
+    let mut p = promotion(stages);
+    set_approved(&mut p, 1, Some(true));
+    let mut w = fleet();
+    let mut min = 0;
+    let completing = loop {
+        w.now = Some(t(min));
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
+        if d.phase == Phase::Complete {
+            break d;
+        }
+        apply(&mut p, &mut w, &d);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            summarize(&mut w, &name, "Provisioned");
+        }
+        min += 1;
+        assert!(min < 60, "never completed: {:?}", p.status);
+    };
+    let lost = Decision {
+        status: None,
+        after_status: Vec::new(),
+        ..completing.clone()
+    };
+    apply(&mut p, &mut w, &lost);
+    assert!(is_complete(&p));
+    (p, w, min, completing)
+}
+
 /// The pass that recorded the completion did not write the status that goes with it (the
 /// answer to its record patch was lost and it stopped, its status write was reset before the
 /// server read it, or it was killed in between): the next pass trusts the record, and writes the
@@ -1375,33 +1408,7 @@ fn a_completion_recorded_without_its_status_is_shown_as_the_completing_pass_woul
         json!({"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}},
             "trigger": {"auto": {"delay": "2m"}}}),
     ] {
-        let mut stages = three_stages();
-        stages[2] = production.clone();
-        let mut p = promotion(stages);
-        set_approved(&mut p, 1, Some(true));
-        let mut w = fleet();
-        let mut min = 0;
-        let completing = loop {
-            w.now = Some(t(min));
-            let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
-            if d.phase == Phase::Complete {
-                break d;
-            }
-            apply(&mut p, &mut w, &d);
-            for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
-                summarize(&mut w, &name, "Provisioned");
-            }
-            min += 1;
-            assert!(min < 60, "never completed: {:?}", p.status);
-        };
-        // Only the record patch (and the revision before it) was written.
-        let lost = Decision {
-            status: None,
-            after_status: Vec::new(),
-            ..completing.clone()
-        };
-        apply(&mut p, &mut w, &lost);
-        assert!(is_complete(&p));
+        let (mut p, mut w, min, completing) = completion_without_its_status(production.clone());
         w.now = Some(t(min + 1));
         let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 1));
         assert_eq!(d.phase, Phase::Complete, "{production}: {}", d.summary);
@@ -1431,31 +1438,10 @@ fn a_completion_recorded_without_its_status_is_shown_as_the_completing_pass_woul
 /// the last stage passed at the time the completing pass recorded.
 #[test]
 fn a_completion_recorded_without_its_status_is_shown_by_a_paused_pass_too() {
-    let mut stages = three_stages();
-    stages[2] = json!({"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}},
-        "trigger": {"auto": {"delay": "2m"}}});
-    let mut p = promotion(stages);
-    set_approved(&mut p, 1, Some(true));
-    let mut w = fleet();
-    let mut min = 0;
-    let completing = loop {
-        w.now = Some(t(min));
-        let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
-        if d.phase == Phase::Complete {
-            break d;
-        }
-        apply(&mut p, &mut w, &d);
-        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
-            summarize(&mut w, &name, "Provisioned");
-        }
-        min += 1;
-    };
-    let lost = Decision {
-        status: None,
-        after_status: Vec::new(),
-        ..completing
-    };
-    apply(&mut p, &mut w, &lost);
+    let (mut p, mut w, min, _) = completion_without_its_status(
+        json!({"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "trigger": {"auto": {"delay": "2m"}}}),
+    );
     p.metadata
         .annotations
         .get_or_insert_default()
