@@ -1,7 +1,8 @@
 //! Errors as kubectl prints them: one line, the API server's reason and message once
-//! (`Error from server (NotFound): …`), the innermost cause of a connection failure, and a hint where
-//! the usual cause is known (a missing CRD, missing permissions: the installed ClusterRole that
-//! grants it and the binding line, nothing listening).
+//! (`Error from server (NotFound): …`), a server that could not be reached as kubectl names it
+//! ([`crate::client::unreachable`]), the innermost cause of another connection failure, and a hint
+//! where the usual cause is known (a missing CRD, missing permissions: the installed ClusterRole
+//! that grants it and the binding line).
 //!
 //! [`render`] is for a command's error on stderr (the line, then `hint: …`); [`line`] is the same
 //! line without the hint, for everything else that carries an error as text (a promotion's status,
@@ -39,6 +40,10 @@ fn chain<'a>(
 }
 
 fn line_and_hint(e: &(dyn std::error::Error + 'static)) -> (String, Option<String>) {
+    // kubectl's own line, which names the server and says what to check.
+    if let Some(u) = crate::client::unreachable::find(e) {
+        return (u.to_string(), None);
+    }
     // What promoter was doing: the contexts added above the first kube error.
     let mut doing: Vec<String> = Vec::new();
     for cause in chain(e) {
@@ -80,20 +85,16 @@ fn kube_error(e: &kube::Error, doing: &[String]) -> (String, Option<String>) {
             );
             (line, api_hint(status.code, &message, doing))
         }
-        kube::Error::HyperError(_) | kube::Error::Service(_) => {
-            let innermost = innermost(e);
-            let line = format!(
-                "Unable to connect to the server: {innermost}{}",
+        // A connection that could not be made at all is `Unreachable`, above; this is one that
+        // broke (reset, cut short, timed out).
+        kube::Error::HyperError(_) | kube::Error::Service(_) => (
+            format!(
+                "Unable to connect to the server: {}{}",
+                innermost(e),
                 while_doing(doing)
-            );
-            let hint =
-                (innermost.contains("refused") || innermost.contains("dns error")).then(|| {
-                    "is the API server up, and is the kubeconfig's server address right? \
-                 (--kubeconfig, --context, KUBECONFIG)"
-                        .to_string()
-                });
-            (line, hint)
-        }
+            ),
+            None,
+        ),
         other => (
             format!("error: {}{}", innermost(other), while_doing(doing)),
             None,

@@ -2,9 +2,10 @@
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
 pub mod retry;
+pub mod unreachable;
 
 use anyhow::Context as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -34,16 +35,27 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
         context: args.context.clone(),
         ..Default::default()
     };
-    let mut config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer()
+    let mut config = match kubeconfig(args.kubeconfig.as_deref())? {
+        Some(kubeconfig) => kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
-            .context("no kubeconfig found and not running in a cluster")?,
+            .map_err(|e| match e {
+                KubeconfigError::LoadContext(name) => {
+                    anyhow::anyhow!("context {name:?} does not exist")
+                }
+                e => anyhow::Error::new(e).context("the kubeconfig"),
+            })?,
+        None => {
+            if let Some(context) = &args.context {
+                anyhow::bail!(
+                    "context {context:?} does not exist (no kubeconfig: {})",
+                    NO_FILE
+                );
+            }
+            if std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
+                anyhow::bail!("no kubeconfig: {}", NO_FILE);
+            }
+            kube::Config::incluster().context("the in-cluster service account")?
+        }
     };
     // Impersonation as kubectl does it: Impersonate-User/-Group headers, set by kube's client.
     if let Some(user) = &args.as_user {
@@ -57,6 +69,70 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
         Some(t) => Some(request_timeout(t).map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?),
     };
     connect(config, timeout)
+}
+
+/// Where kubectl looks when neither `--kubeconfig` nor KUBECONFIG names a file.
+const NO_FILE: &str = "~/.kube/config does not exist, KUBECONFIG is unset, and this is not a pod (--kubeconfig names a file)";
+
+/// The kubeconfig as kubectl finds it: `--kubeconfig`, else the files KUBECONFIG lists (merged;
+/// missing ones skipped, as kubectl skips them), else `~/.kube/config`; None: none of these, the
+/// in-cluster service account next. Each problem is one line naming the file.
+fn kubeconfig(flag: Option<&std::path::Path>) -> anyhow::Result<Option<Kubeconfig>> {
+    if let Some(path) = flag {
+        if !path.exists() {
+            anyhow::bail!(
+                "the kubeconfig {} (--kubeconfig) does not exist",
+                path.display()
+            );
+        }
+        return read_kubeconfig(path).map(Some);
+    }
+    let listed: Vec<PathBuf> = std::env::var_os("KUBECONFIG")
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !listed.is_empty() {
+        let present: Vec<&PathBuf> = listed.iter().filter(|p| p.exists()).collect();
+        if present.is_empty() {
+            let names: Vec<String> = listed.iter().map(|p| p.display().to_string()).collect();
+            anyhow::bail!(
+                "the kubeconfig {} (KUBECONFIG) does not exist",
+                names.join(", ")
+            );
+        }
+        let mut merged = Kubeconfig::default();
+        for path in present {
+            merged = merged.merge(read_kubeconfig(path)?).with_context(|| {
+                format!("merging the kubeconfig {} (KUBECONFIG)", path.display())
+            })?;
+        }
+        return Ok(Some(merged));
+    }
+    match std::env::home_dir().map(|h| h.join(".kube").join("config")) {
+        Some(path) if path.exists() => read_kubeconfig(&path).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// One kubeconfig file; an error names it, and for YAML that does not parse, where (kube's text
+/// goes on with a drawing of the line, over several lines).
+fn read_kubeconfig(path: &std::path::Path) -> anyhow::Result<Kubeconfig> {
+    Kubeconfig::read_from(path).map_err(|e| match e {
+        KubeconfigError::ReadConfig(io, _) => {
+            anyhow::anyhow!("the kubeconfig {} cannot be read: {io}", path.display())
+        }
+        e => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or_default();
+            let what = first
+                .trim_start_matches("failed to parse kubeconfig YAML: ")
+                .trim_start_matches("error: ");
+            anyhow::anyhow!("the kubeconfig {} is not valid: {what}", path.display())
+        }
+    })
 }
 
 /// kubectl's `--request-timeout` (client-go `clientcmd.ParseTimeout`): a whole number of seconds,
@@ -101,7 +177,9 @@ fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Resul
     config.connect_timeout = Some(request.map_or(connect, |t| t.min(connect)));
     config.read_timeout = request;
     config.write_timeout = request;
+    let named = named(&config);
     Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&named)
         .with_layer(&tower::layer::layer_fn(Counted))
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&retry::RetryReadsLayer)
@@ -113,10 +191,24 @@ fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Resul
 /// the management cluster).
 pub fn managed(mut config: kube::Config) -> kube::Result<kube::Client> {
     config.default_retry = false;
+    let named = named(&config);
     Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&named)
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&retry::RetryReadsLayer)
         .build())
+}
+
+/// The innermost layer of a client's stack: its connect failures name the server
+/// ([`unreachable`]).
+fn named<S>(
+    config: &kube::Config,
+) -> impl tower::Layer<S, Service = unreachable::Named<S>> + use<S> {
+    let server: std::sync::Arc<str> = unreachable::server_of(&config.cluster_url).into();
+    tower::layer::layer_fn(move |inner| unreachable::Named {
+        inner,
+        server: server.clone(),
+    })
 }
 
 /// Requests sent by every client of this process, and how many were writes (metrics of a pass:

@@ -87,7 +87,14 @@ fn unreachable_api_exits_1() {
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("listing ClusterPromotions"));
+    // kubectl's line, naming the server (README: errors are one line, as kubectl prints them).
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "The connection to the server 127.0.0.1:{port} was refused - did you specify the right host or port?"
+        )
+    );
 }
 
 #[test]

@@ -127,7 +127,7 @@ where
     let actor = actor(&client, who.by.as_deref(), who.reason.as_deref()).await?;
     match act(client.clone(), actor).await {
         Ok(msg) => {
-            println!("{msg}");
+            super::streams::line(&msg)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Err(suggesting(e, &client, name).await),

@@ -64,13 +64,16 @@ impl ServeArgs {
 /// Prints where the dashboard is, then serves until interrupted.
 pub async fn announce_and_serve(dashboard: promoter::dashboard::Dashboard, what: &str) {
     if !dashboard.addr.ip().is_loopback() {
-        eprintln!(
+        super::streams::err(&format!(
             "warning: serving on {}, not only on this machine: anyone who has the URL acts with your identity",
             dashboard.addr
-        );
+        ));
     }
-    println!("{what} at {}", dashboard.login_url);
-    println!("(the URL carries this session's token; press Ctrl-C to stop)");
+    // Its reader gone, the dashboard still serves: the URL was read, or is in the browser.
+    let _ = super::streams::out(&format!(
+        "{what} at {}\n(the URL carries this session's token; press Ctrl-C to stop)\n",
+        dashboard.login_url
+    ));
     dashboard.wait().await;
 }
 

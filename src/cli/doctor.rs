@@ -6,7 +6,8 @@ use promoter::client::ClientArgs;
 use promoter::ops::doctor::{Check, Verdict};
 use std::process::ExitCode;
 
-/// Check what a pass needs from this cluster: CRDs served, the identity's permissions (one
+/// Check what a pass needs from this cluster: the API server reachable (else the other checks are
+/// skipped), CRDs served, the identity's permissions (one
 /// SelfSubjectAccessReview per verb a pass uses), the CronJob's last success, the Sveltos version,
 /// and whether that Sveltos advances ClusterPromotions itself; the notification settings (rules
 /// valid, every receiver's Secret key present).
@@ -65,7 +66,7 @@ pub async fn run(args: DoctorArgs, client: &ClientArgs) -> anyhow::Result<ExitCo
     let checks = Checks(promoter::ops::doctor::doctor(&client, &options).await);
     Printer::new(args.output).print(&checks)?;
     Ok(if checks.0.iter().any(|c| c.verdict == Verdict::Failed) {
-        ExitCode::from(2)
+        ExitCode::from(promoter::exit_codes::ATTENTION)
     } else {
         ExitCode::SUCCESS
     })

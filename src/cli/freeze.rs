@@ -156,10 +156,9 @@ pub async fn run(args: FreezeArgs, client: &ClientArgs) -> anyhow::Result<ExitCo
             };
             let client = promoter::client::client(client).await?;
             let actor = super::control::actor(&client, a.by.as_deref(), None).await?;
-            println!(
-                "{}",
-                promoter::ops::freeze::create(&client, &new, &actor, now).await?
-            );
+            super::streams::line(
+                &promoter::ops::freeze::create(&client, &new, &actor, now).await?,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         FreezeCommand::List(a) => {
@@ -172,7 +171,7 @@ pub async fn run(args: FreezeArgs, client: &ClientArgs) -> anyhow::Result<ExitCo
         }
         FreezeCommand::Delete(a) => {
             let client = promoter::client::client(client).await?;
-            println!("{}", promoter::ops::freeze::delete(&client, &a.name).await?);
+            super::streams::line(&promoter::ops::freeze::delete(&client, &a.name).await?)?;
             Ok(ExitCode::SUCCESS)
         }
         FreezeCommand::Bypass(a) => {

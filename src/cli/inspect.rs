@@ -292,7 +292,7 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
     if args.watch
         && let Some(w) = last_pass.as_ref().and_then(|l| l.stale(Utc::now(), None))
     {
-        eprintln!("warning: {w}");
+        super::streams::err(&format!("warning: {w}"));
     }
     if !args.watch {
         let (rows, now) = read_rows(&client, &args, tz, last_pass.as_ref()).await?;
@@ -305,19 +305,19 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
                 .max(),
         };
         if let Some(w) = last_pass.as_ref().and_then(|l| l.stale(now, recorded)) {
-            eprintln!("warning: {w}");
+            super::streams::err(&format!("warning: {w}"));
         }
         let view = StatusView { rows, now };
         for r in view.rows() {
             let errors = r.notification_errors();
             if !errors.is_empty() {
-                eprintln!(
+                super::streams::err(&format!(
                     "warning: {}: {} notification{} not delivered yet ({})",
                     r.name,
                     r.notifications.len(),
                     if r.notifications.len() == 1 { "" } else { "s" },
                     errors.join("; ")
-                );
+                ));
             }
         }
         let StatusView { rows, now } = view;
@@ -348,23 +348,21 @@ pub async fn status(args: StatusArgs, client: &ClientArgs) -> anyhow::Result<Exi
             row.phase, row.stage, row.message, row.until
         );
         if key != shown {
-            print!(
-                "{}",
-                printer.render_within(&StatusView { rows, now }, &mut widths)?
-            );
+            super::streams::out(&printer.render_within(&StatusView { rows, now }, &mut widths)?)?;
             // kubectl get -w: the header once.
             printer.no_headers = true;
             shown = key;
         }
-        if settled(phase) {
+        // Settled, or nobody reads the watch any more.
+        if settled(phase) || super::streams::closed() {
             return Ok(ExitCode::from(code_of(phase)));
         }
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            eprintln!(
+            super::streams::err(&format!(
                 "timed out after {} waiting for {}: still {phase:?}",
                 args.timeout,
                 args.name.as_deref().unwrap_or_default()
-            );
+            ));
             return Ok(ExitCode::from(code_of(phase)));
         }
         tokio::time::sleep(interval.to_std().unwrap_or_default()).await;

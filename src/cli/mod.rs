@@ -14,8 +14,10 @@ mod jsonpath;
 mod lint;
 pub mod output;
 mod plugin;
+mod reference;
 mod sim;
 mod step;
+mod streams;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -77,6 +79,8 @@ enum Command {
         shell: clap_complete::Shell,
     },
     Crd(CrdArgs),
+    #[command(hide = true)]
+    Reference(reference::ReferenceArgs),
 }
 
 /// Print the CRDs (generated from promoter's types) as YAML: ClusterPromotion, then promoter's own
@@ -114,18 +118,11 @@ impl CrdArgs {
     }
 }
 
-/// A closed pipe (`promoter simulate -o json | head`) ends the process quietly, as for other Unix
-/// tools, instead of a panic in `println!` (Rust ignores SIGPIPE by default).
-fn restore_sigpipe() {
-    // SAFETY: called first thing in main, before any thread exists; SIG_DFL is a valid handler.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
-}
-
 /// Parses the command line, runs the command, and maps its outcome to the exit status.
+///
+/// SIGPIPE stays ignored (Rust's default): a reset connection is a failed request, never the end of
+/// the process; a closed stdout is handled where stdout is written ([`streams`]).
 pub fn main() -> ExitCode {
-    restore_sigpipe();
     match plugin::Invocation::of(std::env::args_os().next().as_ref()) {
         plugin::Invocation::Completion => return plugin::complete(std::env::args_os().skip(1)),
         plugin::Invocation::Plugin => promoter::invocation::set_plugin(),
@@ -143,7 +140,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Help and version go to stdout with 0; a usage error exits 1 (2 means "a promotion is
             // in error" for `step`).
-            let code = if e.use_stderr() { 1 } else { 0 };
+            use promoter::exit_codes::{CANNOT_RUN, SUCCESS};
+            let code = if e.use_stderr() { CANNOT_RUN } else { SUCCESS };
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -163,15 +161,15 @@ pub fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: starting the async runtime: {e}");
-            return ExitCode::from(1);
+            streams::err(&format!("error: starting the async runtime: {e}"));
+            return ExitCode::from(promoter::exit_codes::CANNOT_RUN);
         }
     };
     match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("{}", promoter::cli_error::render(&e));
-            ExitCode::from(1)
+            streams::err(&promoter::cli_error::render(&e));
+            ExitCode::from(promoter::exit_codes::CANNOT_RUN)
         }
     }
 }
@@ -200,18 +198,21 @@ async fn dispatch(
         Command::Lint(args) => lint::run(args),
         Command::Doctor(args) => doctor::run(args, client).await,
         Command::Completions { shell } => {
+            let mut script = Vec::new();
             clap_complete::generate(
                 shell,
                 &mut plugin::command(),
                 plugin::completion_bin_name(),
-                &mut std::io::stdout(),
+                &mut script,
             );
+            streams::out(&String::from_utf8_lossy(&script))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Crd(args) => promoter::crd::crds_yaml(&args.crds()).map(|yaml| {
-            print!("{yaml}");
-            ExitCode::SUCCESS
-        }),
+        Command::Crd(args) => {
+            streams::out(&promoter::crd::crds_yaml(&args.crds())?)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Reference(args) => reference::run(args),
     }
 }
 

@@ -218,11 +218,10 @@ impl Printer {
             && let Human::Table(t) = value.human(self.format == Format::Wide)
             && t.rows.is_empty()
         {
-            eprintln!("No resources found");
+            super::streams::err("No resources found");
             return Ok(());
         }
-        print!("{}", self.render(value)?);
-        Ok(())
+        super::streams::out(&self.render(value)?)
     }
 
     pub fn render(&self, value: &impl Render) -> anyhow::Result<String> {

@@ -9,7 +9,6 @@ use clap::{Command, CommandFactory};
 use promoter::invocation::{PLUGIN_BINARY, PLUGIN_COMPLETION_BINARY};
 use regex::Regex;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -145,7 +144,7 @@ pub fn complete(args: impl Iterator<Item = OsString>) -> ExitCode {
         offered += 1;
     }
     out.push_str(if offered > 0 { ":4\n" } else { ":0\n" });
-    let _ = std::io::stdout().write_all(out.as_bytes());
+    let _ = super::streams::out(&out);
     ExitCode::SUCCESS
 }
 

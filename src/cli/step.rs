@@ -87,7 +87,8 @@ pub fn exit_code(report: &PassReport, fail_on: FailOn) -> u8 {
         FailOn::Pass => report.promotions.iter().any(|p| p.error.is_some()),
         FailOn::Promotions => report.errors() > 0,
     };
-    if failed { 2 } else { 0 }
+    use promoter::exit_codes::{ATTENTION, SUCCESS};
+    if failed { ATTENTION } else { SUCCESS }
 }
 
 /// Where the pass's metrics go (a CronJob pod lives a second: nothing could scrape it).
@@ -168,7 +169,7 @@ pub async fn run(
     }
     if log_format == LogFormat::Json && args.output == Format::Text {
         // The CronJob's pod log is one format: the report as log lines, like the logs on stderr.
-        print!("{}", json_lines(&report, started.elapsed()));
+        super::streams::out(&json_lines(&report, started.elapsed()))?;
     } else {
         Printer::new(args.output).print(&Report(&report))?;
     }

@@ -8,6 +8,12 @@
 //!
 //! A GET's body is read inside the retry, so a connection dropped or stalled in the middle of a body
 //! (a slow or cut-off answer) is retried like a reset before the answer.
+//!
+//! A server that cannot be connected to ([`super::unreachable`]: refused, unknown host) is retried
+//! only within a pass's deadline: a pass has its budget and an API server restarting comes back
+//! within it; a person's command (`status`, `explain`, `doctor`, …) says at once which server could
+//! not be reached. Retries and their end are logged at `info` and below, never as warnings: the
+//! error itself, in the report or on stderr, says what failed.
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -210,6 +216,9 @@ where
                 (Ok(a), why)
             }
             Attempt::Failed(e) => {
+                if deadline.is_none() && super::unreachable::find(&*e).is_some() {
+                    return Err(e);
+                }
                 let why = e.to_string();
                 (Err(e), why)
             }
@@ -218,7 +227,7 @@ where
         let wait = backoff(n - 1, random());
         let past_deadline = deadline.is_some_and(|d| Instant::now() + wait >= d);
         if n >= ATTEMPTS || past_deadline {
-            tracing::warn!(path = %parts.uri.path(), attempts = n, error = %why, "read failed; not retried further");
+            tracing::info!(path = %parts.uri.path(), attempts = n, error = %why, "read failed; not retried further");
             return last;
         }
         tracing::debug!(path = %parts.uri.path(), attempt = n, error = %why, wait = ?wait, "read failed; retrying");

@@ -1,8 +1,9 @@
 //! `promoter doctor`: what a pass needs from the cluster it runs against, checked one by one — the
-//! CRDs served, the permissions of the identity in use (a SelfSubjectAccessReview per verb of the
-//! shipped least-privilege role), when the CronJob last succeeded, which Sveltos runs, and whether
-//! that Sveltos still advances ClusterPromotions itself (open-source builds up to v1.13 do; two
-//! controllers advancing one promotion would fight over its status).
+//! API server reachable (else nothing more is asked), the CRDs served, the permissions of the
+//! identity in use (a SelfSubjectAccessReview per verb of the shipped least-privilege role), when
+//! the CronJob last succeeded, which Sveltos runs, and whether that Sveltos still advances
+//! ClusterPromotions itself (open-source builds up to v1.13 do; two controllers advancing one
+//! promotion would fight over its status).
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -41,6 +42,9 @@ pub struct Options {
     pub notifications: Option<crate::notify::Location>,
 }
 
+/// The first check's name.
+const API_SERVER: &str = "API server";
+
 fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
     Check {
         name: name.into(),
@@ -50,7 +54,26 @@ fn check(name: &str, verdict: Verdict, detail: impl Into<String>) -> Check {
 }
 
 pub async fn doctor(client: &kube::Client, o: &Options) -> Vec<Check> {
-    let mut out = crds(client).await;
+    // Every other check asks the API server: one that cannot be reached is said once, as kubectl
+    // says it, and not as a dozen failed checks blaming CRDs or Sveltos.
+    let mut out = match client.list_api_groups().await {
+        Ok(groups) => vec![check(
+            API_SERVER,
+            Verdict::Ok,
+            format!("reachable ({} API groups served)", groups.groups.len()),
+        )],
+        Err(e) => {
+            return vec![
+                check(API_SERVER, Verdict::Failed, crate::cli_error::line(&e)),
+                check(
+                    "the other checks",
+                    Verdict::Skipped,
+                    "they ask the API server",
+                ),
+            ];
+        }
+    };
+    out.extend(crds(client).await);
     out.extend(freezes(client, o.now).await);
     let cj = read_cronjob(client, o).await;
     let pass_account = cj
