@@ -16,7 +16,7 @@ use common::{ALL_HEALTHY, Env};
 use promoter::annotations::outbox::{self, OUTBOX};
 use promoter::api::ClusterPromotion;
 use promoter::fake::webhook::{Fault, Received, WebhookReceiver};
-use promoter::fake::{FaultAction, FaultRule, RequestMatcher, ResourceType, secret_type};
+use promoter::fake::{FaultAction, FaultRule, RequestMatcher, secret_type};
 use promoter::notify::Location;
 use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_with};
 use serde_json::{Value, json};
@@ -26,23 +26,6 @@ use common::SEED_FLEET as FLEET;
 
 const PASS_USERS: [&str; 2] = ["pass-a", "pass-b"];
 const MANUAL: &str = "kyverno-prog-rollout-man";
-
-fn configmap_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true)
-}
-
-/// The ConfigMap of the settings at the default place, with `config` as its config.yaml.
-fn rules(env: &Env, config: &str) {
-    env.server
-        .store()
-        .seed(
-            &configmap_type(),
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "promoter-notifications", "namespace": "promoter-system"},
-                "data": {"config.yaml": config}}),
-        )
-        .unwrap();
-}
 
 /// The four kinds of receiver on one loopback server, every rule sending everything; the URLs
 /// and a token in the Secret (the CloudEvents one written in the ConfigMap).
@@ -68,7 +51,7 @@ rules:
         r.url("/events")
     );
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    rules(env, &config);
+    common::notification_rules(env, &config);
     env.server
         .store()
         .seed(
@@ -417,7 +400,7 @@ rules:
         receiver.url("/dead"),
         receiver.url("/alive")
     );
-    rules(&env, &config);
+    common::notification_rules(&env, &config);
     receiver.inject(
         "/dead",
         Fault::Slow(std::time::Duration::from_secs(60)),

@@ -355,6 +355,32 @@ mod tests {
         }
     }
 
+    /// Issue 45: an Event's create that the server refused for now (503, 429) or whose answer was
+    /// lost, before or after the server stored it, is sent again under its name and stored once;
+    /// the campaign's automatic rollout at 10 % ended with 2 `StageProvisioned` Events for the
+    /// calm run's 3 (refused once, never sent again).
+    #[tokio::test]
+    async fn a_refused_or_lost_event_create_is_sent_again_and_stored_once() {
+        let event_creates = || RequestMatcher::verbs(&["create"]).resource("events");
+        for faults in [
+            vec![FaultAction::Status(503)],
+            vec![FaultAction::Status(429), FaultAction::ResetBefore],
+            vec![FaultAction::ResetAfter],
+            vec![FaultAction::Status(500), FaultAction::ResetAfter],
+        ] {
+            let (server, client, p) = stored().await;
+            for (i, fault) in faults.iter().enumerate() {
+                server.inject(FaultRule::nth(event_creates(), i + 1, fault.clone()));
+            }
+            let out = act(&client, &p, &decision(), &World::default(), Utc::now()).await;
+            assert!(
+                out.error.is_none() && out.conflict.is_none(),
+                "{faults:?}: {out:?}"
+            );
+            assert_eq!(events(&client).await, 1, "{faults:?}");
+        }
+    }
+
     /// Before the status nothing of the decision stands: no Events. After it, the status's Events
     /// are true even though a later write failed.
     #[tokio::test]

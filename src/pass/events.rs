@@ -9,8 +9,11 @@
 //! The pass is stateless, so an Event is edge-triggered by comparing what the observed status
 //! records with what the pass decides: it is emitted only by a pass that writes the status (a
 //! transition always changes the stage's description, failureMessage or the stage itself), and
-//! only once the status write succeeded. A pass that changes nothing emits nothing; a pass killed
-//! between its status write and its Events loses those Events (they are never repeated).
+//! only once the status write succeeded (or, its answer lost, the promotion read back shows it).
+//! A pass that changes nothing emits nothing; a pass killed between its status write and its
+//! Events loses those Events. A pass's Event is named after the transition it announces
+//! ([`transition_event_name`]), so that its create is idempotent: one whose answer was lost, or
+//! that the server refused for now (429, 5xx), is sent again, and stored once.
 //! "Window opened" and "checks failing/passing again" are read from the stage's observed
 //! description: `Window Closed: …` (the window gate waited), `Awaiting Health Checks to Pass`
 //! (checks failed; upstream also writes it when a provisioned stage's deployment regresses,
@@ -165,9 +168,10 @@ const NAME_LIMIT: usize = 253;
 const DIGEST_LENGTH: usize = 16;
 
 /// Records the Events of a pass's transitions about `p` (the promotion as the pass's status write
-/// returned it), each under its [`transition_event_name`]: a create whose answer was lost is sent
-/// once more under the same name (stored already: 409, counted as recorded). Failing to record
-/// one is a warning, never a failed pass. Returns how many are stored.
+/// returned it), each under its [`transition_event_name`]: a create whose answer was lost or that
+/// the server asked to try again is sent again under the same name ([`create_once`]; stored
+/// already: 409, counted as recorded). Failing to record one is a warning, never a failed pass.
+/// Returns how many are stored.
 pub async fn emit_transitions(
     client: &kube::Client,
     p: &ClusterPromotion,
@@ -181,17 +185,41 @@ pub async fn emit_transitions(
         let mut event = event_regarding(&regarding, note, "ClusterPromotion", now);
         event.metadata.generate_name = None;
         event.metadata.name = Some(transition_event_name(p, note));
-        let mut result = events.create(&PostParams::default(), &event).await;
-        if result.as_ref().is_err_and(crate::guard::outcome_unknown) {
-            result = events.create(&PostParams::default(), &event).await;
-        }
-        match result {
-            Ok(_) => recorded += 1,
-            Err(kube::Error::Api(s)) if s.code == 409 => recorded += 1,
+        match create_once(&events, &event).await {
+            Ok(()) => recorded += 1,
             Err(e) => warn_not_recorded(regarding.name.as_deref(), note, &e),
         }
     }
     recorded
+}
+
+/// Creates `event`, named after its content, until the server stores it or already has it (409
+/// AlreadyExists). Such a create is idempotent, so it is retried as a read is (the reads' attempts
+/// and backoff, never past the pass's deadline): after a lost answer, and on the statuses that
+/// say "try again" (429, 5xx). The pass is stateless: an Event it fails to store here is never
+/// announced by a later pass, whose status already shows the transition.
+async fn create_once(events: &Api<Event>, event: &Event) -> Result<(), kube::Error> {
+    use crate::client::retry::{ATTEMPTS, deadline, jittered_backoff, retryable_status};
+    let mut attempt = 0;
+    loop {
+        let error = match events.create(&PostParams::default(), event).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(e) => e,
+        };
+        let again = crate::guard::outcome_unknown(&error)
+            || matches!(&error, kube::Error::Api(s)
+                if http::StatusCode::from_u16(s.code).is_ok_and(retryable_status));
+        attempt += 1;
+        let wait = jittered_backoff(attempt - 1);
+        let past_deadline = deadline().is_some_and(|d| tokio::time::Instant::now() + wait >= d);
+        if !again || attempt >= ATTEMPTS || past_deadline {
+            return Err(error);
+        }
+        tracing::debug!(event = event.metadata.name.as_deref().unwrap_or_default(),
+            error = %crate::cli_error::line(&error), "creating the event again");
+        tokio::time::sleep(wait).await;
+    }
 }
 
 fn warn_not_recorded(object: Option<&str>, note: &EventNote, e: &kube::Error) {
