@@ -650,6 +650,41 @@ fn a_freeze_holds_a_new_revision_and_the_first_start_but_not_completion() {
     assert!(description(&p, "production").starts_with("Frozen: freeze stop-the-line"));
 }
 
+/// Issue 45: a stage start recorded in the status before a freeze whose profile write was lost
+/// before the server applied it is held by the freeze, as a new start is: the next pass used to
+/// write the profile during the freeze (the campaign's freeze at 30 %: dev's profile created at
+/// minute 3, the freeze active from minute 2).
+#[test]
+fn a_recorded_start_whose_profile_was_never_applied_waits_for_a_freeze() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("dev")
+    );
+    // The profile write's answer lost before the server applied it.
+    w.profiles.remove("kyverno-dev");
+    w.freezes = vec![freeze("holidays", None, Some(1), Some(30))];
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    assert!(!w.profiles.contains_key("kyverno-dev"), "{:?}", d.actions);
+    assert!(
+        description(&p, "dev").starts_with("Frozen: freeze holidays: holiday change freeze")
+            && description(&p, "dev").contains(
+                "the start of stage dev (recorded; its ClusterProfile not yet applied) waits"
+            ),
+        "{}",
+        description(&p, "dev")
+    );
+    assert_eq!(events(&d), ["Frozen"]);
+    assert!(!run(&mut p, &mut w, 3).writes(), "quiet while frozen");
+    // The freeze over, the start is applied.
+    w.freezes.clear();
+    let d = run(&mut p, &mut w, 31);
+    assert!(w.profiles.contains_key("kyverno-dev"), "{}", d.summary);
+}
+
 /// Issue 30 §2: a bypass whose author the API server did not authenticate (hand-written with
 /// `kubectl annotate`: no `user`, or a `by` that is not its `user`) does not let a stage start
 /// during a freeze, and the status says why. It used to: any `by` text was taken on trust.

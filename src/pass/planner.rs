@@ -235,6 +235,37 @@ impl Planner<'_> {
         );
     }
 
+    /// A start of `stage` the status records whose profile does not carry the run's spec yet (the
+    /// profile write's answer was lost before the server applied it, or the pass stopped between
+    /// its status write and its profile write), while a freeze holds the promotion: writing the
+    /// profile now would bring new configuration to the stage's clusters during the freeze, so the
+    /// start is held as a new one is, and the status says so. A profile that carries the spec is
+    /// repaired as usual (a stage already started keeps running what it was given).
+    fn hold_unapplied_start(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage) -> bool {
+        let now = self.now();
+        let FreezeCheck::Held(h) = freeze::state(self.p, self.world, now) else {
+            return false;
+        };
+        let desired = main_profile(self.p, stage);
+        if (self.world.profiles.get(&desired.name)).is_some_and(|o| desired.carries_spec(o)) {
+            return false;
+        }
+        let what = format!(
+            "the start of stage {} (recorded; its ClusterProfile not yet applied)",
+            stage.name
+        );
+        freeze::hold(&stage.name, &h, &what, status, self.d, now);
+        self.d.next_check = h.next_change;
+        self.d.outcome(
+            Phase::Frozen,
+            format!(
+                "{what} held by freeze {}: {} ({})",
+                h.freeze, h.reason, h.until
+            ),
+        );
+        true
+    }
+
     /// A stage missed its progress deadline under `halt`: the run holds; the reached stages and
     /// the failed one keep their profiles (repairs only), nothing advances.
     fn hold_failed(&mut self, status: &mut ClusterPromotionStatus, idx: usize, f: &Failed) {
@@ -412,6 +443,9 @@ impl Planner<'_> {
         self.keep_reached(status, idx);
         if self.complete_recorded(idx) {
             return self.keep_complete(status, &stage);
+        }
+        if self.hold_unapplied_start(status, &stage) {
+            return;
         }
         if !self.deployed(status, &stage) {
             let failing = self.d.phase == Phase::Failed;
