@@ -728,3 +728,31 @@ async fn concurrent_passes_and_faulty_receivers_lose_nothing() {
         assert_eq!(transitions(&got), want, "seed {seed}");
     }
 }
+
+/// Issue 45: with notifications off (no ConfigMap), a pass whose read of the settings failed
+/// records its transitions in the outbox, unrouted, to send once the settings can be read; read
+/// then, they say notifications are off, and nothing ever removed the outbox: the rollout ended
+/// with an entry the calm run never had (the network campaign, seed 0x450008 at 30 %).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outbox_recorded_while_the_settings_could_not_be_read_is_dropped_when_they_are_off() {
+    let env = Env::new(FLEET).await;
+    let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    // Every retry of the read refused, in the first pass only.
+    env.server.inject(FaultRule::after(
+        RequestMatcher::verbs(&["get"]).resource("configmaps"),
+        0,
+        FaultAction::Status(503),
+    ));
+    pass(&env, &env.client, PassLimits::default()).await;
+    env.server.clear_faults();
+    assert!(
+        !outbox_of(&env, &name).is_empty(),
+        "the first pass's transitions recorded, unrouted"
+    );
+    for _ in 0..3 {
+        env.addon.reconcile(&env.server, env.now());
+        env.advance(Duration::minutes(1));
+        pass(&env, &env.client, PassLimits::default()).await;
+    }
+    assert_eq!(outbox_of(&env, &name), []);
+}
