@@ -506,6 +506,7 @@ impl State {
     /// ghost is not updated here (see `ghost::update`).
     pub fn apply(&self, step: Step, bounds: &Bounds) -> Res<Option<State>> {
         setup::set_api_epoch(bounds, self.epoch);
+        super::ghost::decided_clear();
         let mut next = self.clone();
         let changed = match step {
             Step::Observe(n) => next.observe(n as usize, bounds)?,
@@ -735,6 +736,9 @@ impl State {
             .iter()
             .map(|p| decide(p, &world, &HealthResults::new(), &ctx))
             .collect();
+        for (p, d) in decoded.iter().zip(&decisions) {
+            super::ghost::decided(&world, p, d);
+        }
 
         let mut acting = Acting {
             now,
@@ -816,6 +820,7 @@ impl State {
             again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
         }
         if let Some(again) = again {
+            super::ghost::decided(&world, p, &again);
             let mut decisions = (*a.decisions).clone();
             decisions[a.index] = again;
             a.decisions = Arc::new(decisions);
@@ -859,12 +864,12 @@ impl State {
                     return Ok(false);
                 }
                 self.budget.lost_answers -= 1;
-                w.judge(&name, Answer::Unknown("connection reset (model)".into()))
+                self.after_lost_answer(w, &name, &current)?
             }
             // The store is left as it is: the request never reached it.
             Lost::NotApplied => {
                 self.budget.lost_answers -= 1;
-                w.judge(&name, Answer::Unknown("connection reset (model)".into()))
+                self.after_lost_answer(w, &name, &current)?
             }
         };
         let go_on = match verdict {
@@ -900,6 +905,30 @@ impl State {
             Pass::Idle
         };
         Ok(true)
+    }
+
+    /// The verdict on a lost answer, as `act` reaches it: the write judged unknown, then, for a
+    /// write `act` reads the promotion back after, judged again from the promotion as stored.
+    /// The read follows the lost answer in the same step: a write of another actor between
+    /// them is not modelled (it would only make the read show another status, which `act`
+    /// takes for a lost answer, as it does without reading).
+    fn after_lost_answer(
+        &self,
+        w: &PlannedWrite,
+        name: &str,
+        current: &ClusterPromotion,
+    ) -> Res<Verdict> {
+        let lost = w.judge(name, Answer::Unknown("connection reset (model)".into()));
+        if !w.reads_back_after_a_lost_answer() {
+            return Ok(lost);
+        }
+        let read = self
+            .store
+            .peek(&cluster_promotion_type(), "", name)
+            .map(|v| observe::decode(v))
+            .transpose()
+            .map_err(|e| ModelError(format!("promotion {name} read back: {e}")))?;
+        Ok(w.after_lost_answer(current, read, lost))
     }
 
     // -----------------------------------------------------------------------------------------

@@ -277,6 +277,46 @@ fn a_missed_deadline_rolls_back_in_reverse_stage_by_stage_then_holds() {
     assert!(!d.writes());
 }
 
+/// Issue 45: the pass that finds every target rolled back records the rollback's completion in
+/// its record patch, then writes the status that says so. When that status is not written (its
+/// answer lost, reset before the server read it, a kill in between), the next pass used to hold
+/// on the record and leave the last target "Rolling back", its Events lost. It writes the status
+/// the completing pass would have written, at its time, with the Events it owed.
+#[test]
+fn a_rollback_completed_without_its_status_is_shown_as_the_completing_pass_would_have() {
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    run(&mut p, &mut w, min + 10);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, min + 12);
+    run(&mut p, &mut w, min + 13);
+    sveltos(&mut w, &[]);
+    let completing = decide(&p, &w, &HealthResults::new(), &ctx(min + 14));
+    assert_eq!(completing.phase, Phase::RolledBack);
+    let lost = Decision {
+        status: None,
+        after_status: Vec::new(),
+        ..completing.clone()
+    };
+    apply(&mut p, &mut w, &lost);
+    assert!(rollback(&p).unwrap().completed_at.is_some());
+    assert!(description(&p, "dev").starts_with("Rolling back to revision"));
+    let d = run(&mut p, &mut w, min + 15);
+    assert_eq!(d.phase, Phase::RolledBack, "{}", d.summary);
+    assert_eq!(p.status, completing.status);
+    assert_eq!(staged_events(&d), staged_events(&completing));
+    assert!(d.events.iter().all(|e| e.owed), "{:?}", d.events);
+    assert_eq!(
+        d.events.iter().map(|e| &e.message).collect::<Vec<_>>(),
+        completing
+            .events
+            .iter()
+            .map(|e| &e.message)
+            .collect::<Vec<_>>()
+    );
+    assert!(!run(&mut p, &mut w, min + 16).writes());
+}
+
 /// Issue 31: the pass that records a missed deadline and starts the rollback listed only the
 /// current stage's ClusterSummaries (the rollback was not recorded when it observed); the other
 /// targets' summaries were not read, and the pass said "ClusterSummary … does not exist yet" of
@@ -608,6 +648,41 @@ fn a_freeze_holds_a_new_revision_and_the_first_start_but_not_completion() {
     assert!(d.after_status.is_empty());
     assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
     assert!(description(&p, "production").starts_with("Frozen: freeze stop-the-line"));
+}
+
+/// Issue 45: a stage start recorded in the status before a freeze whose profile write was lost
+/// before the server applied it is held by the freeze, as a new start is: the next pass used to
+/// write the profile during the freeze (the campaign's freeze at 30 %: dev's profile created at
+/// minute 3, the freeze active from minute 2).
+#[test]
+fn a_recorded_start_whose_profile_was_never_applied_waits_for_a_freeze() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("dev")
+    );
+    // The profile write's answer lost before the server applied it.
+    w.profiles.remove("kyverno-dev");
+    w.freezes = vec![freeze("holidays", None, Some(1), Some(30))];
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    assert!(!w.profiles.contains_key("kyverno-dev"), "{:?}", d.actions);
+    assert!(
+        description(&p, "dev").starts_with("Frozen: freeze holidays: holiday change freeze")
+            && description(&p, "dev").contains(
+                "the start of stage dev (recorded; its ClusterProfile not yet applied) waits"
+            ),
+        "{}",
+        description(&p, "dev")
+    );
+    assert_eq!(events(&d), ["Frozen"]);
+    assert!(!run(&mut p, &mut w, 3).writes(), "quiet while frozen");
+    // The freeze over, the start is applied.
+    w.freezes.clear();
+    let d = run(&mut p, &mut w, 31);
+    assert!(w.profiles.contains_key("kyverno-dev"), "{}", d.summary);
 }
 
 /// Issue 30 §2: a bypass whose author the API server did not authenticate (hand-written with
@@ -1234,6 +1309,11 @@ fn the_cause_of_a_rollback_reaches_the_status_after_a_crash() {
                 .iter()
                 .all(|n| n.reason != "ProgressDeadlineExceeded")
         );
+        if policy == "halt" {
+            // Held as the pass that recorded the miss would have written it: at its time, not
+            // at the time of the pass that showed it (issue 45).
+            assert_eq!(p.status, unharmed.status, "{policy}");
+        }
         // Once.
         let d = run(&mut p, &mut w, min + 12);
         assert!(
@@ -2565,4 +2645,167 @@ fn a_freeze_over_a_stage_awaiting_approval_says_both_and_asks_for_the_approval_o
         run(&mut p, &mut w, 40).summary,
         "promoted staging -> production"
     );
+/// The API server's second of minute `min` (what `managedFields` carry).
+fn second_of(min: i64) -> String {
+    t(min).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// [`stuck_in_staging`] where Sveltos reported the hash `good` on every stage's summaries when
+/// 3.5.2 completed (stored with the revision, as the completing pass stores it), and 9.9.9's
+/// deadline has passed: the rollback is recorded and staging's profile goes back to 3.5.2 while
+/// staging was deploying 9.9.9 (an unsettled write).
+fn rolling_back_with_hashes(good: &str) -> (ClusterPromotion, World, i64) {
+    let (mut p, mut w, min) = completed(&[
+        (PROGRESS_DEADLINE, "10m"),
+        (FAILURE_POLICY, "rollback"),
+        (ROLLBACK_ORDER, "reverse"),
+    ]);
+    for profile in ["kyverno-dev", "kyverno-staging", "kyverno-production"] {
+        provision(&mut w, profile, good, &second_of(0), &second_of(1));
+    }
+    let hashes = crate::pass::known_hashes::of_run(&p, &w);
+    assert_eq!(hashes.len(), 3, "{hashes:?}");
+    for r in w.revisions.values_mut().flatten() {
+        r.spec.feature_hashes = hashes.clone();
+    }
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "BADxxxxxxxxxxxxxxxxxx=",
+        &second_of(min),
+        &second_of(min + 1),
+    );
+    run(&mut p, &mut w, min + 1);
+    assert_eq!(version_of(&w, "kyverno-staging"), "9.9.9");
+    summarize(&mut w, "kyverno-staging", "Provisioning");
+    run(&mut p, &mut w, min + 2);
+    let d = run(&mut p, &mut w, min + 12);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert_eq!(version_of(&w, "kyverno-staging"), "3.5.2");
+    let recorded = crate::annotations::redeploy::redeploys(&p);
+    assert!(recorded["kyverno-staging"].unsettled, "{recorded:?}");
+    (p, w, min + 12)
+}
+
+/// Issue 45: staging's rollback was written while staging deployed 9.9.9, and Sveltos answers in
+/// the second of the write (spec and status stamped alike): the hashes 3.5.2's revision stored
+/// for staging say its summaries run 3.5.2, so staging is rolled back at the next pass; a hash
+/// the revision did not store is judged as before (the grace after an unsettled write), and the
+/// rollback's next check is when that grace ends.
+#[test]
+fn a_rollback_answered_in_the_second_of_its_write_is_judged_by_the_stored_hashes() {
+    let good = "GOODxxxxxxxxxxxxxxxxx=";
+    let (mut p, mut w, min) = rolling_back_with_hashes(good);
+    provision(
+        &mut w,
+        "kyverno-staging",
+        good,
+        &second_of(min),
+        &second_of(min),
+    );
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(
+        staged_events(&d),
+        [("StageRolledBack", "staging")],
+        "{}",
+        d.summary
+    );
+    assert!(description(&p, "staging").starts_with("Rolled back to revision"));
+    assert!(d.grace.is_empty());
+
+    // The same answer with a hash the revision did not store: nothing tells it from a status of
+    // 9.9.9 landing in that second.
+    let (mut p, mut w, min) = rolling_back_with_hashes(good);
+    let other = "OTHERxxxxxxxxxxxxxxxx=";
+    provision(
+        &mut w,
+        "kyverno-staging",
+        other,
+        &second_of(min),
+        &second_of(min),
+    );
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert!(
+        d.summary
+            .contains("showed no status of the spec before it yet"),
+        "{}",
+        d.summary
+    );
+    let grace_ends = t(min) + crate::pass::summaries::STALE_PROVISIONED_GRACE;
+    assert_eq!(d.next_check, Some(grace_ends), "{}", d.summary);
+    assert_eq!(d.grace, ["staging"]);
+}
+
+/// The revision a completing pass stores keeps, per stage, the hashes Sveltos reported for that
+/// stage's profile: the pass lists only the last stage's summaries, so it asks for the others',
+/// and decides again with them (as `pass_body` does).
+#[test]
+fn a_completing_pass_reads_every_stage_s_summaries_and_stores_their_hashes() {
+    let good = "GOODxxxxxxxxxxxxxxxxx=";
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    let mut min = 0;
+    while p
+        .status
+        .as_ref()
+        .and_then(|s| s.current_stage_name.as_deref())
+        != Some("production")
+    {
+        run(&mut p, &mut w, min);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            provision(&mut w, &name, good, &second_of(min), &second_of(min));
+        }
+        min += 1;
+        assert!(min < 30, "never reached production");
+    }
+    // As the completing pass lists them: production's only.
+    let mut listed = w.clone();
+    listed.now = Some(t(min));
+    for profile in ["kyverno-dev", "kyverno-staging"] {
+        listed.summaries.remove(profile);
+        listed.summaries_listed.remove(profile);
+    }
+    let stored = |d: &Decision| {
+        d.actions.iter().find_map(|a| match a {
+            Action::StoreRevision(r) => Some(r.spec.feature_hashes.clone()),
+            _ => None,
+        })
+    };
+    let d = decide(&p, &listed, &HealthResults::new(), &ctx(min));
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert_eq!(d.needs_summaries, ["kyverno-dev", "kyverno-staging"]);
+    let partial = stored(&d).expect("the revision is stored");
+    assert_eq!(partial.keys().collect::<Vec<_>>(), ["production"]);
+    // Read, and decided again: every stage's hashes, each about its profile's spec.
+    w.now = Some(t(min));
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
+    assert!(d.needs_summaries.is_empty());
+    let all = stored(&d).expect("the revision is stored");
+    assert_eq!(
+        all.keys().collect::<Vec<_>>(),
+        ["dev", "production", "staging"]
+    );
+    for (stage, hashes) in &all {
+        let profile = &w.profiles[&format!("kyverno-{stage}")];
+        assert_eq!(
+            Some(&hashes.spec),
+            profile
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::pass::profiles::SPEC_HASH_ANNOTATION)),
+            "{stage}"
+        );
+        assert_eq!(
+            hashes.features,
+            std::collections::BTreeMap::from([(
+                "Helm".to_string(),
+                vec!["GOODxxxxxxxx".to_string()]
+            )]),
+            "{stage}"
+        );
+    }
 }

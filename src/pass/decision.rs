@@ -184,6 +184,9 @@ pub struct Decision {
     pub approved: Vec<LetThrough>,
     /// The stage holding the rollout because it selects no cluster (`empty_stage`).
     pub empty_stage: Option<String>,
+    /// The stages whose completion waits only for the freshness grace (a `Provisioned` promoter
+    /// can tell neither by content nor by the API server's times to be about the current spec).
+    pub grace: Vec<String>,
 }
 
 /// A manual stage let through on its approval.
@@ -214,6 +217,7 @@ impl Decision {
             needs_summaries: Vec::new(),
             approved: Vec::new(),
             empty_stage: None,
+            grace: Vec::new(),
         }
     }
 
@@ -288,6 +292,14 @@ impl Decision {
     pub(super) fn check_at(&mut self, t: Option<DateTime<Utc>>, what: &'static str) {
         self.next_check = t;
         self.next_check_for = t.map(|_| what);
+    }
+
+    /// `stage` waits for the freshness grace until `until` (if it does): a pass is due then.
+    pub(super) fn wait_for_grace(&mut self, stage: &str, until: Option<DateTime<Utc>>) {
+        if until.is_some() {
+            self.grace.push(stage.to_string());
+        }
+        self.check_by(until, "freshness grace ends");
     }
 
     pub fn writes(&self) -> bool {

@@ -3,6 +3,7 @@
 //! current stage is deployed, passes its gates (`gates`) in order, and [`Planner::advance`]
 //! starts the next stage.
 
+use super::completion::{PASSED, approved, complete_event, provisioned_event};
 use super::deadline;
 use super::decision::{
     Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
@@ -12,6 +13,7 @@ use super::empty_stage;
 use super::failing;
 use super::gates::freeze::{self, FreezeCheck};
 use super::gates::{GATES, GatedStage, Progress, Wait, approval};
+use super::known_hashes;
 use super::phase::{EMPTY_STAGE, PROVISIONING, of_description};
 use super::problems::problems;
 use super::profile_writes::{
@@ -223,15 +225,47 @@ impl Planner<'_> {
         if shown {
             return;
         }
-        let now = self.now();
+        // At the time the pass that recorded the miss wrote it, as that pass's status would have.
+        let at = f.at.as_datetime();
         let e = entry(status, &f.stage);
-        set_failure(e, Some(&message), now);
-        set_description(e, FAILED_DEADLINE, now);
+        set_failure(e, Some(&message), at);
+        set_description(e, FAILED_DEADLINE, at);
         self.d.owed_event(
             Reason::ProgressDeadlineExceeded,
             Some(&f.stage),
             f.event_note(),
         );
+    }
+
+    /// A start of `stage` the status records whose profile does not carry the run's spec yet (the
+    /// profile write's answer was lost before the server applied it, or the pass stopped between
+    /// its status write and its profile write), while a freeze holds the promotion: writing the
+    /// profile now would bring new configuration to the stage's clusters during the freeze, so the
+    /// start is held as a new one is, and the status says so. A profile that carries the spec is
+    /// repaired as usual (a stage already started keeps running what it was given).
+    fn hold_unapplied_start(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage) -> bool {
+        let now = self.now();
+        let FreezeCheck::Held(h) = freeze::state(self.p, self.world, now) else {
+            return false;
+        };
+        let desired = main_profile(self.p, stage);
+        if (self.world.profiles.get(&desired.name)).is_some_and(|o| desired.carries_spec(o)) {
+            return false;
+        }
+        let what = format!(
+            "the start of stage {} (recorded; its ClusterProfile not yet applied)",
+            stage.name
+        );
+        freeze::hold(&stage.name, &h, &what, status, self.d, now);
+        self.d.next_check = h.next_change;
+        self.d.outcome(
+            Phase::Frozen,
+            format!(
+                "{what} held by freeze {}: {} ({})",
+                h.freeze, h.reason, h.until
+            ),
+        );
+        true
     }
 
     /// A stage missed its progress deadline under `halt`: the run holds; the reached stages and
@@ -240,7 +274,7 @@ impl Planner<'_> {
         let stage = self.p.spec.stages[idx].clone();
         self.d.stage = Some(stage.name.clone());
         self.keep_reached(status, idx);
-        let _ = ensure(self.world, self.d, main_profile(self.p, &stage));
+        let _ = ensure(self.p, self.world, self.d, main_profile(self.p, &stage));
         self.d.outcome(
             Phase::Failed,
             format!(
@@ -362,7 +396,7 @@ impl Planner<'_> {
             self.d,
             preverification_name(self.name, &first.name),
         );
-        ensure_after(self.world, self.d, main_profile(self.p, &first));
+        ensure_after(self.p, self.world, self.d, main_profile(self.p, &first));
         *status = ClusterPromotionStatus {
             stages: Some(vec![StageStatus {
                 name: first.name.clone(),
@@ -411,6 +445,9 @@ impl Planner<'_> {
         self.keep_reached(status, idx);
         if self.complete_recorded(idx) {
             return self.keep_complete(status, &stage);
+        }
+        if self.hold_unapplied_start(status, &stage) {
+            return;
         }
         if !self.deployed(status, &stage) {
             let failing = self.d.phase == Phase::Failed;
@@ -627,8 +664,8 @@ impl Planner<'_> {
                 .map_or(self.now(), |t| t.as_datetime());
             self.record_completion(&run, at);
         }
-        let e = entry(status, &stage.name);
-        set_description(e, "Successfully provisioned", self.now());
+        // A completion whose status was never written was shown before planning (`completion`).
+        set_description(entry(status, &stage.name), PASSED, self.now());
         self.d.outcome(Phase::Complete, "complete".into());
     }
 
@@ -637,7 +674,7 @@ impl Planner<'_> {
     fn keep(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, replace_other: bool) {
         let desired = main_profile(self.p, stage);
         let note = self.pruned_note(&desired);
-        let _ = ensure(self.world, self.d, desired);
+        let _ = ensure(self.p, self.world, self.d, desired);
         delete_if_present(
             self.world,
             self.d,
@@ -653,7 +690,7 @@ impl Planner<'_> {
         let selector = stage.cluster_selector.clone().unwrap_or_default();
         let desired = main_profile(self.p, stage);
         let pruned = self.pruned_note(&desired);
-        let check = match ensure(self.world, self.d, desired) {
+        let check = match ensure(self.p, self.world, self.d, desired) {
             Observed::Applied(cp) => deployment::check(self.p, cp, &selector, self.world),
             Observed::Applying => pending(format!(
                 "ClusterProfile {} was applied in this pass.",
@@ -674,7 +711,7 @@ impl Planner<'_> {
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
-            self.d.check_by(check.until, "deployment re-checked");
+            self.d.wait_for_grace(&stage.name, check.until);
             let was = e.failure_message.clone();
             set_failure(e, Some(&check.message), now);
             let failing_before = e
@@ -730,7 +767,7 @@ impl Planner<'_> {
             self.d.event(
                 Reason::StageProvisioned,
                 Some(&stage.name),
-                format!("Stage {} provisioned", stage.name),
+                provisioned_event(&stage.name),
             );
         }
         true
@@ -796,25 +833,17 @@ impl Planner<'_> {
         let now = self.now();
         let stages = &self.p.spec.stages;
         let stage = stages[idx].clone();
-        let e = entry(status, &stage.name);
         // lastSuccessfulAppliedTime stays when the stage was deployed (upstream overwrites it
         // here, so that an approval looked like a redeployment); the promotion's time is the
         // description's, the next stage's lastUpdateReconciledTime and lastPromotionTime.
-        e.last_successful_applied_time
-            .get_or_insert_with(|| Timestamp::new(now));
-        e.last_status_check_time = Some(Timestamp::new(now));
-        e.failure_message = None;
-        set_description(e, "Successfully provisioned", now);
+        approved(entry(status, &stage.name), now);
         delete_after(
             self.world,
             self.d,
             preverification_name(self.name, &stage.name),
         );
         let Some(next) = stages.get(idx + 1).cloned() else {
-            let message = format!(
-                "ClusterPromotion {} complete: stage {} provisioned",
-                self.name, stage.name
-            );
+            let message = complete_event(self.name, &stage.name);
             match self.run.clone() {
                 Some(run) => {
                     self.record_completion(&run, now);
@@ -840,7 +869,7 @@ impl Planner<'_> {
             self.d,
             preverification_name(self.name, &next.name),
         );
-        ensure_after(self.world, self.d, main_profile(self.p, &next));
+        ensure_after(self.p, self.world, self.d, main_profile(self.p, &next));
         status
             .stages
             .get_or_insert_with(Vec::new)
@@ -941,7 +970,7 @@ impl Planner<'_> {
                         && s.current_status_description
                             .as_deref()
                             .map(description_text)
-                            == Some("Successfully provisioned")
+                            == Some(PASSED)
                 });
         match self.run.clone() {
             Some(run) if legacy => {
@@ -964,13 +993,21 @@ impl Planner<'_> {
         let started = run.started_at();
         let stored = !self.world.own_crds_missing;
         if stored {
-            let revision = PromotionRevision::of(
+            let mut revision = PromotionRevision::of(
                 self.p,
                 &run.revision,
                 &run.stages,
                 started,
                 Timestamp::new(at),
             );
+            // What Sveltos reported for each stage's profile, for a rollback to this revision:
+            // the pass reads the summaries of the stages it did not list, and decides again.
+            for profile in known_hashes::unread(self.p, self.world) {
+                if !self.d.needs_summaries.contains(&profile) {
+                    self.d.needs_summaries.push(profile);
+                }
+            }
+            revision.spec.feature_hashes = known_hashes::of_run(self.p, self.world);
             let before = self
                 .d
                 .actions

@@ -75,6 +75,8 @@ struct Target {
     holds: bool,
     /// … and every matching cluster runs it; else why not.
     deployed: Result<(), String>,
+    /// When a summary waited for only by the grace will count (`DeploymentCheck::until`).
+    until: Option<DateTime<Utc>>,
     /// Reached by the run (it has a status entry, which describes its rollback).
     reached: bool,
 }
@@ -102,6 +104,7 @@ fn targets(
         if !reached && observed.is_none() {
             continue;
         }
+        let mut until = None;
         let deployed = match observed {
             Some(_) if holds && !check_deployment => Ok(()),
             // Not listed in this pass (the pass that starts a rollback observed before it was
@@ -118,6 +121,7 @@ fn targets(
                     &stage.cluster_selector.clone().unwrap_or_default(),
                     world,
                 );
+                until = check.until;
                 match (check.done, check.failure) {
                     (true, _) => Ok(()),
                     (false, Some(f)) => Err(format!("deployment failed: {f}")),
@@ -135,6 +139,7 @@ fn targets(
             desired,
             holds,
             deployed,
+            until,
             reached,
         });
     }
@@ -157,6 +162,9 @@ pub fn plan(
     let current = status.current_stage_name.clone().unwrap_or_default();
     d.stage = Some(current.clone());
     record_in_history(p, world, run, record, now, d);
+    if let Some(at) = record.completed_at {
+        show_unshown(p, &id, at, status, d);
+    }
     if record.kept.as_deref() == Some(fingerprint(p, world, status).as_str()) {
         // Rolled back (or holding for a person), and no target's profile changed since: nothing
         // to repair, nothing to read.
@@ -208,7 +216,7 @@ pub fn plan(
         let targets = targets(p, &good, world, status, false);
         let all_hold = targets.iter().all(|t| t.holds);
         for t in targets {
-            ensure_after(world, d, t.desired);
+            ensure_after(p, world, d, t.desired);
         }
         let kept = fingerprint(p, world, status);
         if all_hold && record.kept.as_deref() != Some(kept.as_str()) {
@@ -269,7 +277,7 @@ pub fn plan(
         _ => None,
     };
     if let Some(miss) = record.missed.clone().or_else(|| pending_miss(d)) {
-        return stall(world, &targets, &current, status, &miss, &id, now, d);
+        return stall(p, world, &targets, &current, status, &miss, &id, now, d);
     }
     for (i, t) in targets.iter().enumerate() {
         let turn = match record.order {
@@ -278,7 +286,7 @@ pub fn plan(
         };
         if turn {
             // The profile follows the status write that describes the stage as rolling back.
-            ensure_after(world, d, t.desired.clone());
+            ensure_after(p, world, d, t.desired.clone());
             delete_after(
                 world,
                 d,
@@ -297,7 +305,7 @@ pub fn plan(
             d.event(
                 Reason::StageRolledBack,
                 Some(&t.stage),
-                format!("Stage {} rolled back to revision {id}", t.stage),
+                stage_rolled_back_event(&t.stage, &id),
             );
         }
         set_description(entry(status, &t.stage), &text, now);
@@ -320,6 +328,9 @@ pub fn plan(
             ),
         );
         d.check_by(due, "rollback deadline");
+        // A pass when the grace ends, not only at the deadline (a scheduler that sleeps until
+        // the next check, the simulator, must not sleep through it).
+        d.wait_for_grace(&t.stage, t.until);
         return;
     }
     d.record(RecordOp::Rollback(Rollback {
@@ -331,11 +342,70 @@ pub fn plan(
     d.recorded_event(
         Reason::RolledBack,
         Some(&current),
-        format!(
-            "ClusterPromotion {name} rolled back to revision {id}; it holds until its spec changes or `promoter resume`"
-        ),
+        rolled_back_event(&name, &id),
     );
     held(d, &id, Timestamp::new(now), record);
+}
+
+/// A rollback recorded complete whose status was never written (the answer to the record patch
+/// was lost and the pass stopped, its status write was reset before the server read it, or it
+/// was killed in between): the observed status still shows stages rolling back or waiting to.
+/// Every one of them was rolled back when the completion was recorded; each says so as of that
+/// time (`at`), with the Events the completing pass owed (its notifications went with the record).
+fn show_unshown(
+    p: &ClusterPromotion,
+    id: &str,
+    at: Timestamp,
+    status: &mut ClusterPromotionStatus,
+    d: &mut Decision,
+) {
+    let observed = p.status.clone().unwrap_or_default();
+    let unshown: Vec<String> = observed
+        .stages
+        .iter()
+        .flatten()
+        .filter(|s| {
+            s.current_status_description
+                .as_deref()
+                .map(description_text)
+                .is_some_and(|t| t.starts_with(ROLLING_BACK) || t.starts_with(WAITING))
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    if unshown.is_empty() {
+        return;
+    }
+    for stage in &unshown {
+        set_description(
+            entry(status, stage),
+            &format!("{ROLLED_BACK} {id}"),
+            at.as_datetime(),
+        );
+        d.owed_event(
+            Reason::StageRolledBack,
+            Some(stage),
+            stage_rolled_back_event(stage, id),
+        );
+    }
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let current = observed.current_stage_name.clone().unwrap_or_default();
+    d.owed_event(
+        Reason::RolledBack,
+        Some(&current),
+        rolled_back_event(name, id),
+    );
+}
+
+/// The Event of a stage whose profile holds the revision rolled back to, deployed everywhere.
+fn stage_rolled_back_event(stage: &str, id: &str) -> String {
+    format!("Stage {stage} rolled back to revision {id}")
+}
+
+/// The Event of a rollback whose every target holds the revision rolled back to.
+fn rolled_back_event(promotion: &str, id: &str) -> String {
+    format!(
+        "ClusterPromotion {promotion} rolled back to revision {id}; it holds until its spec changes or `promoter resume`"
+    )
 }
 
 /// A digest of the profiles of every stage a rollback targets (reached by the run, or with a
@@ -460,6 +530,7 @@ fn pending_miss(d: &Decision) -> Option<RollbackMiss> {
 /// for says why.
 #[allow(clippy::too_many_arguments)]
 fn stall(
+    p: &ClusterPromotion,
     world: &World,
     targets: &[Target],
     current: &str,
@@ -470,7 +541,7 @@ fn stall(
     d: &mut Decision,
 ) {
     for t in targets.iter().filter(|t| t.holds) {
-        ensure_after(world, d, t.desired.clone());
+        ensure_after(p, world, d, t.desired.clone());
     }
     let stage = match targets.iter().find(|t| t.stage == miss.stage) {
         Some(t) if t.reached => t.stage.clone(),
