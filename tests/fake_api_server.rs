@@ -1081,12 +1081,16 @@ async fn a_pass_records_events_the_server_accepts() {
         true,
     ));
     assert_eq!(stored.len(), events.len());
-    assert!(stored.iter().all(|e| {
-        e["metadata"]["name"]
-            .as_str()
-            .unwrap()
-            .starts_with("evented-")
-    }));
+    // Named by their content under the promotion's name (so a create sent again after a lost
+    // answer is stored once).
+    assert!(
+        stored.iter().all(|e| {
+            e["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("evented."))
+        }),
+        "{stored:?}"
+    );
 }
 
 /// promoter's own kinds are served from the CRDs generated from its types, with their schema:

@@ -24,8 +24,9 @@
 //!   having run it on every cluster it selects; once read complete, no later status of that run
 //!   reads a stage on its way or another stage. promoter's record is checked too: never dropped
 //!   within a run, set only at the last stage. A new run starts only for a spec that differs from
-//!   the run's. A status that reads a run complete shows its last stage passed at the time the
-//!   pass that passed it judged it (its lastSuccessfulAppliedTime), whichever pass writes it: the
+//!   the run's. A status that reads a run complete shows its last stage deployed at the time a
+//!   pass found it deployed, or the completing pass's when none did before it (its
+//!   lastSuccessfulAppliedTime), whichever pass writes it: the
 //!   completing pass's status write may be lost after its record patch, and the next pass then
 //!   writes what it would have.
 //! * **No stage waits for the grace when Sveltos has answered** (with [`Bounds::api_clock`]: with
@@ -549,9 +550,20 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
             if !complete_a && complete_b {
                 if position(b, &cb).is_some_and(|c| c + 1 == b.spec.stages.len()) {
                     passed = Some(cb.clone());
+                    // The time a pass found the last stage deployed in this run (passing it
+                    // redeploys nothing), the completing pass's when none did before it.
                     if let Actor::Pass(now) = who {
-                        g.completed_at =
-                            Some(promoter::api::Timestamp::new(super::setup::at(now)).to_string());
+                        let deployed = sa
+                            .stages
+                            .iter()
+                            .flatten()
+                            .find(|e| e.name == cb)
+                            .and_then(|e| e.last_successful_applied_time);
+                        g.completed_at = Some(
+                            deployed
+                                .unwrap_or(promoter::api::Timestamp::new(super::setup::at(now)))
+                                .to_string(),
+                        );
                     }
                 } else {
                     out.push(format!("{name}: completed at stage {cb}, not the last"));
@@ -920,7 +932,7 @@ fn completion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>)
             && passed_at.as_ref() != Some(at)
         {
             out.push(format!(
-                "{name}: the status reads run {} complete with stage {}'s lastSuccessfulAppliedTime {passed_at:?}, not {at}, when the pass that passed it judged it",
+                "{name}: the status reads run {} complete with stage {}'s lastSuccessfulAppliedTime {passed_at:?}, not {at}, the time a pass found it deployed (or passed it, when none did before)",
                 run.revision,
                 last.unwrap_or_default()
             ));

@@ -17,23 +17,16 @@ use chrono::{DateTime, Utc};
 /// Upstream's description of a stage passed (on the last stage: the rollout is complete).
 pub const PASSED: &str = "Successfully provisioned";
 
-/// A stage passed at `at`: provisioned then, checked then, nothing failing.
+/// A stage passed at `at`: checked then, nothing failing. Its lastSuccessfulAppliedTime stays when
+/// a pass found the stage deployed (passing it, on its approval, at a soak's or a window's end,
+/// redeploys nothing; upstream overwrites it, so that an approval looked like a redeployment);
+/// `at` when none did before. The promotion's time is the description's.
 pub fn passed(e: &mut StageStatus, at: DateTime<Utc>) {
-    e.last_successful_applied_time = Some(Timestamp::new(at));
+    let deployed = e.last_successful_applied_time.take();
+    e.last_successful_applied_time = Some(deployed.unwrap_or(Timestamp::new(at)));
     e.last_status_check_time = Some(Timestamp::new(at));
     e.failure_message = None;
     set_description(e, PASSED, at);
-}
-
-/// A manual stage passed on its approval at `at`: as [`passed`], but its lastSuccessfulAppliedTime
-/// stays when the stage was deployed (an approval redeploys nothing; upstream overwrites it, so
-/// that an approval looks like a redeployment). The promotion's time is the description's.
-pub fn approved(e: &mut StageStatus, at: DateTime<Utc>) {
-    let deployed = e.last_successful_applied_time.take();
-    passed(e, at);
-    if deployed.is_some() {
-        e.last_successful_applied_time = deployed;
-    }
 }
 
 /// The Event of a stage found deployed on every matching cluster (upstream's text).
@@ -108,12 +101,7 @@ pub fn show_unshown(
             provisioned_event(&last.name),
         );
     }
-    // As the completing pass would have: a manual last stage keeps its deployment's time.
-    if last.trigger.as_ref().is_some_and(|t| t.manual.is_some()) {
-        approved(e, at);
-    } else {
-        passed(e, at);
-    }
+    passed(e, at);
     d.owed_event(
         Reason::RolloutComplete,
         Some(&last.name),

@@ -2645,6 +2645,8 @@ fn a_freeze_over_a_stage_awaiting_approval_says_both_and_asks_for_the_approval_o
         run(&mut p, &mut w, 40).summary,
         "promoted staging -> production"
     );
+}
+
 /// The API server's second of minute `min` (what `managedFields` carry).
 fn second_of(min: i64) -> String {
     t(min).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)

@@ -3,7 +3,7 @@
 //! current stage is deployed, passes its gates (`gates`) in order, and [`Planner::advance`]
 //! starts the next stage.
 
-use super::completion::{PASSED, approved, complete_event, provisioned_event};
+use super::completion::{PASSED, complete_event, passed, provisioned_event};
 use super::deadline;
 use super::decision::{
     Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
@@ -256,8 +256,8 @@ impl Planner<'_> {
             "the start of stage {} (recorded; its ClusterProfile not yet applied)",
             stage.name
         );
-        freeze::hold(&stage.name, &h, &what, status, self.d, now);
-        self.d.next_check = h.next_change;
+        freeze::hold(&stage.name, &h, &what, None, status, self.d, now);
+        self.d.check_at(h.next_change, h.next_change_for);
         self.d.outcome(
             Phase::Frozen,
             format!(
@@ -833,10 +833,9 @@ impl Planner<'_> {
         let now = self.now();
         let stages = &self.p.spec.stages;
         let stage = stages[idx].clone();
-        // lastSuccessfulAppliedTime stays when the stage was deployed (upstream overwrites it
-        // here, so that an approval looked like a redeployment); the promotion's time is the
-        // description's, the next stage's lastUpdateReconciledTime and lastPromotionTime.
-        approved(entry(status, &stage.name), now);
+        // The promotion's time is the description's, the next stage's lastUpdateReconciledTime
+        // and lastPromotionTime; the stage keeps its deployment's time.
+        passed(entry(status, &stage.name), now);
         delete_after(
             self.world,
             self.d,
