@@ -23,9 +23,9 @@ pub fn cluster_promotion_crd() -> CustomResourceDefinition {
 /// The ClusterPromotion's description (`kubectl explain clusterpromotion`), naming promoter's
 /// settings: annotations, since the upstream schema prunes unknown spec fields.
 fn cluster_promotion_description() -> String {
-    let settings: Vec<String> = crate::settings::KEYS
+    let settings: Vec<String> = crate::settings::SETTINGS
         .iter()
-        .map(|(key, what)| format!("{key}: {what}"))
+        .map(|s| format!("{}: {}", s.key, s.summary()))
         .collect();
     format!(
         "ClusterPromotion is the Schema for the clusterpromotions API (served by promoter). promoter's settings are annotations: {}.",
@@ -396,7 +396,8 @@ mod tests {
             .and_then(|s| s.open_api_v3_schema.as_ref())
             .unwrap();
         let description = schema.description.clone().unwrap();
-        for (key, _) in crate::settings::KEYS {
+        for setting in crate::settings::SETTINGS {
+            let key = setting.key;
             assert!(description.contains(key), "{key}: {description}");
         }
         assert!(description.contains("promoter.dev/rollback-deadline"));

@@ -34,28 +34,59 @@ pub const ROLLBACK_ORDER: &str = "promoter.dev/rollback-order";
 pub const REVISION_HISTORY_LIMIT: &str = "promoter.dev/revision-history-limit";
 pub const ROLLBACK_DEADLINE: &str = "promoter.dev/rollback-deadline";
 
-/// Every per-promotion setting, with what it sets (`crd` and the docs list them).
-pub const KEYS: [(&str, &str); 5] = [
-    (
-        PROGRESS_DEADLINE,
-        "how long each stage may take to complete (`2h`, `30m, production=6h`, `1h, dev=none`; default none)",
-    ),
-    (
-        FAILURE_POLICY,
-        "what a missed progress deadline does: `halt` (default) or `rollback`",
-    ),
-    (
-        ROLLBACK_ORDER,
-        "how a rollback restores the stages: `reverse` (default) or `all-at-once`",
-    ),
-    (
-        REVISION_HISTORY_LIMIT,
-        "completed revisions kept for rollbacks, 1..50 (default 10)",
-    ),
-    (
-        ROLLBACK_DEADLINE,
-        "how long a rollback may take before it holds for a person (default 1h; `none`)",
-    ),
+/// One per-promotion setting: its key, what it sets, the values it takes, and what holds where
+/// it is absent. `crd`'s description of ClusterPromotion, `explain` and the book's reference
+/// (`promoter reference`) say these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setting {
+    pub key: &'static str,
+    /// What it sets.
+    pub what: &'static str,
+    /// The values it takes (markdown).
+    pub values: &'static str,
+    /// What holds where it is absent.
+    pub default: &'static str,
+}
+
+impl Setting {
+    /// `what (values; default d)`: one line for a description.
+    pub fn summary(&self) -> String {
+        format!("{} ({}; default {})", self.what, self.values, self.default)
+    }
+}
+
+/// Every per-promotion setting.
+pub const SETTINGS: [Setting; 5] = [
+    Setting {
+        key: PROGRESS_DEADLINE,
+        what: "how long each stage may take to complete",
+        values: "a duration for every stage (`2h`), or a comma-separated list of `stage=duration` with an optional bare default (`30m, production=6h`, `1h, dev=none`); durations as every flag takes them (`30s`, `10m`, `1.5h`, `1d`), at most 365 days; `none` or `0` is no deadline",
+        default: "none",
+    },
+    Setting {
+        key: FAILURE_POLICY,
+        what: "what a missed progress deadline does: the run holds, or every reached stage goes back to the last revision that completed the whole rollout",
+        values: "`halt` or `rollback`",
+        default: "`halt`",
+    },
+    Setting {
+        key: ROLLBACK_ORDER,
+        what: "how a rollback restores the stages: the highest stage first, each deployed everywhere before the next lower one, or every stage at once",
+        values: "`reverse` or `all-at-once`",
+        default: "`reverse`",
+    },
+    Setting {
+        key: REVISION_HISTORY_LIMIT,
+        what: "completed revisions kept for rollbacks",
+        values: "an integer from 1 to 50",
+        default: "10",
+    },
+    Setting {
+        key: ROLLBACK_DEADLINE,
+        what: "how long a rollback may take, from its first pass until every target is rolled back (pauses and aborts excluded), before it holds for a person",
+        values: "a duration, as for a progress deadline, or `none`",
+        default: "`1h`",
+    },
 ];
 
 pub const DEFAULT_HISTORY_LIMIT: usize = 10;
@@ -441,8 +472,8 @@ mod tests {
                 "{v}"
             );
         }
-        assert_eq!(KEYS.len(), 5);
-        assert!(KEYS.iter().any(|(k, _)| *k == ROLLBACK_DEADLINE));
+        assert_eq!(SETTINGS.len(), 5);
+        assert!(SETTINGS.iter().any(|s| s.key == ROLLBACK_DEADLINE));
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //!   the passes the faults cost): status, promoter's records, profiles, the Events by reason, the
 //!   PromotionRevisions;
 //! * passes after the rollout settled write nothing;
-//! * every pass ends with an exit code the README documents (0, 1, 2), none by a signal.
+//! * every pass ends with an exit code the book documents (0, 1, 2), none by a signal.
 //!
 //! The binary reads the virtual clock through libfaketime (Debian's `faketime` package, which
 //! `.ci/run` installs): each pass starts at the minute the test's world is at, as a CronJob's pass

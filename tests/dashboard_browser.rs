@@ -5,8 +5,8 @@
 //! violation on the way. Skips, saying so, where no Chromium can start (CI installs it and sets
 //! `PROMOTER_REQUIRE_BROWSER`, so there it fails instead).
 //!
-//! `PROMOTER_SCREENSHOTS=docs cargo test --test dashboard_browser` also writes the README's
-//! screenshots (`docs/dashboard-overview.png`, `docs/dashboard-promotion.png`).
+//! `PROMOTER_SCREENSHOTS=docs/src/images cargo test --test dashboard_browser` also writes the
+//! book's screenshots (`dashboard-overview.png`, `dashboard-promotion.png`).
 
 mod browser;
 mod common;
@@ -343,7 +343,8 @@ async fn a_person_approves_the_waiting_stage_and_the_rollout_continues() {
     assert!(problems.is_empty(), "the page reported: {problems:?}");
 }
 
-/// The README's pictures: a few promotions in different states on the blog's lab fleet.
+/// The book's pictures: the promotions of `examples/demo/` (three teams, the checkout team frozen)
+/// beside the blog's manual rollout and the rollback example, on the blog's lab fleet.
 #[tokio::test(flavor = "multi_thread")]
 async fn screenshots_of_the_overview_and_a_promotion() {
     let Some(browser) = Browser::launch().await.unwrap() else {
@@ -351,27 +352,13 @@ async fn screenshots_of_the_overview_and_a_promotion() {
     };
     let mut promotions = example("blog-kyverno-manual.yaml");
     promotions.extend(example("rollback-on-deadline.yaml"));
-    let auto = example("blog-kyverno-auto.yaml").remove(0);
-    for (name, team, delay) in [
-        ("payments-api", "payments", "30m"),
-        ("checkout-web", "checkout", "2m"),
-        ("search-indexer", "search", "6h"),
-    ] {
-        let mut p = auto.clone();
-        p.metadata.name = Some(name.into());
-        p.metadata.labels = Some([("team".to_string(), team.to_string())].into());
-        for s in &mut p.spec.stages {
-            if let Some(a) = s.trigger.as_mut().and_then(|t| t.auto.as_mut()) {
-                a.delay = Some(promoter::api::GoDuration::parse(delay).unwrap());
-            }
-        }
-        promotions.push(p);
-    }
-    // The checkout team is frozen (as `promoter freeze create --selector team=checkout` makes it).
-    let freeze = serde_json::json!({"apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
-        "metadata": {"name": "checkout-code-freeze"},
-        "spec": {"reason": "checkout code freeze (CAB-17)", "promotionSelector": {"matchLabels": {"team": "checkout"}},
-                 "start": "2026-02-16T06:07:00Z"}});
+    promotions.extend(example("demo/teams.yaml"));
+    let freeze = promoter::manifest::load_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/demo/freeze.yaml"),
+    )
+    .unwrap()
+    .remove(0)
+    .raw;
     let opts = options(Vec::new());
     let d = simulation(
         SimWorld {

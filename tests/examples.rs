@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 #[test]
 fn every_seed_manifest_loads_and_round_trips() {
-    let files = yaml_files("examples");
+    let mut files = yaml_files("examples");
+    files.extend(yaml_files("examples/demo"));
     let mut promotions = 0;
     for file in &files {
         let docs = load_file(file).unwrap_or_else(|e| panic!("{e}"));
@@ -27,9 +28,9 @@ fn every_seed_manifest_loads_and_round_trips() {
             }
         }
     }
-    // The nine ClusterPromotion manifests of the seed documents, and rollback-on-deadline.yaml
-    // with its next revision (-v2).
-    assert_eq!(promotions, 11, "promotions found in {files:?}");
+    // The nine ClusterPromotion manifests of the seed documents, rollback-on-deadline.yaml with
+    // its next revision (-v2), promotion-window.yaml, health-check.yaml and the demo's three.
+    assert_eq!(promotions, 16, "promotions found in {files:?}");
 }
 
 /// A value for every property the schema declares, recursively, plus an unknown field in every

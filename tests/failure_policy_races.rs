@@ -1,6 +1,6 @@
 //! Issue 24 against races and the commands' edges (found by an independent review; each failed on
 //! the code as reviewed): a concurrent pass whose view predates a rollback never undoes it
-//! (README: "while a rollback of the current run is recorded, no profile changes to anything but
+//! (the book's invariants: "while a rollback of the current run is recorded, no profile changes to anything but
 //! the revision rolled back to"); a rollback whose stored revision is gone is redirected as the
 //! status says; `promoter resume` after an abort continues the rollback.
 

@@ -63,6 +63,119 @@ fn the_seed_examples_have_no_errors() {
     );
 }
 
+/// Every example says in its first line what it shows, and those written for promoter (not the
+/// seeds of upstream's documents) lint without a warning either, each with the fleet it names.
+#[test]
+fn every_example_says_what_it_shows_and_promoter_s_own_lint_clean() {
+    let mut files = yaml_files("examples");
+    files.extend(yaml_files("examples/demo"));
+    files.extend(yaml_files("examples/fleets"));
+    files.extend(yaml_files("examples/ci"));
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(
+            text.starts_with("# ") && text.lines().next().is_some_and(|l| l.len() > 20),
+            "{}: no first-line comment of what it shows",
+            file.display()
+        );
+    }
+    let fleet = |name: &str| {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+        promoter::sim::Fleet::parse(&std::fs::read_to_string(&path).unwrap(), name).unwrap()
+    };
+    for (manifests, fleet_file) in [
+        (
+            vec!["examples/promotion-window.yaml"],
+            "examples/fleets/blog-lab.yaml",
+        ),
+        (
+            vec!["examples/health-check.yaml"],
+            "examples/fleets/health-check.yaml",
+        ),
+        (
+            vec![
+                "examples/rollback-on-deadline.yaml",
+                "examples/rollback-on-deadline-v2.yaml",
+            ],
+            "examples/fleets/blog-lab.yaml",
+        ),
+        (
+            vec!["examples/demo/teams.yaml", "examples/demo/freeze.yaml"],
+            "examples/fleets/blog-lab.yaml",
+        ),
+        (
+            vec!["examples/freeze-holidays.yaml"],
+            "examples/fleets/blog-lab.yaml",
+        ),
+    ] {
+        let paths: Vec<std::path::PathBuf> = manifests
+            .iter()
+            .map(|m| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(m))
+            .collect();
+        let diagnostics = lint(
+            &paths,
+            Some(&fleet(fleet_file)),
+            chrono_tz::Tz::UTC,
+            chrono::Utc::now(),
+        );
+        // The blog's lab has a management cluster that no stage selects, on purpose.
+        let problems: Vec<String> = diagnostics
+            .iter()
+            .filter(|d| d.severity != Severity::Note)
+            .filter(|d| !d.message.ends_with("mgmt/mgmt is in no stage"))
+            .map(|d| d.to_string())
+            .collect();
+        assert!(problems.is_empty(), "{manifests:?}: {problems:#?}");
+    }
+}
+
+/// The ClusterPromotions shown in README.md and the book (```yaml blocks) lint without an error
+/// or a warning: a reader who copies one gets a manifest the API server and promoter accept.
+#[test]
+fn the_manifests_shown_in_the_readme_and_the_book_lint_clean() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("book-manifests");
+    let _ = std::fs::remove_dir_all(&out);
+    std::fs::create_dir_all(&out).unwrap();
+    let mut files = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).unwrap();
+        for (i, block) in text.split("```yaml\n").skip(1).enumerate() {
+            let yaml = block.split("```").next().unwrap_or_default();
+            if !yaml.contains("kind: ClusterPromotion") {
+                continue;
+            }
+            let name = page
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('/', "__");
+            let file = out.join(format!("{name}-{i}.yaml"));
+            std::fs::write(&file, yaml).unwrap();
+            files.push(file);
+        }
+    }
+    assert!(files.len() >= 2, "{files:?}");
+    let problems: Vec<String> = lint(&files, None, chrono_tz::Tz::UTC, chrono::Utc::now())
+        .iter()
+        .filter(|d| d.severity != Severity::Note)
+        .map(|d| d.to_string())
+        .collect();
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
 #[test]
 fn a_fleet_shows_concrete_overlaps_and_strays() {
     let fleet = promoter::sim::Fleet::parse(

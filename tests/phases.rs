@@ -394,31 +394,3 @@ async fn every_phase_reads_the_same_in_step_status_watch_and_explain() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
-
-/// README's "What the status says" lists every stored text a pass writes, with its phase and
-/// whether it is upstream's (kept exactly) or promoter's own.
-#[test]
-fn the_readme_says_which_stored_texts_are_upstreams() {
-    use promoter::pass::phase::{DESCRIPTIONS, Origin};
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    let section = readme
-        .split("### What the status says")
-        .nth(1)
-        .and_then(|s| s.split("\n### ").next())
-        .expect("README has a section \"What the status says\"");
-    for d in DESCRIPTIONS {
-        let row = section
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{}` |", d.begins)))
-            .unwrap_or_else(|| panic!("README lists no {:?}", d.begins));
-        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-        assert!(cells[2].starts_with(d.phase.as_str()), "{row}");
-        let whose = match d.origin {
-            Origin::Upstream => "upstream",
-            Origin::Promoter => "promoter",
-        };
-        assert!(cells[3].starts_with(whose), "{row}");
-    }
-}

@@ -1,5 +1,5 @@
-//! Every command of README's "Operating a rollout", run through the real binary as a user bound
-//! to each role README tells people to bind (the shipped `promoter-view`, `promoter-approver`,
+//! Every command of the book's "Operating a rollout", run through the real binary as a user bound
+//! to each role the book (docs/src/security.md) tells people to bind (the shipped `promoter-view`, `promoter-approver`,
 //! the built-in `view` and `edit` that `promoter-view`/`promoter-edit` aggregate into, the pass's
 //! own `promoter` for `step` and `doctor`), on the fake API server's RBAC, which decides as
 //! kube-apiserver's does (bindings, groups, aggregation, resourceNames). What a role grants
@@ -22,7 +22,7 @@ fn repo_file(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
 }
 
-/// A new cluster's roles, what `kubectl apply -k cronjob/` installs, and the bindings README's
+/// A new cluster's roles, what `kubectl apply -k cronjob/` installs, and the bindings the book's
 /// commands create.
 fn cluster_rbac() -> Rbac {
     Rbac::kubernetes_defaults()
@@ -231,7 +231,7 @@ async fn promoter_approver_runs_every_command() {
 }
 
 /// `kubectl create clusterrolebinding … --clusterrole=promoter-approver --group=release-managers`,
-/// as README says: a member of the group runs every command.
+/// as the book says: a member of the group runs every command.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_bound_to_promoter_approver_runs_every_command() {
     let env = world().await;

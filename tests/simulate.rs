@@ -435,15 +435,18 @@ async fn plan_through_the_binary_reports_only_what_happens() {
     assert!(text.contains("+1d0h0"), "{text}");
 }
 
-/// Every `cargo run -- simulate …` line of the README runs as written (with a fixed start), and the
-/// issue-24 ones show what they promise: a missed deadline rolled back, a freeze held and lifted.
+/// Every `$ cargo run -- simulate …` line of the book's getting started runs as written (with a
+/// fixed start; tests/console.rs compares their whole output), and the issue-24 ones show what
+/// they promise: a missed deadline rolled back, a freeze held and lifted.
 #[test]
-fn the_readme_simulations_run_as_written() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let commands: Vec<Vec<String>> = readme
+fn the_books_simulations_run_as_written() {
+    let page = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/getting-started/simulate.md"),
+    )
+    .unwrap();
+    let commands: Vec<Vec<String>> = page
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("cargo run -- simulate "))
+        .filter_map(|l| l.trim().strip_prefix("$ cargo run -- simulate "))
         // `--dashboard` serves the page until interrupted: tests/dashboard.rs and
         // tests/dashboard_browser.rs play that simulation through its page.
         .filter(|rest| !rest.split_whitespace().any(|a| a == "--dashboard"))

@@ -1,4 +1,4 @@
-//! The invariants (README, "Invariants (the gates)"), checked on every step of the model, and the
+//! The invariants (the book, docs/src/contributors/invariants.md), checked on every step of the model, and the
 //! ghost state they need: what happened before that the objects no longer show.
 //!
 //! * **Progressive.** A stage's profile gets a content (the profile's spec without its selector)
@@ -8,7 +8,7 @@
 //!   tick earlier when it has a delay. "Ran" is judged by content, as Sveltos shows it: the
 //!   summary's spec is the profile's and every feature is `Provisioned` with the hash Sveltos
 //!   computes for that spec (a `Provisioned` left from the previous spec, shown while the new spec
-//!   is not deployed yet, does not count: README, "Stage completion"). A status moves at most one stage forward within a run, never
+//!   is not deployed yet, does not count: the book's invariants, "Stage completion"). A status moves at most one stage forward within a run, never
 //!   back, and passes a stage only once it ran the run's content everywhere (a tick earlier with a
 //!   delay), a window only while the passing pass's clock is inside it.
 //! * **An approval is used once, for one run, never lost.** The ghost follows the person's
@@ -95,7 +95,7 @@ pub struct PromotionGhost {
 pub struct Ghost {
     pub promotions: Vec<PromotionGhost>,
     /// Per pass: a freeze was created after it read the freezes (it takes effect from the next
-    /// pass, README).
+    /// pass, the book's invariants).
     pub fresh_freeze: Vec<bool>,
 }
 
@@ -292,7 +292,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
 }
 
 /// A pass that observed its promotion paused, or its current run aborted, changes neither what a
-/// stage's profile carries nor the current stage (README: passes leave a paused promotion alone;
+/// stage's profile carries nor the current stage (the book: passes leave a paused promotion alone;
 /// an aborted run holds where it is, with no profile writes).
 fn held(pre: &State, step: Step, post: &State, out: &mut Vec<String>) {
     let (Step::Write(n) | Step::WriteLost(n) | Step::WriteDropped(n)) = step else {
@@ -306,7 +306,7 @@ fn held(pre: &State, step: Step, post: &State, out: &mut Vec<String>) {
     let why = if annotations::paused(observed).is_some() {
         "paused"
     } else if annotations::aborted(observed).is_some_and(|x| {
-        // A new revision restarts an aborted run (README): held only for the run's own spec.
+        // A new revision restarts an aborted run (the book, docs/src/operating/control.md): held only for the run's own spec.
         Some(&x.run) == run.as_ref()
             && x.run.revision == promoter::hash::revision_hash(observed)
             && x.run.stages == promoter::hash::stages_hash(&observed.spec.stages)
@@ -675,10 +675,10 @@ fn writer_run(pre: &State, step: Step) -> Option<Run> {
 }
 
 /// Upstream's text of a stage passed (reference, 3.10: "advancing"); on the last stage it says
-/// the rollout is complete (README, "What the status says").
+/// the rollout is complete (the book, docs/src/operating/status.md, "What the status says").
 const PASSED: &str = "Successfully provisioned";
 
-/// The beginnings of the texts that say a stage is on its way, not passed (README, "What the
+/// The beginnings of the texts that say a stage is on its way, not passed (the book, docs/src/operating/status.md, "What the
 /// status says"): provisioning, provisioned, soaking, checks running or failing, awaiting
 /// approval, window closed, a deployment failing or failed.
 const ON_ITS_WAY: [&str; 10] = [
@@ -818,7 +818,7 @@ fn freezes_read(pre: &State, step: Step, post: &mut State) {
 
 /// Whether freeze `f` holds promotion `index` at `now`, judged from its stored object (start,
 /// end, selector over the promotion's labels), and no valid bypass is recorded on the promotion
-/// (README: with the authenticated `user`, `by` that user, a reason, an `until` ahead, for this
+/// (the book's invariants: with the authenticated `user`, `by` that user, a reason, an `until` ahead, for this
 /// freeze or any).
 fn frozen(store: &Store, index: usize, now: DateTime<Utc>) -> bool {
     let Some(f) = store.peek(&promotion_freeze_type(), "", FREEZE) else {
@@ -863,7 +863,7 @@ fn frozen(store: &Store, index: usize, now: DateTime<Utc>) -> bool {
     !valid
 }
 
-/// The incident path's invariants (README: a rollback never skips a stage's completion, a
+/// The incident path's invariants (the book's invariants: a rollback never skips a stage's completion, a
 /// rolled-back revision is never promoted again without a person, a freeze is never bypassed
 /// without a record, a missed deadline is final for the run), judged from what the world shows:
 /// which content each profile gets, what runs everywhere, the status a person reads.

@@ -1,5 +1,5 @@
 //! An exhaustive model checker of the gates (issue 25): every interleaving of passes, a person,
-//! spec changes, Sveltos and the clock within small bounds, with the README's invariants checked
+//! spec changes, Sveltos and the clock within small bounds, with the book's invariants (docs/src/contributors/invariants.md) checked
 //! on every step.
 //!
 //! # What is real and what is modelled
@@ -32,7 +32,7 @@
 //! granularity a pass's lists are one instant. Were it to tick there, a summary listed a step
 //! after the pass's clock would look deployed a step earlier than it was, and a soak would look
 //! over a step early: an error of 30 minutes the real pass cannot make. The real error is one
-//! pass's listing time (README, "Invariants": delays, deadlines and windows are precise to one
+//! pass's listing time (the book's invariants: delays, deadlines and windows are precise to one
 //! pass). The clock still ticks between a pass's decision and its writes: harsher than a real
 //! pass, whose writes take seconds too, but judged fairly, since the checks judge a pass's
 //! windows and freezes by its own clock, and a tick before a write only makes a soak older.
@@ -84,7 +84,7 @@
 //! selector change), hand revocations, pauses, aborts and Sveltos failures may happen. Approvals,
 //! resumes, Sveltos deployments, passes and clock ticks are unbounded: they are what lets a rollout
 //! finish. CI checks [`Bounds::ci`](setup::Bounds::ci) (one promotion, one pass at a time, a crash,
-//! a new revision); larger bounds run on demand (BENCHMARKS.md has their sizes and times). A lost
+//! a new revision); larger bounds run on demand (docs/src/contributors/benchmarks.md has their sizes and times). A lost
 //! answer is of a write the API server applied (`Step::WriteLost`) or never applied
 //! (`Step::WriteDropped`: a reset before the server read it, a 504 not committed): the pass gets
 //! the same unknown outcome for both. CI checks one lost answer over the whole graph of one
@@ -113,7 +113,7 @@
 //! reverse rollback's wait for the stages above. With one cluster per stage "all" and "any" of a
 //! stage's clusters look the same. CI checks its whole graph with one deployment failing
 //! (`ci,crashes=0,spec_changes=0,failures=1,clusters=2`, 13,074 states); the incident path with
-//! `clusters_in=staging` runs on demand, to a depth (BENCHMARKS.md, "Two clusters in a stage").
+//! `clusters_in=staging` runs on demand, to a depth (docs/src/contributors/benchmarks.md, "Model checker").
 //!
 //! # The incident path (issue 33 §1)
 //!
@@ -137,7 +137,7 @@
 //! the rollback policy with one revision (a miss holds: 33,104 states, liveness), and to a depth
 //! the rollback in reverse order after a completed rollout (29 steps; with one lost answer, 24
 //! steps) and `promoter rollback`, freezes and bypasses (10 steps); their whole graphs are too
-//! large for CI (BENCHMARKS.md).
+//! large for CI (docs/src/contributors/benchmarks.md).
 //! CI also replays the rollback path (`a_missed_deadline_rolls_back_to_the_good_revision`).
 //! Not modelled: a rollback's own deadline (set to `none`: its default, 1h, is two steps, which
 //! the fingerprint cannot tell apart), deadlines together with pauses (the time held is summed

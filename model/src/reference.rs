@@ -14,7 +14,7 @@ thread_local! {
 }
 
 /// Whether the window `from`–`to` (five-field cron, UTC) is open at `t`: walking back minute by
-/// minute from `t`, a `from` time comes before any `to` time (README: a window closes at the
+/// minute from `t`, a `from` time comes before any `to` time (the book, docs/src/concepts/stages-and-gates.md: a window closes at the
 /// first `to` time after its `from` time; at a minute where both match, it is closed).
 pub fn window_open(from: &str, to: &str, t: DateTime<Utc>) -> bool {
     let minute = t

@@ -250,7 +250,7 @@ pub struct Bounds {
 impl Bounds {
     /// The bound CI checks (`cargo test`, debug): one promotion of three stages, one pass at a
     /// time, one crash, one new revision; about 102,000 states (101,946 on 2026-11-28), see
-    /// BENCHMARKS.md.
+    /// docs/src/contributors/benchmarks.md.
     pub fn ci() -> Bounds {
         Bounds {
             promotions: 1,
@@ -283,7 +283,7 @@ impl Bounds {
     }
 
     /// A larger bound, on demand: `ci` and one lost answer (about 141,000 states before a lost
-    /// answer could be of a write not applied; optimised, see BENCHMARKS.md). Concurrent passes,
+    /// answer could be of a write not applied; optimised, see docs/src/contributors/benchmarks.md). Concurrent passes,
     /// more promotions and the other actors are there by overrides (see [`Bounds::parse`]).
     pub fn large() -> Bounds {
         Bounds {
@@ -459,7 +459,7 @@ fn selector(env: &str) -> Value {
     json!({"matchLabels": {"env": env}})
 }
 
-/// The `promoter.dev/` settings of a promotion under `policy` (README, "Operating a rollout"): a
+/// The `promoter.dev/` settings of a promotion under `policy` (the book, docs/src/operating/failure-policy.md): a
 /// progress deadline on every stage (or on `stage` only), what a miss does, and no deadline of
 /// the rollback's own (its
 /// default, 1h, is two steps: the fingerprint names times older than the horizon only by rank, so

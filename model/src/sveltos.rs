@@ -96,7 +96,7 @@ pub enum Outcome {
 }
 
 /// Whether a summary shows the spec of its profile with the status of another spec (a
-/// [`Outcome::SpecOnly`] not reconciled yet). README's stage completion assumes Sveltos reconciles
+/// [`Outcome::SpecOnly`] not reconciled yet). The book's stage completion assumes Sveltos reconciles
 /// a copied spec within the grace, so the model's clock does not move past one (the tick is longer
 /// than the grace).
 pub fn lagging(store: &Store) -> bool {

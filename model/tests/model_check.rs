@@ -44,11 +44,11 @@ fn every_interleaving_within_the_ci_bound_keeps_the_gates() {
 /// The incident path's bound in CI (issue 33 §1): a progress deadline of 10m on every stage with
 /// the failure policy `rollback` (reverse order), Sveltos late at any step, `promoter resume` at
 /// any point; one revision, so a miss finds no completed revision to roll back to and holds the
-/// run (33,104 states, BENCHMARKS.md). In every state: a run whose status showed the miss neither
+/// run (33,104 states, docs/src/contributors/benchmarks.md). In every state: a run whose status showed the miss neither
 /// moves on nor gets its revision on a profile until a person resumes, no profile goes back to
 /// an earlier revision (none completed), and from every state a path completes. The rollback to
 /// a good revision is explored on demand (`start=completed`, too large for CI's budget, see
-/// BENCHMARKS.md) and replayed in CI (`a_missed_deadline_rolls_back_to_the_good_revision`,
+/// docs/src/contributors/benchmarks.md) and replayed in CI (`a_missed_deadline_rolls_back_to_the_good_revision`,
 /// `a_rollback_landing_after_the_resume_of_its_revision_keeps_the_resume`).
 #[test]
 fn every_interleaving_of_a_missed_deadline_keeps_the_incident_invariants() {
@@ -68,7 +68,7 @@ fn check_to_depth(bounds: &Bounds) {
 }
 
 /// The incident path after a completed rollout, in CI to a depth (its whole graph is more than
-/// 93,000 states, BENCHMARKS.md): a new revision, staging's progress deadline (10m) missed once
+/// 93,000 states, docs/src/contributors/benchmarks.md): a new revision, staging's progress deadline (10m) missed once
 /// (Sveltos late once), the automatic rollback in reverse order to the completed revision
 /// (staging first, then dev once staging runs it), `promoter resume` at any point. Every state
 /// within 29 steps of the completed start (about 10,000 states) keeps every invariant: a
@@ -87,7 +87,7 @@ fn a_missed_deadline_rolls_back_in_reverse_order_in_every_interleaving_to_a_dept
     });
 }
 
-/// The failure policy `halt` after a completed rollout, whole graph (38,286 states, BENCHMARKS.md):
+/// The failure policy `halt` after a completed rollout, whole graph (38,286 states, docs/src/contributors/benchmarks.md):
 /// a new revision, staging's progress deadline (10m) missed once (Sveltos late once), `promoter
 /// resume` at any point. A completed revision exists, and still no profile goes back to it (no
 /// rollback under `halt`), the run that missed holds until a person resumes, and from every state
@@ -108,7 +108,7 @@ fn a_missed_deadline_under_halt_holds_without_rolling_back_in_every_interleaving
 /// A lost answer (issue 33 §1): one write whose answer the pass never gets, applied by the API
 /// server (`WriteLost`) or not (`WriteDropped`: a reset before the server read it, a 504 not
 /// committed); the pass cannot tell the two apart. The whole graph of one revision's rollout with
-/// no crash (3,716 states, about 5 s of CPU, liveness and quiescence: BENCHMARKS.md "A lost
+/// no crash (3,716 states, about 5 s of CPU, liveness and quiescence: docs/src/contributors/benchmarks.md "A lost
 /// answer in CI"): the pass stops at a lost answer, and the next one reads what happened and
 /// decides again. With one promotion, a lost answer to a write the server applied leaves what a
 /// crash right after that write leaves (`ci`'s crash covers it); a write not applied is where a
@@ -133,7 +133,7 @@ fn a_lost_answer_stops_the_pass_and_the_next_one_decides_again() {
 /// the automatic rollback in reverse order, `promoter resume` at any point) with one lost answer,
 /// applied or not, at any write: the miss's record patch, the status that shows it, the
 /// rollback's profile writes, and the next pass's repair of whatever the lost one left. Every
-/// state within 24 steps of the completed start (8,700 states, about 14 s of CPU, BENCHMARKS.md
+/// state within 24 steps of the completed start (8,700 states, about 14 s of CPU, docs/src/contributors/benchmarks.md
 /// "A lost answer in CI"; depth 20 is 3,160 states, and the growth per level rules out the 29
 /// steps of the test above within CI's budget; the whole graph of one revision with deadlines,
 /// `ci,crashes=0,spec_changes=0,policy=reverse,lost=1`, is more than 60,000 states) keeps every
@@ -179,7 +179,7 @@ fn freezes_bypasses_and_rollbacks_keep_the_incident_invariants_to_a_depth() {
 /// failing on one while the other runs nothing yet, and the ghost judges a stage run only when
 /// every cluster of it runs the revision. The whole graph, with one deployment failing on one
 /// cluster (13,074 states, liveness included: a failed cluster is deployed again and the rollout
-/// completes; BENCHMARKS.md "Two clusters in a stage"). With the one cluster per stage of the
+/// completes; docs/src/contributors/model-checker.md). With the one cluster per stage of the
 /// other bounds, "all" and "any" of a stage's clusters look the same: a deployment check that
 /// counts dev done once its first cluster is `Provisioned` (`src/pass/deployment.rs`, `Yes`
 /// returning done), or an inventory that keeps one cluster per distinct label set
@@ -434,7 +434,7 @@ const NEW_REVISION: Step = Step::Change {
     change: SpecChange::Revision,
 };
 
-/// Stage completion counts a `Provisioned` only for the spec it was computed from (README,
+/// Stage completion counts a `Provisioned` only for the spec it was computed from (the book's invariants,
 /// Invariants, "Stage completion"): after a new revision, Sveltos copies it onto dev's summary and
 /// still shows the previous revision's `Provisioned`. The counterexample the checker printed with
 /// the rule removed (every `Provisioned` taken as current; `PROMOTER_MODEL=ci,crashes=0,lags=1`,

@@ -14,7 +14,7 @@ pub struct FreezeBypass {
     /// Who, as shown: the authenticated user, with the operator's `--by` note.
     pub by: String,
     /// The username the API server authenticated for `promoter freeze bypass` (a
-    /// SelfSubjectReview); a record without one is not a bypass (README, Invariants).
+    /// SelfSubjectReview); a record without one is not a bypass (the book's invariants, docs/src/contributors/invariants.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -66,7 +66,7 @@ pub async fn run(args: DoctorArgs, client: &ClientArgs) -> anyhow::Result<ExitCo
     let checks = Checks(promoter::ops::doctor::doctor(&client, &options).await);
     Printer::new(args.output).print(&checks)?;
     Ok(if checks.0.iter().any(|c| c.verdict == Verdict::Failed) {
-        ExitCode::from(2)
+        ExitCode::from(promoter::exit_codes::ATTENTION)
     } else {
         ExitCode::SUCCESS
     })

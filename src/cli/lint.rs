@@ -105,7 +105,7 @@ pub fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
     };
     Printer::new(args.output).print(&report)?;
     Ok(if report.errors > 0 {
-        ExitCode::from(2)
+        ExitCode::from(promoter::exit_codes::ATTENTION)
     } else {
         ExitCode::SUCCESS
     })

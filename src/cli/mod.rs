@@ -14,6 +14,7 @@ mod jsonpath;
 mod lint;
 pub mod output;
 mod plugin;
+mod reference;
 mod sim;
 mod step;
 mod streams;
@@ -78,6 +79,8 @@ enum Command {
         shell: clap_complete::Shell,
     },
     Crd(CrdArgs),
+    #[command(hide = true)]
+    Reference(reference::ReferenceArgs),
 }
 
 /// Print the CRDs (generated from promoter's types) as YAML: ClusterPromotion, then promoter's own
@@ -137,7 +140,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Help and version go to stdout with 0; a usage error exits 1 (2 means "a promotion is
             // in error" for `step`).
-            let code = if e.use_stderr() { 1 } else { 0 };
+            use promoter::exit_codes::{CANNOT_RUN, SUCCESS};
+            let code = if e.use_stderr() { CANNOT_RUN } else { SUCCESS };
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -158,14 +162,14 @@ pub fn main() -> ExitCode {
         Ok(r) => r,
         Err(e) => {
             streams::err(&format!("error: starting the async runtime: {e}"));
-            return ExitCode::from(1);
+            return ExitCode::from(promoter::exit_codes::CANNOT_RUN);
         }
     };
     match runtime.block_on(dispatch(cli.command, &cli.client, cli.log_format)) {
         Ok(code) => code,
         Err(e) => {
             streams::err(&promoter::cli_error::render(&e));
-            ExitCode::from(1)
+            ExitCode::from(promoter::exit_codes::CANNOT_RUN)
         }
     }
 }
@@ -208,6 +212,7 @@ async fn dispatch(
             streams::out(&promoter::crd::crds_yaml(&args.crds())?)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Reference(args) => reference::run(args),
     }
 }
 

@@ -59,6 +59,7 @@ fn signed_duration(s: &str) -> Result<chrono::Duration, String> {
 /// The same pass as `promoter step` runs, through kube's client, against an in-process fake API
 /// server; a simulated Sveltos addon-controller deploys each generated ClusterProfile to its
 /// matching clusters (honouring maxUpdate), and the clock jumps over quiet stretches.
+/// PromotionFreezes among the manifests are created before the first pass.
 /// Without --fleet, a few clusters per stage are derived from the stage selectors.
 /// Exit codes: 0 every promotion completed; 2 some stopped (the output says where and why);
 /// 1 the simulation could not run (bad manifest or flag).
@@ -81,8 +82,9 @@ pub struct SimulateArgs {
     /// Clusters per stage when the fleet is derived.
     #[arg(long, default_value_t = 2)]
     clusters_per_stage: usize,
-    /// Simulated start time, RFC 3339 (default: now, to the minute).
-    #[arg(long)]
+    /// Simulated start time, RFC 3339 (default: now, to the minute). The environment variable
+    /// pins it for outputs that must not change from run to run (the book's examples).
+    #[arg(long, env = "PROMOTER_SIMULATE_START", value_name = "TIME")]
     start: Option<String>,
     /// Make a cluster's deployments fail from an offset on: `CLUSTER[@OFFSET][:TEXT]` (with TEXT,
     /// only deployments whose spec contains it, e.g. `staging@1d:3.6.0`).
@@ -169,7 +171,7 @@ fn print_sim(report: &SimReport, output: &Format) -> anyhow::Result<ExitCode> {
     Ok(if report.promotions.iter().all(|p| p.complete) {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(promoter::exit_codes::ATTENTION)
     })
 }
 
@@ -238,7 +240,7 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let world = SimWorld {
         promotions,
         fleet,
-        objects: Vec::new(),
+        objects: freezes(&docs),
     };
     if dashboard {
         return serve_simulation(world, &opts, speed, &serve).await;
@@ -246,6 +248,21 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<ExitCode> {
     let report =
         promoter::sim::simulate(world, promoter::sim::SimHealth::FleetObjects, &opts).await?;
     print_sim(&report, &sim.output)
+}
+
+/// The PromotionFreezes among the manifests, created in the simulated cluster before the first
+/// pass (a freeze's own `start` and `end` are times, not offsets: `--freeze` places one on the
+/// virtual timeline).
+fn freezes(
+    docs: &[promoter::manifest::Document],
+) -> Vec<(promoter::fake::ResourceType, serde_json::Value)> {
+    docs.iter()
+        .filter(|d| {
+            matches!(&d.object, promoter::manifest::Object::Other { api_version, kind }
+                if api_version == "promoter.dev/v1alpha1" && kind == "PromotionFreeze")
+        })
+        .map(|d| (promoter::fake::promotion_freeze_type(), d.raw.clone()))
+        .collect()
 }
 
 /// `simulate --dashboard`: the same simulation, played on a clock the page controls.

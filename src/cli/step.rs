@@ -87,7 +87,8 @@ pub fn exit_code(report: &PassReport, fail_on: FailOn) -> u8 {
         FailOn::Pass => report.promotions.iter().any(|p| p.error.is_some()),
         FailOn::Promotions => report.errors() > 0,
     };
-    if failed { 2 } else { 0 }
+    use promoter::exit_codes::{ATTENTION, SUCCESS};
+    if failed { ATTENTION } else { SUCCESS }
 }
 
 /// Where the pass's metrics go (a CronJob pod lives a second: nothing could scrape it).

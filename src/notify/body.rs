@@ -27,7 +27,7 @@ pub fn render(kind: Kind, promotion: &str, e: &Entry) -> Body {
     }
 }
 
-/// The generic webhook's JSON body (documented in the README).
+/// The generic webhook's JSON body (documented in the book's page on notifications).
 pub fn webhook(promotion: &str, e: &Entry) -> Value {
     json!({
         "key": e.key,
@@ -266,19 +266,17 @@ mod tests {
         assert!(cloudevent("p", &no_stage).get("subject").is_none());
     }
 
-    /// The README's example of each body has the shape of what is sent: the same fields at every
-    /// level (an object with a `…` field may leave fields out), lists of the same length.
+    /// The book's example of each body (`docs/src/notifications.md`) has the shape of what is
+    /// sent: the same fields at every level (an object with a `…` field may leave fields out),
+    /// lists of the same length.
     #[test]
-    fn the_readme_examples_are_the_bodies() {
+    fn the_book_s_examples_are_the_bodies() {
         fn same_shape(doc: &Value, sent: &Value, at: &str) {
             match (doc, sent) {
                 (Value::Object(d), Value::Object(s)) => {
                     let partial = d.contains_key("…");
                     for k in s.keys() {
-                        assert!(
-                            partial || d.contains_key(k),
-                            "{at}.{k} is not in the README"
-                        );
+                        assert!(partial || d.contains_key(k), "{at}.{k} is not in the book");
                     }
                     for (k, v) in d.iter().filter(|(k, _)| *k != "…") {
                         let sent = s.get(k).unwrap_or_else(|| panic!("{at}.{k} is not sent"));
@@ -293,13 +291,13 @@ mod tests {
                 }
                 (Value::Object(_) | Value::Array(_), _)
                 | (_, Value::Object(_) | Value::Array(_)) => {
-                    panic!("{at}: {doc} in the README, {sent} sent")
+                    panic!("{at}: {doc} in the book, {sent} sent")
                 }
                 _ => {}
             }
         }
-        let readme = include_str!("../../README.md");
-        let section = &readme[readme.find("**Bodies.**").unwrap()..];
+        let page = include_str!("../../docs/src/notifications.md");
+        let section = &page[page.find("## Bodies").unwrap()..];
         let example = |kind: &str| -> Value {
             let from = section.find(&format!("* `{kind}`")).unwrap();
             let text = &section[from..];

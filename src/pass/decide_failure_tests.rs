@@ -874,7 +874,7 @@ fn leftover_above(order: &str) -> (ClusterPromotion, World, i64) {
     (p, w, min + 3)
 }
 
-/// README: "in reverse order a stage's profile goes back only once every higher stage runs the
+/// The book's invariants: "in reverse order a stage's profile goes back only once every higher stage runs the
 /// revision rolled back to on every matching cluster". A target the run never reached (a stage an
 /// earlier unfinished run left on another revision) stays a target once its profile holds the
 /// stored revision, until its clusters run it (it used to drop out at once, and the next lower
@@ -898,7 +898,7 @@ fn reverse_waits_for_a_higher_target_the_run_did_not_reach() {
     );
 }
 
-/// README: "all at once, the rollback is done only when every target is", a target the run never
+/// The book's invariants: "all at once, the rollback is done only when every target is", a target the run never
 /// reached included (it used to count as done as soon as its profile held the revision).
 #[test]
 fn all_at_once_is_not_done_before_every_target_runs_the_revision() {
@@ -915,7 +915,7 @@ fn all_at_once_is_not_done_before_every_target_runs_the_revision() {
     );
 }
 
-/// README: "no stage starts (an advance or a restart) while an active PromotionFreeze selects the
+/// The book's invariants: "no stage starts (an advance or a restart) while an active PromotionFreeze selects the
 /// promotion, unless its promoter.dev/freeze-bypass names who, why and until when". `promoter
 /// resume` of a rolled-back run writes `retry`; the restart it asks for is a stage start, held by
 /// the freeze like any other (it used to restart stage 1 without asking the freeze).
@@ -958,7 +958,7 @@ fn resume_of_a_rolled_back_run_waits_for_a_freeze() {
     assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
 }
 
-/// README: "A rolled-back revision is never promoted again without a person: the history marks
+/// The book's invariants: "A rolled-back revision is never promoted again without a person: the history marks
 /// it". The history remembers rolled-back revisions beyond `revision-history-limit` (it used to
 /// forget the older ones, and a revert to one rolled out unasked).
 #[test]
@@ -1076,7 +1076,7 @@ fn annotations(p: &ClusterPromotion) -> std::collections::BTreeMap<String, Strin
     p.metadata.annotations.clone().unwrap_or_default()
 }
 
-/// README: "a pass killed after any write leaves a state the next pass completes". At completion
+/// The book's invariants: "a pass killed after any write leaves a state the next pass completes". At completion
 /// the revisions the history forgets are deleted after the status write, computed from the
 /// history *before* the record patch; a pass killed after its record patch leaves the forgotten
 /// PromotionRevision behind for good (no later pass deletes it, nothing lists them).
@@ -1658,7 +1658,7 @@ fn explain_predicts_the_rollback_deadline_the_pass_keeps() {
     );
 }
 
-// Mutation campaign (issue 33 §3, MUTANTS.md): what the tests of `rollback.rs` did not pin.
+// Mutation campaign (docs/src/contributors/mutation-testing.md): what the tests of `rollback.rs` did not pin.
 
 /// A rollback is announced once (`RollbackStarted`, from the pass that starts it), whichever of
 /// its texts its stages show afterwards: all `Rolling back` (one target, or all at once), all

@@ -1,5 +1,5 @@
 //! The planner's branches that the rollout tests above reach only on their happy side, one test
-//! per mutant of `planner.rs` that survived the mutation campaign (MUTANTS.md, s41-mutplan): each
+//! per mutant of `planner.rs` that survived the mutation campaign (docs/src/contributors/mutation-testing.md): each
 //! was seen failing with its mutant applied by hand.
 
 use super::*;

@@ -341,6 +341,113 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order the enum declares them.
+    pub const ALL: [Reason; 26] = [
+        Reason::StageProvisioning,
+        Reason::StageProvisioned,
+        Reason::AwaitingApproval,
+        Reason::WindowOpened,
+        Reason::ChecksFailing,
+        Reason::ChecksPassing,
+        Reason::RolloutComplete,
+        Reason::DeploymentFailed,
+        Reason::Blocked,
+        Reason::TookOver,
+        Reason::FieldsPruned,
+        Reason::Approved,
+        Reason::Paused,
+        Reason::Resumed,
+        Reason::RollbackRequested,
+        Reason::Aborted,
+        Reason::FreezeBypassGranted,
+        Reason::ProgressDeadlineExceeded,
+        Reason::RollbackStarted,
+        Reason::StageRolledBack,
+        Reason::RolledBack,
+        Reason::RollbackDeadlineExceeded,
+        Reason::Frozen,
+        Reason::FreezeBypassed,
+        Reason::InvalidFreeze,
+        Reason::UnreadableFreeze,
+    ];
+
+    /// When an Event of this reason is recorded, and its note (`<s>`: a stage, `<p>`: the
+    /// promotion, `<id>`: a revision ID, `<who>`: the identity the API server authenticated).
+    pub fn about(self) -> &'static str {
+        match self {
+            Reason::StageProvisioning => {
+                "a stage's ClusterProfile was applied: `Provisioning stage <s> (Restart)` for stage 1 of a new revision, `Provisioning stage <s>` for any other stage and for stage 1 of the first rollout (where upstream also says `(Restart)`)"
+            }
+            Reason::StageProvisioned => {
+                "every matching cluster of the stage is deployed: `Stage <s> provisioned`"
+            }
+            Reason::AwaitingApproval => {
+                "a manual stage waits for `promoter approve`: `Stage <s> awaits manual approval`"
+            }
+            Reason::WindowOpened => {
+                "a stage that waited for its promotion window is past it: `Stage <s>: promotion window open`"
+            }
+            Reason::ChecksFailing => {
+                "a stage's postDelayHealthChecks started failing: `Stage <s>: health checks failing: <cluster, check, message>`"
+            }
+            Reason::ChecksPassing => "they pass again: `Stage <s>: health checks pass again`",
+            Reason::RolloutComplete => {
+                "the last stage was promoted past: `ClusterPromotion <p> complete: stage <s> provisioned`"
+            }
+            Reason::DeploymentFailed => {
+                "a deployment failed on some cluster: `Stage <s>: <cluster and feature that failed>`"
+            }
+            Reason::Blocked => {
+                "the ClusterPromotion cannot be processed as written: `ClusterPromotion <p> is blocked: <why>`"
+            }
+            Reason::TookOver => {
+                "promoter continued a rollout another writer recorded: `Took over the rollout recorded by <writer> at stage <s>: …`"
+            }
+            Reason::FieldsPruned => {
+                "the served ClusterProfile CRD dropped fields of a generated profile (an older Sveltos): `The served ClusterProfile CRD is older than promoter's schema and dropped …`"
+            }
+            Reason::Approved => {
+                "`promoter approve`: `Stage <s> approved by <who> for revision <id>` (or `pre-approved … for the next revision`)"
+            }
+            Reason::Paused => "`promoter pause`: `Paused by <who>`",
+            Reason::Resumed => "`promoter resume`: `Resumed by <who> (<each hold lifted>)`",
+            Reason::RollbackRequested => {
+                "`promoter rollback`: `Rollback of revision <id> to revision <id> (<order>) requested by <who>`"
+            }
+            Reason::Aborted => "`promoter abort`: `Aborted by <who> at stage <s>`",
+            Reason::FreezeBypassGranted => {
+                "`promoter freeze bypass`: `Freeze bypass for freeze <f> (or any freeze) granted by <who> until <time>`"
+            }
+            Reason::ProgressDeadlineExceeded => {
+                "a stage did not complete within its progress deadline: `Stage <s> did not complete within its progress deadline <D> (due <time>): <why>`"
+            }
+            Reason::RollbackStarted => {
+                "a rollback starts: `Rolling back stages <s>, … to revision <id> (<cause>, <order>): <reason>`"
+            }
+            Reason::StageRolledBack => {
+                "a stage of a rollback runs the revision rolled back to on every matching cluster: `Stage <s> rolled back to revision <id>`"
+            }
+            Reason::RolledBack => {
+                "every stage of a rollback is rolled back: `ClusterPromotion <p> rolled back to revision <id>; it holds until its spec changes or `promoter resume``"
+            }
+            Reason::RollbackDeadlineExceeded => {
+                "a rollback did not finish within its own deadline: `Rollback to revision <id> did not complete within its deadline <D> (due <time>): stage <s>: <why>; it holds for a person`"
+            }
+            Reason::Frozen => {
+                "a freeze holds the promotion: `Stage <s>: stage <next> held by freeze <f>: <reason> (until <end>)`"
+            }
+            Reason::FreezeBypassed => {
+                "a stage started during a freeze under a recorded bypass: `Stage <s> started during freeze <f> under the bypass by <who> until <time>: <reason>`"
+            }
+            Reason::InvalidFreeze => {
+                "on the PromotionFreeze: it holds nothing because it is invalid: `PromotionFreeze <f> holds nothing: <why>`"
+            }
+            Reason::UnreadableFreeze => {
+                "on the PromotionFreeze: it cannot be decoded, so it holds every promotion it may select: `PromotionFreeze <f> holds every promotion it may select: cannot be read (<why>): …`"
+            }
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::StageProvisioning => "StageProvisioning",
@@ -425,39 +532,28 @@ pub use super::phase::BLOCKED;
 mod tests {
     use super::*;
 
-    /// Every reason, in the order the enum declares them.
-    const REASONS: [Reason; 26] = [
-        Reason::StageProvisioning,
-        Reason::StageProvisioned,
-        Reason::AwaitingApproval,
-        Reason::WindowOpened,
-        Reason::ChecksFailing,
-        Reason::ChecksPassing,
-        Reason::RolloutComplete,
-        Reason::DeploymentFailed,
-        Reason::Blocked,
-        Reason::TookOver,
-        Reason::FieldsPruned,
-        Reason::Approved,
-        Reason::Paused,
-        Reason::Resumed,
-        Reason::RollbackRequested,
-        Reason::Aborted,
-        Reason::FreezeBypassGranted,
-        Reason::ProgressDeadlineExceeded,
-        Reason::RollbackStarted,
-        Reason::StageRolledBack,
-        Reason::RolledBack,
-        Reason::RollbackDeadlineExceeded,
-        Reason::Frozen,
-        Reason::FreezeBypassed,
-        Reason::InvalidFreeze,
-        Reason::UnreadableFreeze,
-    ];
+    /// `Reason::ALL` (which the book's reference lists) holds every variant: each one `as_str`
+    /// names, read from this file, is in it once.
+    #[test]
+    fn every_reason_is_in_all() {
+        let source = include_str!("decision.rs");
+        let source = source
+            .split("pub fn as_str(self)")
+            .nth(1)
+            .and_then(|s| s.split("pub fn ").next())
+            .unwrap();
+        let arms = regex::Regex::new(r#"Reason::(\w+) => "(\w+)","#).unwrap();
+        let named: Vec<&str> = arms
+            .captures_iter(source)
+            .map(|c| c.get(2).unwrap().as_str())
+            .collect();
+        let all: Vec<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(named, all);
+    }
 
     #[test]
     fn an_event_of_a_person_names_the_command_and_a_pass_s_names_upstream_s_kind() {
-        let by_person: Vec<(&str, &str)> = REASONS
+        let by_person: Vec<(&str, &str)> = Reason::ALL
             .iter()
             .filter(|r| r.action() != "ClusterPromotion")
             .map(|r| (r.as_str(), r.action()))
@@ -478,7 +574,7 @@ mod tests {
 
     #[test]
     fn warnings_are_the_reasons_that_need_somebody_s_attention() {
-        let warnings: Vec<&str> = REASONS
+        let warnings: Vec<&str> = Reason::ALL
             .iter()
             .filter(|r| r.warning())
             .map(|r| r.as_str())

@@ -7,7 +7,7 @@
 //! Some stored texts are upstream's, kept exactly so that dashboards and scripts written for
 //! Sveltos keep working, even where their words are narrower than what they stand for (upstream
 //! says `Delayed: Waiting for Time Window` for a soak); `status` then says what it means. The other
-//! texts are promoter's own. README's "What the status says" lists both.
+//! texts are promoter's own. The book's reference (docs/src/reference/phases.md, generated) lists both.
 
 use serde::Serialize;
 
@@ -100,6 +100,48 @@ impl Phase {
             Phase::RolledBack => "RolledBack",
             Phase::Aborted => "Aborted",
             Phase::RollbackFailed => "RollbackFailed",
+        }
+    }
+
+    /// What the phase means, for a person (the book's reference of phases says it).
+    pub fn about(self) -> &'static str {
+        match self {
+            Phase::Pending => {
+                "no pass has processed this revision yet (never run, or the spec changed since)"
+            }
+            Phase::Progressing => "the current stage's profile is being deployed",
+            Phase::Soaking => "deployed; waiting for the stage's delay to pass (`until`)",
+            Phase::WindowClosed => "waiting for the promotion window to open (`until`)",
+            Phase::RunningChecks => {
+                "health checks or the preHealthCheckDeployment are running (or not evaluated yet)"
+            }
+            Phase::ChecksFailing => "health checks did not pass; the next passes check again",
+            Phase::AwaitingApproval => "a manual stage waits for `promoter approve`",
+            Phase::Complete => "the last stage was promoted past",
+            Phase::Failing => {
+                "a deployment failed on a cluster of the current stage and its progress deadline is ahead: Sveltos retries until then (`until`); then the failure policy acts"
+            }
+            Phase::Failed => {
+                "the run is halted: a deployment failed and no progress deadline will act on it, or the stage missed its deadline under `failure-policy: halt`; a person acts"
+            }
+            Phase::Blocked => {
+                "the ClusterPromotion cannot be processed as written (invalid, overlapping stages, a bad setting)"
+            }
+            Phase::Paused => "`promoter pause`: every pass leaves it alone until resumed",
+            Phase::Deleting => "being deleted: a pass removes its profiles, then the finalizer",
+            Phase::Frozen => {
+                "a PromotionFreeze holds it: the current stage finishes, the next one does not start"
+            }
+            Phase::RollingBack => {
+                "stages are going back to the last known good revision (or `--to-revision`)"
+            }
+            Phase::RolledBack => "rolled back: holds until its spec changes or `promoter resume`",
+            Phase::Aborted => {
+                "`promoter abort`: the run holds where it is until its spec changes or `promoter resume`"
+            }
+            Phase::RollbackFailed => {
+                "a rollback missed its own deadline (`promoter.dev/rollback-deadline`): it holds for a person; `promoter resume` gives it a new deadline"
+            }
         }
     }
 

@@ -67,7 +67,7 @@ pub struct Oracle {
 #[allow(dead_code)]
 mod reference;
 
-/// `promoter.dev/paused` as a person reads it (README: `false`, `no`, `off`, `0` or empty pause
+/// `promoter.dev/paused` as a person reads it (the book: `false`, `no`, `off`, `0` or empty pause
 /// nothing); judged here without promoter's own reading of it.
 fn paused_by_a_person(p: &ClusterPromotion) -> bool {
     p.metadata
@@ -580,7 +580,7 @@ impl Oracle {
         }
     }
 
-    /// Issue 30, as README's invariants state them:
+    /// Issue 30, as the book's invariants state them:
     /// * a stage whose progress deadline its clock recorded as met (`promoter.dev/deadline-clock`
     ///   `metAt` for the run and stage) is never recorded as having missed it
     ///   (`promoter.dev/failed` for that run and stage);
