@@ -16,6 +16,8 @@
 //!     cargo bench --bench fleet -- flaky          (only the flaky-network rollouts)
 //!     cargo bench --bench fleet -- scale          (only the fleet sizes)
 //!     cargo bench --bench fleet -- scale size=100x4x200   (one size; with `perf record`)
+//!     PROMOTER_BENCH_BIN=… cargo bench --bench fleet -- scale process size=…   (only the process
+//!         figures, of that binary)
 
 #[path = "support/flaky.rs"]
 mod flaky;
@@ -170,7 +172,7 @@ async fn shards(
     Ok(())
 }
 
-async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
+async fn bench(scale: Scale, rounds: usize, process_only: bool) -> anyhow::Result<()> {
     let server = FakeApiServer::start_with_sveltos().await?;
     let now = Utc::now();
     let started = Instant::now();
@@ -183,6 +185,10 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         summaries,
         started.elapsed().as_secs_f64()
     );
+    if process_only {
+        process_figures(&server, summaries).await;
+        return Ok(());
+    }
     let client = server.client().await?;
     let opts = PassOptions {
         dry_run: false,
@@ -200,6 +206,25 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         "first pass:   {:>8.1} ms   requests: {v}; {:.1} MB read; {writes} writes",
         first.as_secs_f64() * 1e3,
         bytes as f64 / 1e6
+    );
+    let mut writes_by: BTreeMap<String, usize> = BTreeMap::new();
+    for r in server.requests().iter().filter(|r| r.method != "GET") {
+        let sub = r
+            .subresource
+            .as_deref()
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default();
+        *writes_by
+            .entry(format!("{} {}{sub}", r.verb, r.resource))
+            .or_default() += 1;
+    }
+    println!(
+        "  its writes: {}",
+        writes_by
+            .iter()
+            .map(|(w, n)| format!("{w} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let mut steady = Vec::new();
     let mut served = Vec::new();
@@ -221,6 +246,7 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         last.1 as f64 / 1e6,
         last.2
     );
+    let (lists, pages) = lists_of(&server);
     let floors: Vec<f64> = {
         let mut v = Vec::new();
         for _ in 0..rounds {
@@ -228,7 +254,6 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         }
         v
     };
-    let (lists, pages) = lists_of(&server);
     println!(
         "  floor:      {:>8.1} ms (median; the steady pass's {lists} lists, {pages} of them pages of ClusterSummaries, one after the other, bodies dropped); steady ÷ floor {:.2}",
         median(floors.clone()),
@@ -278,13 +303,18 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         median(decision),
         observation.promotions.len()
     );
-    process_figures(&server, summaries).await;
+    let read: usize = observation.world.summaries.values().map(|s| s.len()).sum();
+    process_figures(&server, read).await;
     Ok(())
 }
 
 /// Peak RSS and start-to-first-request of the real binary (a dry-run pass), if it was built.
+/// `summaries`: how many ClusterSummaries a steady pass reads.
 async fn process_figures(server: &FakeApiServer, summaries: usize) {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/promoter");
+    // `PROMOTER_BENCH_BIN`: another build's binary against the same world (before and after).
+    let bin = std::env::var_os("PROMOTER_BENCH_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/promoter"));
     if !bin.exists() {
         println!(
             "process:      (no target/release/promoter: run `cargo build --release` for these figures)"
@@ -360,7 +390,8 @@ async fn process_figures(server: &FakeApiServer, summaries: usize) {
             median(starts.clone())
         },
         starts.len(),
-        full.map(mb).unwrap_or_else(|| "n/a (no /usr/bin/time)".into()),
+        full.map(mb)
+            .unwrap_or_else(|| "n/a (no /usr/bin/time)".into()),
         base.map(mb).unwrap_or_else(|| "n/a".into()),
     );
 }
@@ -411,6 +442,7 @@ fn main() -> anyhow::Result<()> {
                         clusters: *c,
                     },
                     rounds,
+                    args.iter().any(|a| a == "process"),
                 )
                 .await?;
             }
