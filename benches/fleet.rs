@@ -185,11 +185,16 @@ async fn bench(scale: Scale, rounds: usize, process_only: bool) -> anyhow::Resul
         summaries,
         started.elapsed().as_secs_f64()
     );
+    let client = server.client().await?;
     if process_only {
-        process_figures(&server, summaries).await;
+        let read = promoter::pass::observe::observe(&client, None).await?;
+        process_figures(
+            &server,
+            read.world.summaries.values().map(|s| s.len()).sum(),
+        )
+        .await;
         return Ok(());
     }
-    let client = server.client().await?;
     let opts = PassOptions {
         dry_run: false,
         selector: None,
