@@ -307,13 +307,13 @@ async fn explain_says_what_is_redeployed_and_why_a_provisioned_does_not_count() 
     }
     env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.1.0")]})));
     // The pass that writes 1.1.0, then Sveltos' late write of 1.0.0. dev was still deploying
-    // 1.0.0 when 1.1.0 was written: the write is unsettled, and explain says what that means.
+    // 1.0.0 when 1.1.0 was written, its hash shown: the late write carries it.
     env.tick().await;
     env.pass().await;
     let (code, out, err) = common::promoter(&env, &["explain", "app"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("redeploy: Helm for the spec promoter wrote; Sveltos was still busy with the previous spec when promoter wrote this one, so a feature counts once Sveltos wrote a status strictly after the spec (API server times), or 10 minutes after the spec write"),
+        out.contains("redeploy: Helm for the spec promoter wrote; a feature counts once its hash is not the one it had before the write"),
         "{out}"
     );
     assert!(
@@ -331,4 +331,149 @@ async fn explain_says_what_is_redeployed_and_why_a_provisioned_does_not_count() 
         out.contains("redeploy: nothing: the last spec change touches no deployment hash"),
         "{out}"
     );
+    // A revision written while dev's summary shows no status of its spec yet (Sveltos copied
+    // 1.2.0 and has not got to it): unsettled, and explain says what that means.
+    env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.2.0")]})));
+    env.tick().await;
+    env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.3.0")]})));
+    env.tick().await;
+    let (_, out, _) = common::promoter(&env, &["explain", "app"]);
+    assert!(
+        out.contains("redeploy: Helm for the spec promoter wrote; when promoter wrote it a summary showed no status of the spec before it yet, so a feature counts once Sveltos wrote a status strictly after the spec (API server times), or 10 minutes after the spec write"),
+        "{out}"
+    );
+}
+
+/// Issue 45: a rollback whose Sveltos answers within the same second (its spec copy, the
+/// `Provisioning` and the `Provisioned` of the good revision all stamped in the second of
+/// promoter's profile write: it redeploys what the clusters ran before at once) rolls every stage
+/// back within two passes of that stage's summaries running the good revision, never after the
+/// grace. staging was failing when its rollback was written, so the write is unsettled: only
+/// content (the hashes Sveltos reported for that revision when it completed) can tell.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollback_answered_within_the_same_second_never_waits_for_the_grace() {
+    let mut env = Env::new(common::DEV_STAGING_PROD).await;
+    env.addon.default_deploy_time = Duration::zero();
+    env.addon.cached_redeploys = true;
+    let name =
+        common::completed_before_a_break(&mut env, "rollback-on-deadline.yaml", "3.6.0").await;
+    let mut p: ClusterPromotion = env.promotion(&name).unwrap();
+    p.spec.profile_spec.as_mut().unwrap().0["helmCharts"][0]["chartVersion"] = json!("3.6.0");
+    env.apply_promotion(&p);
+    // The stages the 3.6.0 run reached (production still runs 3.5.2).
+    let stages = [("dev", "dev"), ("staging", "staging")];
+    // Per stage: the pass after which its summaries first ran 3.5.2 again (its profile carrying
+    // it), and the pass whose status says it rolled back.
+    let mut ran: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut rolled: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut rolling = false;
+    for pass in 1..=120 {
+        let report = env.pass().await;
+        let phase = report
+            .promotions
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| r.phase);
+        rolling |= phase == Some(Phase::RollingBack);
+        for (stage, _) in stages {
+            let said = env
+                .description(&name, stage)
+                .is_some_and(|d| d.starts_with("Rolled back to revision"));
+            if rolling && said {
+                rolled.entry(stage).or_insert(pass);
+            }
+        }
+        if phase == Some(Phase::RolledBack) {
+            break;
+        }
+        env.addon.reconcile(&env.server, env.now());
+        for (stage, label) in stages {
+            let profile = format!("{name}-{stage}");
+            if rolling
+                && env.chart_version(&profile).as_deref() == Some("3.5.2")
+                && truly_deployed(&env, &profile, label).is_ok()
+            {
+                ran.entry(stage).or_insert(pass);
+            }
+        }
+        env.advance(Duration::minutes(1));
+    }
+    for (stage, _) in stages {
+        let (Some(r), Some(b)) = (ran.get(stage), rolled.get(stage)) else {
+            panic!("{stage}: ran 3.5.2 after pass {ran:?}, rolled back in pass {rolled:?}");
+        };
+        assert!(
+            *b <= r + 2,
+            "{stage}: ran 3.5.2 after pass {r}, said rolled back only in pass {b} ({})",
+            env.description(&name, stage).unwrap_or_default()
+        );
+    }
+    // What the revision stored, and what `explain` says of it.
+    let (code, out, err) = common::promoter(&env, &["explain", &name]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "a summary whose features carry the hashes Sveltos reported for this spec when revision"
+        ),
+        "{out}"
+    );
+}
+
+/// Issue 45, forward: a revision written while dev still deploys (or fails) the previous one, every
+/// summary already showing that revision's hash: the write is judged by content (the hashes the
+/// pass saw are every hash a status of the previous revision can carry), so a Sveltos answering
+/// in the second of the write completes dev at the next pass, not after the grace.
+#[tokio::test]
+async fn a_revision_written_while_the_previous_one_deploys_never_waits_for_the_grace() {
+    for failing in [false, true] {
+        let env = env_with(|a| a.default_deploy_time = Duration::zero()).await;
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.0.0")]})));
+        assert!(ticks_to_complete(&env, 30).await.is_some());
+        let mut env = env;
+        // 1.1.0 deploys slowly on dev (or fails there) …
+        env.addon.default_deploy_time = Duration::minutes(30);
+        if failing {
+            env.addon.failing.insert("dev/dev01".into(), env.now());
+            env.addon
+                .failing_only
+                .insert("dev/dev01".into(), "1.1.0".into());
+        }
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.1.0")]})));
+        for _ in 0..3 {
+            env.tick().await;
+        }
+        // … when 1.2.0 comes, which Sveltos deploys at once.
+        env.addon.default_deploy_time = Duration::zero();
+        env.addon.failing.clear();
+        env.apply_promotion(&promotion(json!({"helmCharts": [chart("1.2.0")]})));
+        let mut answered = None;
+        for pass in 1..=20 {
+            env.pass().await;
+            assert_deployed_before_passed(&env);
+            let done = env
+                .promotion("app")
+                .and_then(|p| p.status)
+                .and_then(|s| s.stages)
+                .and_then(|s| s.into_iter().find(|e| e.name == "dev"))
+                .is_some_and(|e| e.last_successful_applied_time.is_some());
+            if let Some(a) = answered
+                && done
+            {
+                assert!(
+                    pass <= a + 2,
+                    "failing {failing}: Sveltos answered after pass {a}, dev done in pass {pass}"
+                );
+                break;
+            }
+            assert!(pass < 20, "failing {failing}: dev never done");
+            env.addon.reconcile(&env.server, env.now());
+            if answered.is_none()
+                && env.chart_version("app-dev").as_deref() == Some("1.2.0")
+                && truly_deployed(&env, "app-dev", "dev").is_ok()
+            {
+                answered = Some(pass);
+            }
+            env.advance(Duration::minutes(1));
+        }
+    }
 }

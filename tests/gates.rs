@@ -289,6 +289,11 @@ struct Plan {
     /// a status computed from the previous spec landing after a new one, and its clock this many
     /// seconds ahead of the API server's.
     unkind_sveltos: Option<i64>,
+    /// Issue 45: Sveltos answers within the same second as a real one can: every deployment takes
+    /// no time (its spec copy, `Provisioning` and `Provisioned` in the second of promoter's write),
+    /// a status of the previous spec may land after a new one, and a rollback redeploys what a
+    /// cluster ran before at once.
+    fast_sveltos: bool,
     /// Issue 30: the freeze selects promotions labelled so (the promotion carries the label from
     /// the start), and a person relabels the promotion out of it at this tick.
     freeze_selector: Option<(&'static str, &'static str)>,
@@ -340,6 +345,11 @@ async fn scenario(plan: &Plan) -> Outcome {
         lab.env.addon.status_lag = Duration::minutes(1);
         lab.env.addon.late_writes = true;
         lab.env.addon.clock_skew = Duration::seconds(skew);
+    }
+    if plan.fast_sveltos {
+        lab.env.addon.default_deploy_time = Duration::zero();
+        lab.env.addon.late_writes = true;
+        lab.env.addon.cached_redeploys = true;
     }
     if let Some((cluster, text)) = plan.failing {
         lab.env
@@ -734,6 +744,39 @@ async fn an_unkind_sveltos_never_lets_a_stage_pass_early() {
     let auto = plan("blog-kyverno-auto.yaml", 2);
     let o = scenario(&auto).await;
     let runs = crash_after_each_write(&auto, o.writes, 8, "unkind Sveltos").await;
+    assert!(runs > 1);
+}
+
+/// Issue 45: a Sveltos that answers within the same second as promoter's write, forward (a new
+/// revision while stage 1 deploys the first) and back (the rollback): no stage is passed before
+/// its clusters run the revision (the oracle judges by the hashes Sveltos computes for their spec),
+/// every rollout completes or rolls back; the rollback with a crash after every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sveltos_answering_in_the_second_of_the_write_never_lets_a_stage_pass_early() {
+    let examples = if campaign() {
+        seed_examples()
+    } else {
+        vec!["blog-kyverno-manual.yaml", "docs-payment-processor.yaml"]
+    };
+    for example in examples {
+        let o = scenario(&Plan {
+            example,
+            revision_at: Some(2),
+            ticks: 150,
+            fast_sveltos: true,
+            ..Default::default()
+        })
+        .await;
+        assert_safe_and_done(&format!("{example}, Sveltos answering at once"), &o);
+    }
+    let plan = Plan {
+        fast_sveltos: true,
+        ..rollback_plan()
+    };
+    let o = scenario(&plan).await;
+    assert_safe_and_done("rollback, Sveltos answering at once", &o);
+    let runs =
+        crash_after_each_write(&plan, o.writes, 8, "rollback, Sveltos answering at once").await;
     assert!(runs > 1);
 }
 

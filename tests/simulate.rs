@@ -496,9 +496,10 @@ fn the_books_simulations_run_as_written() {
             for line in [
                 "staging     progress deadline 30m exceeded",
                 "staging     rolling back to revision",
-                "staging     rolled back to revision",
+                // The next pass after the rollback's write: no grace.
+                "+1d0h37m  2026-11-21T00:37:00Z  staging     rolled back to revision",
                 "dev         rolled back to revision",
-                "=> stopped at stage staging at 2026-11-21T00:43:00Z: rolled back to revision",
+                "=> stopped at stage staging at 2026-11-21T00:39:00Z: rolled back to revision",
             ] {
                 assert!(text.contains(line), "no {line:?} in:\n{text}");
             }

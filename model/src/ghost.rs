@@ -25,6 +25,14 @@
 //!   reads a stage on its way or another stage. promoter's record is checked too: never dropped
 //!   within a run, set only at the last stage. A new run starts only for a spec that differs from
 //!   the run's.
+//! * **No stage waits for the grace when Sveltos has answered** (with [`Bounds::api_clock`]: with
+//!   the store's fixed time, long ago, every grace is over). A pass's decision that a stage waits
+//!   only for the freshness grace (`Decision::grace`) while every summary it listed of the stage's
+//!   profile runs that profile's spec (in sync, every feature `Provisioned` with the hash of that
+//!   spec) is a violation, unless nothing promoter can read tells that answer from a late status
+//!   of the spec before: the stage's profile got its spec from a pass whose listing showed a
+//!   summary of it not (yet) about the spec it carried ([`PromotionGhost::blind`]), and not from
+//!   a rollback (whose revision stored the hashes Sveltos reported for it).
 
 use super::memo;
 use super::setup::{
@@ -32,12 +40,16 @@ use super::setup::{
 };
 use super::state::{FREEZE, Pass, State, Step, Work, person, promotion};
 use chrono::{DateTime, Utc};
+use promoter::annotations::redeploy::prefix;
 use promoter::annotations::{self, Run};
 use promoter::api::{ClusterPromotion, Stage};
 use promoter::fake::promotion_freeze_type;
 use promoter::fake::{Store, cluster_profile_type, cluster_summary_type};
 use promoter::labels::LabelSelector;
 use promoter::ops::control::resume_ops;
+use promoter::pass::deployment::matching_clusters;
+use promoter::pass::summaries::ProfileSummaries;
+use promoter::pass::{Decision, World};
 use promoter::sim::addon::labels;
 use promoter::sim::feature_hash::feature_hash;
 use serde::Serialize;
@@ -89,6 +101,13 @@ pub struct PromotionGhost {
     pub retry: Option<String>,
     /// The run the status showed complete ([`reads_complete`]), while it is the status' run.
     pub read_complete: Option<Run>,
+    /// The stages whose profile's spec was written, not by a rollback, by a pass whose listing
+    /// showed a summary of that profile missing, out of sync, or with a status about another spec
+    /// than the one it carried (hashes not those of its spec): a status of the spec before, with
+    /// a hash the pass never saw, may still come, so the grace is the only rule left (kept only
+    /// with [`Bounds::api_clock`], the bound where a grace can be waited for).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub blind: BTreeSet<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -264,6 +283,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
     }
     freezes_read(pre, step, post);
     held(pre, step, post, &mut out);
+    grace_waits(post, &mut out);
     for i in 0..bounds.promotions {
         if !touched(&pre.store, &post.store, i) {
             continue;
@@ -281,6 +301,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
             post,
             step,
             who,
+            api_clock: bounds.api_clock,
         };
         check_promotion(&cx, &mut g, &mut out);
         // Copied only when it changed: the ghost is shared between states (`State::ghost`).
@@ -289,6 +310,105 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
         }
     }
     out
+}
+
+/// Whether the summaries `world` lists of profile `name` show, on every ready, unpaused cluster
+/// its `selector` matches, a status about the spec each carries: in sync with the profile, every
+/// feature with the hash Sveltos computes for that spec (and `Provisioned`, with `provisioned`).
+fn shown(world: &World, name: &str, selector: &LabelSelector, provisioned: bool) -> bool {
+    let Some(profile) = world.profiles.get(name) else {
+        return false;
+    };
+    let none = ProfileSummaries::default();
+    let summaries = world.summaries.get(name).unwrap_or(&none);
+    let comparison = summaries.comparison(&profile.spec.fields);
+    matching_clusters(selector, world)
+        .iter()
+        .filter(|c| c.ready && !c.paused)
+        .all(|c| {
+            summaries
+                .find(c.kind, &c.namespace, &c.name)
+                .is_some_and(|s| {
+                    let Some(spec) = summaries.spec_of(s) else {
+                        return false;
+                    };
+                    comparison.differs(s).is_none()
+                        && !s.features.is_empty()
+                        && s.features.iter().all(|f| {
+                            (!provisioned || f.status.as_deref() == Some("Provisioned"))
+                                && f.hash.is_some()
+                                && f.hash == prefix(&feature_hash(spec, &f.id))
+                        })
+                })
+        })
+}
+
+/// Whether the pass taking `step` (a write of profile `name`) decided it from a listing that
+/// showed a summary of that profile not about the spec it carried (see [`PromotionGhost::blind`]).
+fn written_blind(pre: &State, step: Step, name: &str) -> bool {
+    let Some(Pass::Acting(a)) = step.pass().and_then(|n| pre.passes.get(n as usize)) else {
+        return false;
+    };
+    let Some(observed) = a.world.profiles.get(name) else {
+        // Created: Sveltos shows nothing of an earlier spec.
+        return false;
+    };
+    let selector: LabelSelector = observed
+        .spec
+        .fields
+        .get("clusterSelector")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    !shown(&a.world, name, &selector, false)
+}
+
+thread_local! {
+    /// The stages the decisions of the step being applied said wait only for the freshness grace
+    /// while the listing they were made from showed every summary running the stage's profile's
+    /// spec: (promotion, stage, the decision's summary). Filled by [`decided`], taken by
+    /// [`update`] (the same thread applies a step and then updates its ghost).
+    static WAITING_ANSWERED: std::cell::RefCell<Vec<(String, String, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Forgets what an earlier step's decisions left (a step that changed nothing is not judged).
+pub fn decided_clear() {
+    WAITING_ANSWERED.with(|w| w.borrow_mut().clear());
+}
+
+/// Every decision a pass makes (when it observes, and again after it reads more): the stages it
+/// says wait only for the grace (`Decision::grace`) although every summary `world` lists of them
+/// runs their profile's spec.
+pub fn decided(world: &World, p: &ClusterPromotion, d: &Decision) {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    for stage in &d.grace {
+        let Some(st) = p.spec.stages.iter().find(|s| s.name == *stage) else {
+            continue;
+        };
+        let selector = st.cluster_selector.clone().unwrap_or_default();
+        if shown(world, &format!("{name}-{stage}"), &selector, true) {
+            WAITING_ANSWERED.with(|w| {
+                w.borrow_mut()
+                    .push((name.clone(), stage.clone(), d.summary.clone()))
+            });
+        }
+    }
+}
+
+/// "No stage waits for the grace when Sveltos has answered": a decision of this step that did
+/// ([`decided`]) is a violation unless the stage's spec was written blind
+/// ([`PromotionGhost::blind`]).
+fn grace_waits(post: &State, out: &mut Vec<String>) {
+    for (name, stage, summary) in WAITING_ANSWERED.with(|w| std::mem::take(&mut *w.borrow_mut())) {
+        let Some(i) = (0..post.ghost.promotions.len()).find(|i| promotion_name(*i) == name) else {
+            continue;
+        };
+        if !post.ghost.promotions[i].blind.contains(&stage) {
+            out.push(format!(
+                "{name}: stage {stage} waits for the freshness grace though Sveltos answered: every summary runs its profile's spec ({summary})"
+            ));
+        }
+    }
 }
 
 /// A pass that observed its promotion paused, or its current run aborted, changes neither what a
@@ -352,6 +472,8 @@ struct PromotionStep<'a> {
     post: &'a State,
     step: Step,
     who: Actor,
+    /// [`Bounds::api_clock`].
+    api_clock: bool,
 }
 
 fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
@@ -363,6 +485,7 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
         post,
         step,
         who,
+        api_clock,
     } = *cx;
     let (a, b) = (&ma.p, &mb.p);
     let name = promotion_name(i);
@@ -619,6 +742,16 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
         // concurrent pass's new run superseded after the pass's status write (the next pass
         // writes the current run's revision over it, as `incident` says).
         let superseded = writer_run(pre, step).is_some_and(|r| Some(r) != rb);
+        if api_clock {
+            let blind = !rollback && written_blind(pre, step, &profile_name(i, &stage.name));
+            if blind != g.blind.contains(&stage.name) {
+                if blind {
+                    g.blind.insert(stage.name.clone());
+                } else {
+                    g.blind.remove(&stage.name);
+                }
+            }
+        }
         if !rollback && !superseded && !g.recorded.contains(&key(&stage.name, c)) {
             out.push(format!(
                 "{name}: profile {}-{} got a revision before a status recorded the stage as reached",

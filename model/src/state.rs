@@ -506,6 +506,7 @@ impl State {
     /// ghost is not updated here (see `ghost::update`).
     pub fn apply(&self, step: Step, bounds: &Bounds) -> Res<Option<State>> {
         setup::set_api_epoch(bounds, self.epoch);
+        super::ghost::decided_clear();
         let mut next = self.clone();
         let changed = match step {
             Step::Observe(n) => next.observe(n as usize, bounds)?,
@@ -735,6 +736,9 @@ impl State {
             .iter()
             .map(|p| decide(p, &world, &HealthResults::new(), &ctx))
             .collect();
+        for (p, d) in decoded.iter().zip(&decisions) {
+            super::ghost::decided(&world, p, d);
+        }
 
         let mut acting = Acting {
             now,
@@ -816,6 +820,7 @@ impl State {
             again = Some(decide(p, &world, &HealthResults::new(), &context(a.now)));
         }
         if let Some(again) = again {
+            super::ghost::decided(&world, p, &again);
             let mut decisions = (*a.decisions).clone();
             decisions[a.index] = again;
             a.decisions = Arc::new(decisions);

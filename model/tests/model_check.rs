@@ -44,7 +44,7 @@ fn every_interleaving_within_the_ci_bound_keeps_the_gates() {
 /// The incident path's bound in CI (issue 33 §1): a progress deadline of 10m on every stage with
 /// the failure policy `rollback` (reverse order), Sveltos late at any step, `promoter resume` at
 /// any point; one revision, so a miss finds no completed revision to roll back to and holds the
-/// run (33,104 states, docs/src/contributors/benchmarks.md). In every state: a run whose status showed the miss neither
+/// run (35,847 states, docs/src/contributors/benchmarks.md). In every state: a run whose status showed the miss neither
 /// moves on nor gets its revision on a profile until a person resumes, no profile goes back to
 /// an earlier revision (none completed), and from every state a path completes. The rollback to
 /// a good revision is explored on demand (`start=completed`, too large for CI's budget, see
@@ -87,7 +87,7 @@ fn a_missed_deadline_rolls_back_in_reverse_order_in_every_interleaving_to_a_dept
     });
 }
 
-/// The failure policy `halt` after a completed rollout, whole graph (38,286 states, docs/src/contributors/benchmarks.md):
+/// The failure policy `halt` after a completed rollout, whole graph (42,594 states, docs/src/contributors/benchmarks.md):
 /// a new revision, staging's progress deadline (10m) missed once (Sveltos late once), `promoter
 /// resume` at any point. A completed revision exists, and still no profile goes back to it (no
 /// rollback under `halt`), the run that missed holds until a person resumes, and from every state
@@ -108,7 +108,7 @@ fn a_missed_deadline_under_halt_holds_without_rolling_back_in_every_interleaving
 /// A lost answer (issue 33 §1): one write whose answer the pass never gets, applied by the API
 /// server (`WriteLost`) or not (`WriteDropped`: a reset before the server read it, a 504 not
 /// committed); the pass cannot tell the two apart. The whole graph of one revision's rollout with
-/// no crash (3,716 states, about 5 s of CPU, liveness and quiescence: docs/src/contributors/benchmarks.md "A lost
+/// no crash (3,955 states, about 5 s of CPU, liveness and quiescence: docs/src/contributors/benchmarks.md "A lost
 /// answer in CI"): the pass stops at a lost answer, and the next one reads what happened and
 /// decides again. With one promotion, a lost answer to a write the server applied leaves what a
 /// crash right after that write leaves (`ci`'s crash covers it); a write not applied is where a
@@ -178,7 +178,7 @@ fn freezes_bypasses_and_rollbacks_keep_the_incident_invariants_to_a_depth() {
 /// `dev` selects two clusters and Sveltos reconciles its profile per cluster, deploying or
 /// failing on one while the other runs nothing yet, and the ghost judges a stage run only when
 /// every cluster of it runs the revision. The whole graph, with one deployment failing on one
-/// cluster (13,074 states, liveness included: a failed cluster is deployed again and the rollout
+/// cluster (14,575 states, liveness included: a failed cluster is deployed again and the rollout
 /// completes; docs/src/contributors/model-checker.md). With the one cluster per stage of the
 /// other bounds, "all" and "any" of a stage's clusters look the same: a deployment check that
 /// counts dev done once its first cluster is `Provisioned` (`src/pass/deployment.rs`, `Yes`
@@ -197,7 +197,7 @@ fn a_stage_of_two_clusters_passes_only_once_both_run_the_revision() {
     });
 }
 
-/// Two promotions in one world (issue 33 §1), the whole graph (12,603 states; liveness and
+/// Two promotions in one world (issue 33 §1), the whole graph (13,426 states; liveness and
 /// quiescence included): p0 of `dev` (a delay) and `prod` (a window), p1 of `dev` alone, one pass
 /// at a time deciding both and writing p0's requests then p1's, killed once at any step. What two
 /// promotions add that one cannot show is all here: one pass deciding both from one listing and
@@ -666,7 +666,9 @@ fn a_missed_deadline_rolls_back_to_the_good_revision() {
         Write(0),
         Write(0),
         Tick,
+        // The completing pass reads every stage's summaries (the revision stores their hashes).
         Observe(0),
+        Prepare(0),
         Write(0),
         Write(0),
         Write(0),
@@ -853,5 +855,129 @@ fn a_resume_gives_a_revision_back_to_the_next_run_only() {
         charts.last().map(String::as_str),
         Some("1.0.0"),
         "{charts:?}"
+    );
+}
+
+/// Passes with what comes before each: every pass observes, then reads and writes to its end.
+fn passes(bounds: &Bounds, plan: &[&[Step]]) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for before in plan {
+        steps.extend_from_slice(before);
+        steps.push(Step::Observe(P));
+        finish_pass(bounds, &mut steps);
+    }
+    steps
+}
+
+/// The description of p0's stage `stage` after `steps`.
+fn stage_description(bounds: &Bounds, steps: &[Step], stage: &str) -> String {
+    let states = trace::replay(bounds, steps).unwrap();
+    let Some((_, last, _)) = states.last() else {
+        return String::new();
+    };
+    last.store
+        .peek(&promoter::fake::cluster_promotion_type(), "", "p0")
+        .and_then(|p| {
+            p["status"]["stages"]
+                .as_array()?
+                .iter()
+                .find(|s| s["name"] == stage)?["currentStatusDescription"]
+                .as_str()
+                .map(String::from)
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 45, "no stage waits for a grace when Sveltos has answered", back: p0's first revision
+/// completes (its PromotionRevision stores the hashes every stage's summaries carried), 2.0.0
+/// misses dev's deadline, and the rollback's profile write goes out while Sveltos copies 2.0.0
+/// onto dev's summary (the pass listed it out of sync: an unsettled write); Sveltos then deploys
+/// 1.0.0 in the same second, with the status it kept (older than the spec). With the API server's
+/// clock, nothing but the stored hashes tells that answer from a late status: dev is rolled back
+/// at the next pass. Judging it without them (the rule before issue 45: the grace), the checker
+/// reports "p0: stage dev waits for the freshness grace though Sveltos answered" at the pass after
+/// Sveltos' deployment.
+#[test]
+fn a_rollback_answered_in_the_second_of_its_write_never_waits_for_the_grace() {
+    use Step::*;
+    let bounds = Bounds {
+        crashes: 0,
+        policy: Policy::Reverse,
+        lags: 1,
+        api_clock: true,
+        ..Bounds::ci()
+    };
+    let approve = Approve {
+        promotion: P,
+        stage: 1,
+        command: false,
+    };
+    let deploy = |stage| Deploy {
+        promotion: P,
+        stage,
+    };
+    let mut steps = passes(
+        &bounds,
+        &[
+            &[],
+            &[deploy(0)],
+            &[approve, Tick],
+            &[deploy(1)],
+            &[deploy(2)],
+            &[Tick],
+            &[NEW_REVISION],
+            &[Tick],
+        ],
+    );
+    // The pass that writes dev's profile back: Sveltos copies 2.0.0 between its list and its write.
+    steps.extend([
+        Observe(P),
+        Prepare(P),
+        Lag {
+            promotion: P,
+            stage: 0,
+        },
+    ]);
+    finish_pass(&bounds, &mut steps);
+    assert!(
+        stage_description(&bounds, &steps, "dev").starts_with("Rolling back to revision"),
+        "{}",
+        trace::render(&bounds, &steps)
+    );
+    steps.extend([DEPLOY_DEV, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    replays_clean(&bounds, &steps);
+    assert!(
+        stage_description(&bounds, &steps, "dev").starts_with("Rolled back to revision"),
+        "{}",
+        trace::render(&bounds, &steps)
+    );
+}
+
+/// The same, forward: dev fails 1.0.0 (its status shows the hash of 1.0.0), 2.0.0 is written over
+/// it, and Sveltos deploys 2.0.0 in the second of the write. Every hash a status of 1.0.0 can
+/// carry was in the list, so the hash of 2.0.0 is judged by content: dev is deployed at the next
+/// pass. With a write made while the stage failed taken as unsettled (the rule before issue 45),
+/// the checker reports "p0: stage dev waits for the freshness grace though Sveltos answered".
+#[test]
+fn a_revision_written_while_dev_fails_the_previous_one_never_waits_for_the_grace() {
+    use Step::*;
+    let bounds = Bounds {
+        crashes: 0,
+        failures: 1,
+        api_clock: true,
+        ..Bounds::ci()
+    };
+    let fail = Fail {
+        promotion: P,
+        stage: 0,
+    };
+    let steps = passes(&bounds, &[&[], &[fail], &[NEW_REVISION], &[DEPLOY_DEV]]);
+    replays_clean(&bounds, &steps);
+    let dev = stage_description(&bounds, &steps, "dev");
+    assert!(
+        dev.starts_with("Delayed: Waiting for Time Window"),
+        "{dev}\n{}",
+        trace::render(&bounds, &steps)
     );
 }

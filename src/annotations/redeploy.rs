@@ -46,7 +46,7 @@ pub struct Redeploy {
     /// Per expected feature, the hash prefixes its summaries carried before the write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     before: Option<BTreeMap<String, Vec<String>>>,
-    /// Sveltos had not finished the previous spec on every summary when promoter wrote this one
+    /// A summary showed no status of the spec before this one when promoter wrote it
     /// (see [`crate::pass::summaries::Freshness`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unsettled: bool,
@@ -78,6 +78,33 @@ impl Before {
         self.0.len()
     }
 
+    /// Per feature id, the hashes as text, sorted: how records keep them.
+    pub fn by_feature(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (f, h) in &self.0 {
+            for id in ids(*f) {
+                out.entry(id.to_string())
+                    .or_default()
+                    .push(String::from_utf8_lossy(h).into_owned());
+            }
+        }
+        for v in out.values_mut() {
+            v.sort();
+        }
+        out
+    }
+
+    /// [`Self::by_feature`] read back (a hash too short to be one is left out).
+    pub fn from_by_feature(kept: &BTreeMap<String, Vec<String>>) -> Before {
+        let mut out = Before::default();
+        for (id, hashes) in kept {
+            for h in hashes.iter().filter_map(|h| prefix(h)) {
+                out.insert(bit(id), h);
+            }
+        }
+        out
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -90,20 +117,9 @@ impl Redeploy {
             Expect::Unknown => ExpectText::Word("unknown".into()),
             Expect::Features(bits) => ExpectText::Features(ids(*bits).map(String::from).collect()),
         };
-        let before = before.filter(|b| b.len() <= MAX_BEFORE).map(|b| {
-            let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-            for (f, h) in &b.0 {
-                for id in ids(*f) {
-                    out.entry(id.to_string())
-                        .or_default()
-                        .push(String::from_utf8_lossy(h).into_owned());
-                }
-            }
-            for v in out.values_mut() {
-                v.sort();
-            }
-            out
-        });
+        let before = before
+            .filter(|b| b.len() <= MAX_BEFORE)
+            .map(Before::by_feature);
         Redeploy {
             spec: spec.to_string(),
             expect,
@@ -112,7 +128,7 @@ impl Redeploy {
         }
     }
 
-    /// The record of a write made while Sveltos was still busy with the previous spec.
+    /// The record of a write made while a summary showed no status of the spec before it.
     pub fn unsettled(mut self, unsettled: bool) -> Redeploy {
         self.unsettled = unsettled;
         self
@@ -136,14 +152,7 @@ impl Redeploy {
 
     /// The hashes before the write, when they were kept.
     pub fn before(&self) -> Option<Before> {
-        let kept = self.before.as_ref()?;
-        let mut out = Before::default();
-        for (id, hashes) in kept {
-            for h in hashes.iter().filter_map(|h| prefix(h)) {
-                out.insert(bit(id), h);
-            }
-        }
-        Some(out)
+        self.before.as_ref().map(Before::from_by_feature)
     }
 }
 

@@ -25,7 +25,7 @@ pub use promotion_freeze::{
     FreezePhase, PromotionFreeze, PromotionFreezeSpec, PromotionFreezeStatus,
 };
 pub use promotion_revision::{
-    PromotionRevision, PromotionRevisionSpec, revision_id, revision_name,
+    PromotionRevision, PromotionRevisionSpec, StageHashes, revision_id, revision_name,
 };
 pub use sveltos::{
     ClusterProfile, ClusterProfileSpec, ClusterProfileStatus, ClusterSummary, ClusterSummarySpec,

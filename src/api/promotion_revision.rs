@@ -54,6 +54,23 @@ pub struct PromotionRevisionSpec {
     pub started_at: Option<Timestamp>,
     /// When its last stage completed.
     pub completed_at: Timestamp,
+    /// Per stage (by name): the deployment hashes Sveltos reported for the stage's generated
+    /// profile when the revision completed, so that a rollback to it is judged by content: a
+    /// ClusterSummary carrying them runs it. Absent for a stage whose hashes were not read or
+    /// were too many (values templated per cluster).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub feature_hashes: BTreeMap<String, StageHashes>,
+}
+
+/// The hashes Sveltos reported for one stage's generated profile.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageHashes {
+    /// The `promoter.dev/spec-hash` of the profile they are about.
+    pub spec: String,
+    /// Per feature (`Helm`, `Resources`, `Kustomize`): the distinct first characters of the
+    /// `featureSummaries[].hash` its ClusterSummaries carried, sorted.
+    pub features: BTreeMap<String, Vec<String>>,
 }
 
 /// An object kept as written: the API server prunes nothing inside it.
@@ -129,6 +146,7 @@ impl PromotionRevision {
                 profile_spec: p.spec.profile_spec.clone().unwrap_or_default(),
                 started_at,
                 completed_at,
+                feature_hashes: BTreeMap::new(),
             },
         );
         r.metadata.labels = Some(BTreeMap::from([(

@@ -226,9 +226,9 @@ fn redeploy_text(record: Option<&WriteRecord>) -> String {
             expect: Expect::Nothing,
             ..
         }) => format!(
-            "nothing for the last spec change, but Sveltos was still busy with the previous spec \
-             when promoter wrote it, so a summary counts once Sveltos wrote a status strictly \
-             after the spec (API server times), or {} minutes after the spec write",
+            "nothing for the last spec change, but when promoter wrote it a summary showed no \
+             status of the spec before it yet, so a summary counts once Sveltos wrote a status \
+             strictly after the spec (API server times), or {} minutes after the spec write",
             STALE_PROVISIONED_GRACE.num_minutes()
         ),
         Some(WriteRecord {
@@ -241,7 +241,7 @@ fn redeploy_text(record: Option<&WriteRecord>) -> String {
             match (before.is_some(), unsettled) {
                 // A status of the previous spec may have landed just before the write.
                 (_, true) => format!(
-                    "Sveltos was still busy with the previous spec when promoter wrote this one, \
+                    "when promoter wrote it a summary showed no status of the spec before it yet, \
                      so a feature counts once Sveltos wrote a status strictly after the spec (API \
                      server times), or {} minutes after the spec write",
                     STALE_PROVISIONED_GRACE.num_minutes()
@@ -304,16 +304,30 @@ pub fn explain(
                 .get(&profile)
                 .and_then(|cp| WriteRecord::of(p, cp));
             let freshness = WriteRecord::freshness(record.as_ref());
-            let redeploy = world
+            let known = world
                 .profiles
-                .contains_key(&profile)
-                .then(|| redeploy_text(record.as_ref()));
+                .get(&profile)
+                .and_then(|cp| crate::pass::known_hashes::of(p, world, cp));
+            let redeploy = world.profiles.contains_key(&profile).then(|| {
+                let text = redeploy_text(record.as_ref());
+                match &known {
+                    Some(k) => format!(
+                        "{text}; a summary whose features carry the hashes Sveltos reported for \
+                         this spec when revision {} completed counts at once",
+                        k.revision
+                    ),
+                    None => text,
+                }
+            });
             let clusters = matching_clusters(&selector, world)
                 .into_iter()
                 .map(|c| {
                     let cs = summaries.and_then(|s| s.find(c.kind, &c.namespace, &c.name));
                     let provisioned = cs.and_then(|cs| {
-                        summaries.map(|s| cs.provisioned(s.content(cs), freshness, Some(now)))
+                        summaries.map(|s| {
+                            let known = known.as_ref().map(|k| &k.hashes);
+                            cs.provisioned(s.content(cs), freshness, known, Some(now))
+                        })
                     });
                     ClusterExplanation {
                         cluster: c.to_string(),

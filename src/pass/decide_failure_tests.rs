@@ -2497,3 +2497,168 @@ fn a_miss_is_shown_once_whatever_the_clock_of_the_pass_that_showed_it() {
         assert!(d.status.is_none(), "minute {m}: status written again");
     }
 }
+
+/// The API server's second of minute `min` (what `managedFields` carry).
+fn second_of(min: i64) -> String {
+    t(min).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// [`stuck_in_staging`] where Sveltos reported the hash `good` on every stage's summaries when
+/// 3.5.2 completed (stored with the revision, as the completing pass stores it), and 9.9.9's
+/// deadline has passed: the rollback is recorded and staging's profile goes back to 3.5.2 while
+/// staging was deploying 9.9.9 (an unsettled write).
+fn rolling_back_with_hashes(good: &str) -> (ClusterPromotion, World, i64) {
+    let (mut p, mut w, min) = completed(&[
+        (PROGRESS_DEADLINE, "10m"),
+        (FAILURE_POLICY, "rollback"),
+        (ROLLBACK_ORDER, "reverse"),
+    ]);
+    for profile in ["kyverno-dev", "kyverno-staging", "kyverno-production"] {
+        provision(&mut w, profile, good, &second_of(0), &second_of(1));
+    }
+    let hashes = crate::pass::known_hashes::of_run(&p, &w);
+    assert_eq!(hashes.len(), 3, "{hashes:?}");
+    for r in w.revisions.values_mut().flatten() {
+        r.spec.feature_hashes = hashes.clone();
+    }
+    new_revision(&mut p, "9.9.9");
+    run(&mut p, &mut w, min);
+    provision(
+        &mut w,
+        "kyverno-dev",
+        "BADxxxxxxxxxxxxxxxxxx=",
+        &second_of(min),
+        &second_of(min + 1),
+    );
+    run(&mut p, &mut w, min + 1);
+    assert_eq!(version_of(&w, "kyverno-staging"), "9.9.9");
+    summarize(&mut w, "kyverno-staging", "Provisioning");
+    run(&mut p, &mut w, min + 2);
+    let d = run(&mut p, &mut w, min + 12);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert_eq!(version_of(&w, "kyverno-staging"), "3.5.2");
+    let recorded = crate::annotations::redeploy::redeploys(&p);
+    assert!(recorded["kyverno-staging"].unsettled, "{recorded:?}");
+    (p, w, min + 12)
+}
+
+/// Issue 45: staging's rollback was written while staging deployed 9.9.9, and Sveltos answers in
+/// the second of the write (spec and status stamped alike): the hashes 3.5.2's revision stored
+/// for staging say its summaries run 3.5.2, so staging is rolled back at the next pass; a hash
+/// the revision did not store is judged as before (the grace after an unsettled write), and the
+/// rollback's next check is when that grace ends.
+#[test]
+fn a_rollback_answered_in_the_second_of_its_write_is_judged_by_the_stored_hashes() {
+    let good = "GOODxxxxxxxxxxxxxxxxx=";
+    let (mut p, mut w, min) = rolling_back_with_hashes(good);
+    provision(
+        &mut w,
+        "kyverno-staging",
+        good,
+        &second_of(min),
+        &second_of(min),
+    );
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(
+        staged_events(&d),
+        [("StageRolledBack", "staging")],
+        "{}",
+        d.summary
+    );
+    assert!(description(&p, "staging").starts_with("Rolled back to revision"));
+    assert!(d.grace.is_empty());
+
+    // The same answer with a hash the revision did not store: nothing tells it from a status of
+    // 9.9.9 landing in that second.
+    let (mut p, mut w, min) = rolling_back_with_hashes(good);
+    let other = "OTHERxxxxxxxxxxxxxxxx=";
+    provision(
+        &mut w,
+        "kyverno-staging",
+        other,
+        &second_of(min),
+        &second_of(min),
+    );
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.phase, Phase::RollingBack, "{}", d.summary);
+    assert!(
+        d.summary
+            .contains("showed no status of the spec before it yet"),
+        "{}",
+        d.summary
+    );
+    let grace_ends = t(min) + crate::pass::summaries::STALE_PROVISIONED_GRACE;
+    assert_eq!(d.next_check, Some(grace_ends), "{}", d.summary);
+    assert_eq!(d.grace, ["staging"]);
+}
+
+/// The revision a completing pass stores keeps, per stage, the hashes Sveltos reported for that
+/// stage's profile: the pass lists only the last stage's summaries, so it asks for the others',
+/// and decides again with them (as `pass_body` does).
+#[test]
+fn a_completing_pass_reads_every_stage_s_summaries_and_stores_their_hashes() {
+    let good = "GOODxxxxxxxxxxxxxxxxx=";
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    let mut min = 0;
+    while p
+        .status
+        .as_ref()
+        .and_then(|s| s.current_stage_name.as_deref())
+        != Some("production")
+    {
+        run(&mut p, &mut w, min);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            provision(&mut w, &name, good, &second_of(min), &second_of(min));
+        }
+        min += 1;
+        assert!(min < 30, "never reached production");
+    }
+    // As the completing pass lists them: production's only.
+    let mut listed = w.clone();
+    listed.now = Some(t(min));
+    for profile in ["kyverno-dev", "kyverno-staging"] {
+        listed.summaries.remove(profile);
+        listed.summaries_listed.remove(profile);
+    }
+    let stored = |d: &Decision| {
+        d.actions.iter().find_map(|a| match a {
+            Action::StoreRevision(r) => Some(r.spec.feature_hashes.clone()),
+            _ => None,
+        })
+    };
+    let d = decide(&p, &listed, &HealthResults::new(), &ctx(min));
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert_eq!(d.needs_summaries, ["kyverno-dev", "kyverno-staging"]);
+    let partial = stored(&d).expect("the revision is stored");
+    assert_eq!(partial.keys().collect::<Vec<_>>(), ["production"]);
+    // Read, and decided again: every stage's hashes, each about its profile's spec.
+    w.now = Some(t(min));
+    let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
+    assert!(d.needs_summaries.is_empty());
+    let all = stored(&d).expect("the revision is stored");
+    assert_eq!(
+        all.keys().collect::<Vec<_>>(),
+        ["dev", "production", "staging"]
+    );
+    for (stage, hashes) in &all {
+        let profile = &w.profiles[&format!("kyverno-{stage}")];
+        assert_eq!(
+            Some(&hashes.spec),
+            profile
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::pass::profiles::SPEC_HASH_ANNOTATION)),
+            "{stage}"
+        );
+        assert_eq!(
+            hashes.features,
+            std::collections::BTreeMap::from([(
+                "Helm".to_string(),
+                vec!["GOODxxxxxxxx".to_string()]
+            )]),
+            "{stage}"
+        );
+    }
+}

@@ -1984,7 +1984,7 @@ fn a_revision_written_while_sveltos_deploys_the_previous_one_trusts_no_status_of
             stage_status(&p, "dev")
                 .failure_message
                 .as_deref()
-                .is_some_and(|m| m.contains("still busy with the previous spec")
+                .is_some_and(|m| m.contains("showed no status of the spec before it yet")
                     && m.contains("2026-02-16T06:12:10Z")),
             "{:?}",
             stage_status(&p, "dev")
@@ -2261,3 +2261,75 @@ fn a_profile_being_deleted_is_not_counted_as_applied() {
 
 #[path = "decide_planner_tests.rs"]
 mod planner_cases;
+
+/// Issue 45: a write is unsettled only where a summary did not show a status about the spec it
+/// carried (a status of that spec with a hash the pass never saw could still come), judged per
+/// summary whatever the status says: a deployment under way or failing with its hash shown is
+/// settled; a status older than the spec, a feature without a hash, a missing summary is not.
+#[test]
+fn a_write_is_unsettled_only_where_a_summary_did_not_show_its_spec_s_status() {
+    let at = |s: i64| format!("2026-02-16T06:01:{s:02}Z");
+    // (dev's feature status, its hash, spec time, status time, unsettled)
+    let cases = [
+        (
+            "Provisioned",
+            Some("PREVxxxxxxxxxxxxxxx="),
+            at(10),
+            at(10),
+            false,
+        ),
+        (
+            "Provisioning",
+            Some("PREVxxxxxxxxxxxxxxx="),
+            at(10),
+            at(10),
+            false,
+        ),
+        (
+            "Failed",
+            Some("PREVxxxxxxxxxxxxxxx="),
+            at(10),
+            at(11),
+            false,
+        ),
+        (
+            "Provisioned",
+            Some("PREVxxxxxxxxxxxxxxx="),
+            at(10),
+            at(9),
+            true,
+        ),
+        ("Failed", None, at(10), at(10), true),
+    ];
+    for (i, (status, hash, spec_at, status_at, unsettled)) in cases.into_iter().enumerate() {
+        let mut p = promotion(three_stages());
+        let mut w = fleet();
+        run(&mut p, &mut w, 0);
+        let mut listed = provisioned(&w, "kyverno-dev", "x", &spec_at, &status_at);
+        for f in listed
+            .iter_mut()
+            .flat_map(|cs| cs.status.iter_mut())
+            .flat_map(|s| s.feature_summaries.iter_mut().flatten())
+        {
+            f.status = Some(status.into());
+            f.hash = hash.map(String::from);
+        }
+        w.summaries
+            .insert("kyverno-dev".into(), listed.into_iter().collect());
+        run(&mut p, &mut w, 1);
+        with_chart_version(&mut p, "3.6.0");
+        let d = run(&mut p, &mut w, 2);
+        let recorded = redeploy_ops(&d);
+        assert_eq!(recorded.len(), 1, "case {i}: {:?}", d.actions);
+        assert_eq!(recorded[0].1.unsettled, unsettled, "case {i}");
+    }
+    // A matching cluster without a summary.
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    w.summaries.insert("kyverno-dev".into(), Default::default());
+    run(&mut p, &mut w, 1);
+    with_chart_version(&mut p, "3.6.0");
+    let d = run(&mut p, &mut w, 2);
+    assert!(redeploy_ops(&d)[0].1.unsettled);
+}

@@ -180,6 +180,9 @@ pub struct Decision {
     /// The manual stages this decision lets through on their approval (the approval gate is the
     /// last: the stage is promoted past in this decision). Notified as "approved"; no Event.
     pub approved: Vec<LetThrough>,
+    /// The stages whose completion waits only for the freshness grace (a `Provisioned` promoter
+    /// can tell neither by content nor by the API server's times to be about the current spec).
+    pub grace: Vec<String>,
 }
 
 /// A manual stage let through on its approval.
@@ -208,6 +211,7 @@ impl Decision {
             needs_revision: None,
             needs_summaries: Vec::new(),
             approved: Vec::new(),
+            grace: Vec::new(),
         }
     }
 
@@ -274,6 +278,14 @@ impl Decision {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    }
+
+    /// `stage` waits for the freshness grace until `until` (if it does): a pass is due then.
+    pub(super) fn wait_for_grace(&mut self, stage: &str, until: Option<DateTime<Utc>>) {
+        if until.is_some() {
+            self.grace.push(stage.to_string());
+        }
+        self.check_by(until);
     }
 
     pub fn writes(&self) -> bool {

@@ -76,8 +76,10 @@ pub fn stale_text(stale: Stale) -> String {
             grace_time(grace_ends)
         ),
         Stale::Unsettled { grace_ends } => format!(
-            "Sveltos was still busy with the previous spec when promoter wrote this one, and has \
-             written no status since; counted as current at {} unless Sveltos redeploys it",
+            "when promoter wrote this spec a summary showed no status of the spec before it yet: \
+             a status written in this spec's second may still be about the one before, and no \
+             hash Sveltos reported for this spec is known; counted as current at {} unless \
+             Sveltos writes a status after that second",
             grace_time(grace_ends)
         ),
     }
@@ -121,6 +123,7 @@ pub fn check(
     let name = profile.metadata.name.clone().unwrap_or_default();
     let record = WriteRecord::of(p, profile);
     let freshness = WriteRecord::freshness(record.as_ref());
+    let known = super::known_hashes::of(p, world, profile);
     let clusters = matching_clusters(selector, world);
     let (paused, active): (Vec<_>, Vec<_>) = clusters.into_iter().partition(|c| c.paused);
     let skipped_paused: Vec<String> = paused.iter().map(|c| c.to_string()).collect();
@@ -168,7 +171,12 @@ pub fn check(
         if let Some(field) = comparison.differs(cs) {
             return outcome(false, not_in_sync_text(field, &cs.name), failure);
         }
-        match cs.provisioned(comparison.content(cs), freshness, world.now) {
+        match cs.provisioned(
+            comparison.content(cs),
+            freshness,
+            known.as_ref().map(|k| &k.hashes),
+            world.now,
+        ) {
             Provisioned::Yes => {}
             Provisioned::No => {
                 return outcome(

@@ -9,6 +9,7 @@ pub mod events;
 pub mod failing;
 pub mod freeze_status;
 pub mod gates;
+pub mod known_hashes;
 pub mod notifications;
 pub mod observe;
 pub mod ownership;

@@ -11,6 +11,7 @@ use super::deployment::{self, DeploymentCheck};
 use super::failing;
 use super::gates::freeze::{self, FreezeCheck};
 use super::gates::{GATES, GatedStage, Progress, Wait, approval};
+use super::known_hashes;
 use super::phase::{PROVISIONING, of_description};
 use super::problems::problems;
 use super::profile_writes::{
@@ -239,7 +240,7 @@ impl Planner<'_> {
         let stage = self.p.spec.stages[idx].clone();
         self.d.stage = Some(stage.name.clone());
         self.keep_reached(status, idx);
-        let _ = ensure(self.world, self.d, main_profile(self.p, &stage));
+        let _ = ensure(self.p, self.world, self.d, main_profile(self.p, &stage));
         self.d.outcome(
             Phase::Failed,
             format!(
@@ -361,7 +362,7 @@ impl Planner<'_> {
             self.d,
             preverification_name(self.name, &first.name),
         );
-        ensure_after(self.world, self.d, main_profile(self.p, &first));
+        ensure_after(self.p, self.world, self.d, main_profile(self.p, &first));
         *status = ClusterPromotionStatus {
             stages: Some(vec![StageStatus {
                 name: first.name.clone(),
@@ -636,7 +637,7 @@ impl Planner<'_> {
     fn keep(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage, replace_other: bool) {
         let desired = main_profile(self.p, stage);
         let note = self.pruned_note(&desired);
-        let _ = ensure(self.world, self.d, desired);
+        let _ = ensure(self.p, self.world, self.d, desired);
         delete_if_present(
             self.world,
             self.d,
@@ -652,7 +653,7 @@ impl Planner<'_> {
         let selector = stage.cluster_selector.clone().unwrap_or_default();
         let desired = main_profile(self.p, stage);
         let pruned = self.pruned_note(&desired);
-        let check = match ensure(self.world, self.d, desired) {
+        let check = match ensure(self.p, self.world, self.d, desired) {
             Observed::Applied(cp) => deployment::check(self.p, cp, &selector, self.world),
             Observed::Applying => pending(format!(
                 "ClusterProfile {} was applied in this pass.",
@@ -666,7 +667,7 @@ impl Planner<'_> {
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
-            self.d.check_by(check.until);
+            self.d.wait_for_grace(&stage.name, check.until);
             let was = e.failure_message.clone();
             set_failure(e, Some(&check.message), now);
             let failing_before = e
@@ -793,7 +794,7 @@ impl Planner<'_> {
             self.d,
             preverification_name(self.name, &next.name),
         );
-        ensure_after(self.world, self.d, main_profile(self.p, &next));
+        ensure_after(self.p, self.world, self.d, main_profile(self.p, &next));
         status
             .stages
             .get_or_insert_with(Vec::new)
@@ -917,13 +918,21 @@ impl Planner<'_> {
         let started = run.started_at();
         let stored = !self.world.own_crds_missing;
         if stored {
-            let revision = PromotionRevision::of(
+            let mut revision = PromotionRevision::of(
                 self.p,
                 &run.revision,
                 &run.stages,
                 started,
                 Timestamp::new(at),
             );
+            // What Sveltos reported for each stage's profile, for a rollback to this revision:
+            // the pass reads the summaries of the stages it did not list, and decides again.
+            for profile in known_hashes::unread(self.p, self.world) {
+                if !self.d.needs_summaries.contains(&profile) {
+                    self.d.needs_summaries.push(profile);
+                }
+            }
+            revision.spec.feature_hashes = known_hashes::of_run(self.p, self.world);
             let before = self
                 .d
                 .actions

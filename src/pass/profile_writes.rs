@@ -3,12 +3,13 @@
 //! once the status write recorded what they follow from (invariant 1 of `decide`).
 
 use super::decision::{Action, Decision, RecordOp};
-use super::deployment::matching_clusters;
+use super::deployment::{WriteRecord, matching_clusters};
+use super::known_hashes;
 use super::profiles::{DesiredProfile, SPEC_HASH_ANNOTATION};
-use super::summaries::{Freshness, ProfileSummaries, Provisioned};
+use super::summaries::ProfileSummaries;
 use super::world::World;
 use crate::annotations::redeploy::{Before, Redeploy};
-use crate::api::ClusterProfile;
+use crate::api::{ClusterProfile, ClusterPromotion};
 use crate::labels::LabelSelector;
 use crate::sveltos::normal_form::normalize;
 use crate::sveltos::redeploy::{Expect, bit, expected};
@@ -24,13 +25,18 @@ pub enum Observed<'a> {
 
 /// Plans an `Apply` of `desired` unless the observed profile is applied as it should be; a spec
 /// change of an existing profile is recorded first ([`record_redeploy`]).
-pub fn ensure<'w>(world: &'w World, d: &mut Decision, desired: DesiredProfile) -> Observed<'w> {
+pub fn ensure<'w>(
+    p: &ClusterPromotion,
+    world: &'w World,
+    d: &mut Decision,
+    desired: DesiredProfile,
+) -> Observed<'w> {
     match world.profiles.get(&desired.name) {
         Some(o) if o.metadata.deletion_timestamp.is_some() => Observed::Deleting,
         Some(o) if desired.is_applied(o) => Observed::Applied(o),
         observed => {
             if let Some(o) = observed {
-                record_redeploy(world, d, o, &desired);
+                record_redeploy(p, world, d, o, &desired);
             }
             d.actions.push(Action::Apply(Box::new(desired)));
             Observed::Applying
@@ -54,6 +60,7 @@ fn either(a: Expect, b: Expect) -> Expect {
 /// annotations only) records nothing. Summaries the pass did not list are asked for
 /// ([`Decision::needs_summaries`]); without them, no hashes are kept.
 fn record_redeploy(
+    p: &ClusterPromotion,
     world: &World,
     d: &mut Decision,
     observed: &ClusterProfile,
@@ -71,6 +78,7 @@ fn record_redeploy(
     // Not listed (the list failed): nothing is known of what Sveltos was doing.
     let unsettled = !listed
         || !settled(
+            p,
             world,
             observed,
             world.summaries.get(&desired.name).unwrap_or(&none),
@@ -115,25 +123,39 @@ fn record_redeploy(
     });
 }
 
-/// Whether Sveltos had finished the spec `observed` carries wherever it deploys it, as far as the
-/// listed summaries show without promoter's record: a summary for every unpaused cluster the
-/// profile selects, each in sync with it, every feature `Provisioned` by a status written at or
-/// after its spec (the API server's times). When not, Sveltos may still write a status of that
-/// spec, with hashes this pass never saw, between the pass's list and its profile write (its first
-/// status of a spec already carries the spec's hash as `Provisioning`, so a deployment it had
-/// started is in the list: `proceedDeployingFeature`, projectsveltos/addon-controller
-/// `controllers/clustersummary_deployer.go`, commit 60c6358035778386ccb9599f4944d2f5a0ec8926).
-fn settled(world: &World, observed: &ClusterProfile, summaries: &ProfileSummaries) -> bool {
+/// Whether every summary of `observed` shows a status about the spec it carries, so that any status
+/// of that spec Sveltos writes between the pass's list and its profile write carries hashes this
+/// pass saw: a summary for every unpaused cluster the profile selects, each in sync with it,
+/// reporting a feature for each kind of content with its hash, in a status judged current by
+/// the completion rule with `observed`'s own record (content, else the API server's times: at or
+/// after its spec), whatever it says (`Provisioned`, `Provisioning`, `Failed`: Sveltos writes a
+/// deployment's hash with `Provisioning` before it deploys and with every status after,
+/// `proceedDeployingFeature`, projectsveltos/addon-controller `controllers/clustersummary_deployer.go`,
+/// commit 60c6358035778386ccb9599f4944d2f5a0ec8926, so a deployment it had started, failing or
+/// not, is in the list). When not (a summary missing, out of sync, showing a status older than
+/// its spec or a feature without a hash), Sveltos may write that spec's status, with a hash the
+/// pass never saw, between the pass's list and its write.
+fn settled(
+    p: &ClusterPromotion,
+    world: &World,
+    observed: &ClusterProfile,
+    summaries: &ProfileSummaries,
+) -> bool {
+    let record = WriteRecord::of(p, observed);
+    let freshness = WriteRecord::freshness(record.as_ref());
+    let known = known_hashes::of(p, world, observed);
+    let known = known.as_ref().map(|k| &k.hashes);
     let comparison = summaries.comparison(&observed.spec.fields);
-    let deployed = summaries.iter().all(|s| {
+    let shown = summaries.iter().all(|s| {
         comparison.differs(s).is_none()
-            && s.provisioned(comparison.content(s), Freshness::UNKNOWN, None) == Provisioned::Yes
+            && s.reports_hashes(comparison.content(s))
+            && s.current(freshness, known, None).is_ok()
     });
     let selector: Option<LabelSelector> = match observed.spec.fields.get("clusterSelector") {
         Some(v) => serde_json::from_value(v.clone()).ok(),
         None => Some(LabelSelector::default()),
     };
-    deployed
+    shown
         && selector.is_some_and(|selector| {
             matching_clusters(&selector, world)
                 .iter()
@@ -154,9 +176,14 @@ pub fn delete_if_present(world: &World, d: &mut Decision, name: String) {
 
 /// Like [`ensure`], for a profile the status write decides: applied after it (its record stays in
 /// the record patch, before the status).
-pub fn ensure_after(world: &World, d: &mut Decision, desired: DesiredProfile) {
+pub fn ensure_after(
+    p: &ClusterPromotion,
+    world: &World,
+    d: &mut Decision,
+    desired: DesiredProfile,
+) {
     let before = d.actions.len();
-    let _ = ensure(world, d, desired);
+    let _ = ensure(p, world, d, desired);
     let planned: Vec<Action> = d.actions.drain(before..).collect();
     for action in planned {
         match action {

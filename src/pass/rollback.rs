@@ -75,6 +75,8 @@ struct Target {
     holds: bool,
     /// … and every matching cluster runs it; else why not.
     deployed: Result<(), String>,
+    /// When a summary waited for only by the grace will count (`DeploymentCheck::until`).
+    until: Option<DateTime<Utc>>,
     /// Reached by the run (it has a status entry, which describes its rollback).
     reached: bool,
 }
@@ -102,6 +104,7 @@ fn targets(
         if !reached && observed.is_none() {
             continue;
         }
+        let mut until = None;
         let deployed = match observed {
             Some(_) if holds && !check_deployment => Ok(()),
             // Not listed in this pass (the pass that starts a rollback observed before it was
@@ -118,6 +121,7 @@ fn targets(
                     &stage.cluster_selector.clone().unwrap_or_default(),
                     world,
                 );
+                until = check.until;
                 match (check.done, check.failure) {
                     (true, _) => Ok(()),
                     (false, Some(f)) => Err(format!("deployment failed: {f}")),
@@ -135,6 +139,7 @@ fn targets(
             desired,
             holds,
             deployed,
+            until,
             reached,
         });
     }
@@ -208,7 +213,7 @@ pub fn plan(
         let targets = targets(p, &good, world, status, false);
         let all_hold = targets.iter().all(|t| t.holds);
         for t in targets {
-            ensure_after(world, d, t.desired);
+            ensure_after(p, world, d, t.desired);
         }
         let kept = fingerprint(p, world, status);
         if all_hold && record.kept.as_deref() != Some(kept.as_str()) {
@@ -269,7 +274,7 @@ pub fn plan(
         _ => None,
     };
     if let Some(miss) = record.missed.clone().or_else(|| pending_miss(d)) {
-        return stall(world, &targets, &current, status, &miss, &id, now, d);
+        return stall(p, world, &targets, &current, status, &miss, &id, now, d);
     }
     for (i, t) in targets.iter().enumerate() {
         let turn = match record.order {
@@ -278,7 +283,7 @@ pub fn plan(
         };
         if turn {
             // The profile follows the status write that describes the stage as rolling back.
-            ensure_after(world, d, t.desired.clone());
+            ensure_after(p, world, d, t.desired.clone());
             delete_after(
                 world,
                 d,
@@ -320,6 +325,9 @@ pub fn plan(
             ),
         );
         d.check_by(due);
+        // A pass when the grace ends, not only at the deadline (a scheduler that sleeps until
+        // the next check, the simulator, must not sleep through it).
+        d.wait_for_grace(&t.stage, t.until);
         return;
     }
     d.record(RecordOp::Rollback(Rollback {
@@ -460,6 +468,7 @@ fn pending_miss(d: &Decision) -> Option<RollbackMiss> {
 /// for says why.
 #[allow(clippy::too_many_arguments)]
 fn stall(
+    p: &ClusterPromotion,
     world: &World,
     targets: &[Target],
     current: &str,
@@ -470,7 +479,7 @@ fn stall(
     d: &mut Decision,
 ) {
     for t in targets.iter().filter(|t| t.holds) {
-        ensure_after(world, d, t.desired.clone());
+        ensure_after(p, world, d, t.desired.clone());
     }
     let stage = match targets.iter().find(|t| t.stage == miss.stage) {
         Some(t) if t.reached => t.stage.clone(),

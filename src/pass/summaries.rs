@@ -88,11 +88,12 @@ const UNREADABLE: u32 = u32::MAX;
 /// What promoter knows of the spec change a summary went through last: from the
 /// `promoter.dev/redeploy` record of the profile write (see [`crate::annotations::redeploy`]).
 ///
-/// `unsettled`: when promoter wrote the spec, Sveltos had not finished the previous one on every
-/// summary (one out of sync, missing, deploying or failing), so it may have written that spec's
-/// status, with a hash promoter never saw, between the pass's list and its write. Such a hash is
-/// not evidence of the new spec: only a status written strictly after the spec is (the API
-/// server's two times), else the grace.
+/// `unsettled`: when promoter wrote the spec, a summary showed no status of the spec before it (one
+/// missing, out of sync, without a hash, or with a status not known to be about its spec:
+/// `profile_writes::settled`), so Sveltos may have written that spec's status, with a hash
+/// promoter never saw, between the pass's list and its write. Such a hash is not evidence of the
+/// new spec: only a status written strictly after the spec is (the API server's two times), else
+/// the grace; or a hash stored for exactly the new spec (`known`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Freshness<'a> {
     /// Nothing recorded for the profile's current spec, or a change promoter cannot predict.
@@ -133,9 +134,9 @@ pub enum Stale {
     /// promoter cannot know whether it will: counted as current from `grace_ends` (seconds since
     /// the epoch) unless it does.
     NoStatusSince { grace_ends: i64 },
-    /// The spec was written while Sveltos was still busy with the previous one (`unsettled`) and
-    /// no status was written strictly after it: the `Provisioned` may be the previous spec's.
-    /// Counted as current from `grace_ends` unless Sveltos writes a status.
+    /// The spec was written while a summary showed no status of the spec before it (`unsettled`),
+    /// and no status was written strictly after it: the `Provisioned` may be that spec's. Counted
+    /// as current from `grace_ends` unless Sveltos writes a status.
     Unsettled { grace_ends: i64 },
 }
 
@@ -143,6 +144,9 @@ impl Summary {
     /// Upstream's check (every feature `Provisioned`, one present for each kind of content the
     /// summary carries), and whether that `Provisioned` is about the summary's current spec:
     ///
+    /// * every feature carries a hash Sveltos reported for this very spec before (`known`: stored
+    ///   with a revision that completed, [`super::known_hashes`]): it is, however and whenever the
+    ///   spec was written (content, no clock);
     /// * a change that redeploys nothing ([`Freshness::Nothing`]): it is;
     /// * a change that redeploys features whose hashes before the write are known: it is not while
     ///   one of them still carries one of those hashes; it is when none does and the write was
@@ -152,25 +156,77 @@ impl Summary {
     ///   after it when the write was unsettled; else [`Stale::NoStatusSince`] or
     ///   [`Stale::Unsettled`], taken as current once [`STALE_PROVISIONED_GRACE`] has passed.
     ///
-    /// Sveltos' own `lastAppliedTime` (its node's clock) is never compared with the API server's.
+    /// Why content comes first, from Sveltos' source (projectsveltos/addon-controller, commit
+    /// 60c6358035778386ccb9599f4944d2f5a0ec8926; projectsveltos/libsveltos, commit
+    /// fe4f45b; kubernetes-sigs/cluster-api `util/patch/patch.go`, commit
+    /// 0c1ff6ac646550df3f4fa2198c0cc56278f67ac7, the helper addon-controller v1.14 uses):
+    ///
+    /// * every status the ClusterSummary controller writes carries, per feature, the hash it
+    ///   computed from the spec its reconcile read (`deployFeature`/`proceedDeployingFeature`,
+    ///   `controllers/clustersummary_deployer.go`), and the deployer drops the result of a request
+    ///   superseded while it ran (`storeResult`, `lib/deployer/worker.go`): a feature's hash names
+    ///   the spec its status is about;
+    /// * that status is sent when the reconcile ends, by the patch helper's `Close`
+    ///   (`pkg/scope/clustersummary.go`): a JSON merge patch of the status subresource without a
+    ///   resourceVersion (`patchStatus`), so a status computed from an older spec lands after the
+    ///   new spec was copied (a late write), and nothing discards it;
+    /// * `managedFields` times are seconds, and a summary's resourceVersion is its last write's:
+    ///   nothing the API server keeps orders a status write before or after a spec write of the same
+    ///   second, and "after" is no proof (the late write).
+    ///
+    /// So where a hash cannot tell, the times decide only as far as they can, and what truly cannot
+    /// be known waits for the grace. Sveltos' own `lastAppliedTime` (its node's clock) is never
+    /// compared with the API server's.
     pub fn provisioned(
         &self,
         content: [bool; 3],
         freshness: Freshness,
+        known: Option<&Before>,
         now: Option<DateTime<Utc>>,
     ) -> Provisioned {
         let all = self
             .features
             .iter()
             .all(|f| f.status.as_deref() == Some("Provisioned"))
-            && COMPARED.iter().zip(content).all(|((_, feature), has)| {
-                !has || self.features.iter().any(|f| &*f.id == *feature)
-            });
+            && self.covers(content);
         if !all {
             return Provisioned::No;
         }
+        match self.current(freshness, known, now) {
+            Ok(()) => Provisioned::Yes,
+            Err(stale) => Provisioned::Stale(stale),
+        }
+    }
+
+    /// Whether it reports a feature for each kind of content its spec has.
+    fn covers(&self, content: [bool; 3]) -> bool {
+        COMPARED
+            .iter()
+            .zip(content)
+            .all(|((_, feature), has)| !has || self.features.iter().any(|f| &*f.id == *feature))
+    }
+
+    /// Whether it reports every kind of content its spec has, each feature with its hash: what
+    /// any later status about the same spec will carry is then in sight.
+    pub fn reports_hashes(&self, content: [bool; 3]) -> bool {
+        !self.features.is_empty()
+            && self.covers(content)
+            && self.features.iter().all(|f| f.hash.is_some())
+    }
+
+    /// Whether the status it shows, whatever it says (`Provisioned`, `Provisioning`, `Failed`), is
+    /// about its current spec, by the rules of [`Self::provisioned`]; else why not yet.
+    pub fn current(
+        &self,
+        freshness: Freshness,
+        known: Option<&Before>,
+        now: Option<DateTime<Utc>>,
+    ) -> Result<(), Stale> {
+        if known.is_some_and(|k| self.carries(k)) {
+            return Ok(());
+        }
         let (by_content, unsettled) = match freshness {
-            Freshness::Nothing => return Provisioned::Yes,
+            Freshness::Nothing => return Ok(()),
             Freshness::Redeploy {
                 features,
                 before: Some(before),
@@ -180,9 +236,7 @@ impl Summary {
                 let mut known = true;
                 for f in expected {
                     match &f.hash {
-                        Some(h) if before.contains(bit(&f.id), h) => {
-                            return Provisioned::Stale(Stale::OldHash);
-                        }
+                        Some(h) if before.contains(bit(&f.id), h) => return Err(Stale::OldHash),
                         Some(_) => {}
                         None => known = false,
                     }
@@ -194,25 +248,35 @@ impl Summary {
             }
         };
         if by_content {
-            return Provisioned::Yes;
+            return Ok(());
         }
         let Some(written) = self.spec_written else {
-            return Provisioned::Yes;
+            return Ok(());
         };
         // Second precision: a status of the same second may precede the spec write, which
         // matters only when a status of the previous spec may have landed just before it.
         let after = |t: i64| if unsettled { t > written } else { t >= written };
         if self.status_written.is_some_and(after) {
-            return Provisioned::Yes;
+            return Ok(());
         }
         let grace_ends = written + STALE_PROVISIONED_GRACE.num_seconds();
         if now.is_some_and(|n| n.timestamp() >= grace_ends) {
-            Provisioned::Yes
+            Ok(())
         } else if unsettled {
-            Provisioned::Stale(Stale::Unsettled { grace_ends })
+            Err(Stale::Unsettled { grace_ends })
         } else {
-            Provisioned::Stale(Stale::NoStatusSince { grace_ends })
+            Err(Stale::NoStatusSince { grace_ends })
         }
+    }
+
+    /// Whether every feature carries one of these hashes (and there is a feature).
+    pub fn carries(&self, hashes: &Before) -> bool {
+        !self.features.is_empty()
+            && self.features.iter().all(|f| {
+                f.hash
+                    .as_ref()
+                    .is_some_and(|h| hashes.contains(bit(&f.id), h))
+            })
     }
 
     /// A feature reported `Failed` or `FailedNonRetriable`: the cluster and Sveltos' message.
@@ -847,7 +911,7 @@ mod tests {
         let s = only_helm.iter().next().unwrap();
         assert_eq!(only_helm.content(s), [true, true, false]);
         assert_eq!(
-            s.provisioned(only_helm.content(s), Freshness::UNKNOWN, None),
+            s.provisioned(only_helm.content(s), Freshness::UNKNOWN, None, None),
             Provisioned::No
         );
         let both: ProfileSummaries = [summary(
@@ -859,7 +923,7 @@ mod tests {
         .collect();
         let s = both.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(both.content(s), Freshness::UNKNOWN, None),
+            s.provisioned(both.content(s), Freshness::UNKNOWN, None, None),
             Provisioned::Yes
         );
         let failing: ProfileSummaries = [summary(
@@ -871,7 +935,7 @@ mod tests {
         .collect();
         let s = failing.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(failing.content(s), Freshness::UNKNOWN, None),
+            s.provisioned(failing.content(s), Freshness::UNKNOWN, None, None),
             Provisioned::No
         );
         assert_eq!(
@@ -900,7 +964,7 @@ mod tests {
             before: None,
             unsettled: false,
         };
-        // Written while Sveltos was busy with the previous spec: a new hash is no evidence.
+        // Written while a summary showed no status of the spec before: a new hash is no evidence.
         let busy = Freshness::Redeploy {
             features: helm,
             before: Some(&before),
@@ -1026,7 +1090,7 @@ mod tests {
             assert_eq!(s.spec_written, Some(t(spec_at).timestamp()));
             assert_eq!(s.status_written, Some(t(status_at).timestamp()), "case {i}");
             assert_eq!(
-                s.provisioned(all.content(s), freshness, now),
+                s.provisioned(all.content(s), freshness, None, now),
                 want,
                 "case {i}"
             );
@@ -1037,14 +1101,14 @@ mod tests {
         let all: ProfileSummaries = [cs].into_iter().collect();
         let s = all.iter().next().unwrap();
         let content = [true, false, false];
-        assert_eq!(s.provisioned(content, redeploy, soon), stale_until);
+        assert_eq!(s.provisioned(content, redeploy, None, soon), stale_until);
         // Without managed fields nothing can be judged by time.
         let bare: ProfileSummaries = [summary("a", spec.clone(), &[("Helm", "Provisioned")])]
             .into_iter()
             .collect();
         let s = bare.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(content, Freshness::UNKNOWN, soon),
+            s.provisioned(content, Freshness::UNKNOWN, None, soon),
             Provisioned::Yes
         );
         // Not all Provisioned: no, whatever is known.
@@ -1053,7 +1117,7 @@ mod tests {
             .collect();
         let s = failing.iter().next().unwrap();
         assert_eq!(
-            s.provisioned(content, Freshness::Nothing, soon),
+            s.provisioned(content, Freshness::Nothing, None, soon),
             Provisioned::No
         );
     }
@@ -1123,6 +1187,191 @@ mod tests {
         assert_eq!(&*c.cluster_name, "c");
     }
 
+    /// Issue 45: hashes Sveltos reported for exactly this spec before (a stored revision's) decide
+    /// by content, before everything else: a summary whose every feature carries one of them is
+    /// provisioned for it whatever the write and the second; one that does not is judged as
+    /// without them.
+    #[test]
+    fn a_hash_sveltos_reported_for_the_spec_counts_whatever_the_write_and_the_second() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let (old, new, other) = (
+            "OLDHASHxxxxxAAAA=",
+            "NEWHASHxxxxxBBBB=",
+            "OTHERHASHxxxCCCC=",
+        );
+        let (helm, resources) = (bit("Helm"), bit("Resources"));
+        let mut before = Before::default();
+        before.insert(helm, prefix(old).unwrap());
+        let mut known = Before::default();
+        known.insert(helm, prefix(new).unwrap());
+        known.insert(resources, prefix(old).unwrap());
+        // The Helm hash `old` stored as Resources' only: a hash counts for its own feature.
+        let mut crossed = Before::default();
+        crossed.insert(resources, prefix(old).unwrap());
+        crossed.insert(resources, prefix(new).unwrap());
+        // `old` is also the revision's own Helm hash (the change did not touch its content).
+        let mut both = known.clone();
+        both.insert(helm, prefix(old).unwrap());
+        let busy = Freshness::Redeploy {
+            features: helm,
+            before: Some(&before),
+            unsettled: true,
+        };
+        let spec_at = "2026-11-23T10:00:05Z";
+        let soon = Some(t("2026-11-23T10:01:00Z"));
+        let busy_until = Provisioned::Stale(Stale::Unsettled {
+            grace_ends: t("2026-11-23T10:10:05Z").timestamp(),
+        });
+        // (Helm's hash, Helm's status, known, expected); Resources carries `old`, Provisioned;
+        // every status written in the second of the spec, after an unsettled write.
+        let cases: Vec<(&str, &str, Option<&Before>, Provisioned)> = vec![
+            (new, "Provisioned", Some(&known), Provisioned::Yes),
+            (new, "Provisioned", None, busy_until),
+            (other, "Provisioned", Some(&known), busy_until),
+            (
+                old,
+                "Provisioned",
+                Some(&known),
+                Provisioned::Stale(Stale::OldHash),
+            ),
+            (old, "Provisioned", Some(&both), Provisioned::Yes),
+            (new, "Provisioned", Some(&crossed), busy_until),
+            (new, "Provisioning", Some(&known), Provisioned::No),
+        ];
+        for (i, (hash, status, known, want)) in cases.into_iter().enumerate() {
+            let mut cs = summary(
+                "a",
+                spec.clone(),
+                &[("Helm", status), ("Resources", "Provisioned")],
+            );
+            stamp(&mut cs, spec_at, spec_at, &[hash, old]);
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert_eq!(
+                s.provisioned(all.content(s), busy, known, soon),
+                want,
+                "case {i}"
+            );
+        }
+        // A feature without a hash is not known to be about the spec.
+        let mut cs = summary(
+            "a",
+            spec,
+            &[("Helm", "Provisioned"), ("Resources", "Provisioned")],
+        );
+        stamp(&mut cs, spec_at, spec_at, &[new]);
+        let all: ProfileSummaries = [cs].into_iter().collect();
+        let s = all.iter().next().unwrap();
+        assert!(!s.carries(&known));
+        assert_eq!(
+            s.provisioned(all.content(s), busy, Some(&known), soon),
+            busy_until
+        );
+        assert!(
+            !ProfileSummaries::default()
+                .iter()
+                .any(|s| s.carries(&known))
+        );
+    }
+
+    /// Whether the status a summary shows is about its spec is judged whatever it says (what a
+    /// write's settledness reads), by the same rules as a `Provisioned`; and whether it reports
+    /// every kind of content with a hash.
+    #[test]
+    fn a_status_of_any_kind_is_judged_current_by_the_same_rules() {
+        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
+        let mut before = Before::default();
+        before.insert(bit("Helm"), prefix(old).unwrap());
+        let redeploy = Freshness::Redeploy {
+            features: bit("Helm"),
+            before: Some(&before),
+            unsettled: false,
+        };
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().timestamp();
+        // (Helm's status, its hash, status time, freshness, current)
+        type Case<'a> = (&'a str, &'a str, &'a str, Freshness<'a>, Result<(), Stale>);
+        let cases: Vec<Case> = vec![
+            (
+                "Failed",
+                new,
+                "2026-11-23T10:00:05Z",
+                Freshness::UNKNOWN,
+                Ok(()),
+            ),
+            (
+                "Provisioning",
+                new,
+                "2026-11-23T10:00:05Z",
+                Freshness::UNKNOWN,
+                Ok(()),
+            ),
+            (
+                "Failed",
+                old,
+                "2026-11-23T10:00:09Z",
+                redeploy,
+                Err(Stale::OldHash),
+            ),
+            (
+                "Provisioning",
+                new,
+                "2026-11-23T10:00:01Z",
+                redeploy,
+                Ok(()),
+            ),
+            (
+                "Failed",
+                new,
+                "2026-11-23T10:00:04Z",
+                Freshness::Nothing,
+                Ok(()),
+            ),
+            (
+                "Failed",
+                new,
+                "2026-11-23T10:00:04Z",
+                Freshness::UNKNOWN,
+                Err(Stale::NoStatusSince {
+                    grace_ends: t("2026-11-23T10:10:05Z"),
+                }),
+            ),
+        ];
+        for (i, (status, hash, status_at, freshness, want)) in cases.into_iter().enumerate() {
+            let mut cs = summary(
+                "a",
+                spec.clone(),
+                &[("Helm", status), ("Resources", "Provisioned")],
+            );
+            stamp(&mut cs, "2026-11-23T10:00:05Z", status_at, &[hash, old]);
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert!(s.reports_hashes(all.content(s)), "case {i}");
+            assert_eq!(s.current(freshness, None, None), want, "case {i}");
+        }
+        // A kind of content without its feature, a feature without a hash, no feature at all.
+        for (features, hashes) in [
+            (&[("Helm", "Provisioned")][..], &[new, old][..]),
+            (
+                &[("Helm", "Failed"), ("Resources", "Failed")][..],
+                &[new][..],
+            ),
+            (&[][..], &[][..]),
+        ] {
+            let mut cs = summary("a", spec.clone(), features);
+            stamp(
+                &mut cs,
+                "2026-11-23T10:00:05Z",
+                "2026-11-23T10:00:05Z",
+                hashes,
+            );
+            let all: ProfileSummaries = [cs].into_iter().collect();
+            let s = all.iter().next().unwrap();
+            assert!(!s.reports_hashes(all.content(s)), "{features:?}");
+        }
+    }
+
     /// Only the features a change redeploys are judged by their hashes: another feature without a
     /// hash leaves the judgement to content, not to the clock.
     #[test]
@@ -1154,7 +1403,12 @@ mod tests {
         let s = all.iter().next().unwrap();
         assert_eq!(s.features[1].hash, None);
         assert_eq!(
-            s.provisioned(all.content(s), redeploy, Some(t("2026-11-23T10:01:00Z"))),
+            s.provisioned(
+                all.content(s),
+                redeploy,
+                None,
+                Some(t("2026-11-23T10:01:00Z"))
+            ),
             Provisioned::Yes
         );
     }

@@ -23,6 +23,14 @@
 //!   `Provisioned`) after the spec write: the reconcile that read the old spec ends after the new
 //!   one landed, and its status patch carries no resourceVersion (cluster-api's patch helper,
 //!   `util/patch/patch.go` `patchStatus`: a merge patch without optimistic lock);
+//! * a feature whose hash changed is written `Provisioning` with its new hash first (one reconcile
+//!   queues the deployment), then `Provisioned` (the next one reads its result), even when the
+//!   deployment takes no time: both writes then land in the second of the spec copy, as a real
+//!   Sveltos that deploys a chart or a policy without waiting answers;
+//! * with [`AddonController::cached_redeploys`], a deployment of hashes a summary already ran (a
+//!   rollback, a revert) takes no time: Sveltos does not wait for a chart it has cached or a policy
+//!   to become ready, so a rollback's spec copy, `Provisioning` and `Provisioned` land in the same
+//!   second;
 //! * failing clusters report `Failed`; a deleted profile loses its summaries and then Sveltos'
 //!   finalizer (the add-ons are withdrawn);
 //! * with [`AddonController::oss_promotion_controller`], it also plays open-source Sveltos v1.14+'s
@@ -50,6 +58,9 @@ use std::collections::BTreeMap;
 /// Sveltos' finalizer on ClusterProfiles.
 pub const PROFILE_FINALIZER: &str = "clusterprofilefinalizer.projectsveltos.io";
 const SINCE_ANNOTATION: &str = "sim.promoter.dev/deploying-since";
+/// The hashes a summary has reported `Provisioned` (the simulation's memory of what each cluster
+/// ran, for [`AddonController::cached_redeploys`]).
+const RAN_ANNOTATION: &str = "sim.promoter.dev/ran";
 /// The field manager of Sveltos' writes: its binary is `manager`, and the API server takes the
 /// User-Agent's first word.
 pub const SVELTOS_MANAGER: &str = "manager";
@@ -75,6 +86,9 @@ pub struct AddonController {
     pub late_writes: bool,
     /// Play open-source Sveltos v1.14+'s ClusterPromotion controller next to promoter.
     pub oss_promotion_controller: bool,
+    /// A deployment whose every feature hash the summary reported `Provisioned` before (a rollback,
+    /// a revert) takes no time, whatever the cluster's deploy time (see the module docs).
+    pub cached_redeploys: bool,
 }
 
 impl Default for AddonController {
@@ -88,6 +102,7 @@ impl Default for AddonController {
             clock_skew: Duration::zero(),
             late_writes: false,
             oss_promotion_controller: false,
+            cached_redeploys: false,
         }
     }
 }
@@ -332,9 +347,11 @@ fn write_spec(store: &mut Store, object: Value, existing: Option<&Value>) -> Opt
         None => store.create(&cs_rt, &ns, object).ok(),
         Some(current) => {
             let mut next = object;
-            // Sveltos' own bookkeeping is not the profile controller's to drop.
-            if let Some(since) = current.pointer(&since_pointer()) {
-                next["metadata"]["annotations"][SINCE_ANNOTATION] = since.clone();
+            // The simulation's own bookkeeping is not the profile controller's to drop.
+            for key in [SINCE_ANNOTATION, RAN_ANNOTATION] {
+                if let Some(v) = current.pointer(&annotation_pointer(key)) {
+                    next["metadata"]["annotations"][key] = v.clone();
+                }
             }
             next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
             store.update(&cs_rt, &ns, &name, next, false).ok()
@@ -366,11 +383,12 @@ pub fn write_summary(store: &mut Store, object: Value, existing: Option<Value>, 
     }
 }
 
+fn annotation_pointer(key: &str) -> String {
+    format!("/metadata/annotations/{}", key.replace('/', "~1"))
+}
+
 fn since_pointer() -> String {
-    format!(
-        "/metadata/annotations/{}",
-        SINCE_ANNOTATION.replace('/', "~1")
-    )
+    annotation_pointer(SINCE_ANNOTATION)
 }
 
 /// When the controller got (or gets) to a summary's current spec, from its bookkeeping.
@@ -384,17 +402,50 @@ fn since_of(cs: &Value) -> Option<DateTime<Utc>> {
 /// Records the simulation's bookkeeping on a summary, as a manager of its own: Sveltos' entry in
 /// `managedFields` (the time of its spec write) is left as the real controller leaves it.
 fn write_since(store: &mut Store, current: Value, since: DateTime<Utc>) -> Option<Value> {
+    write_bookkeeping(store, current, SINCE_ANNOTATION, json!(rfc3339(since)))
+}
+
+fn write_bookkeeping(store: &mut Store, current: Value, key: &str, value: Value) -> Option<Value> {
     let (ns, name) = (meta_str(&current, "namespace"), meta_str(&current, "name"));
     let mut next = current;
     if !next["metadata"]["annotations"].is_object() {
         next["metadata"]["annotations"] = json!({});
     }
-    next["metadata"]["annotations"][SINCE_ANNOTATION] = json!(rfc3339(since));
+    next["metadata"]["annotations"][key] = value;
     store
         .with_manager("promoter-simulation", |store| {
             store.update(&cluster_summary_type(), &ns, &name, next, false)
         })
         .ok()
+}
+
+/// The hashes a summary has reported `Provisioned` ([`RAN_ANNOTATION`]).
+fn ran(cs: &Value) -> Vec<String> {
+    cs.pointer(&annotation_pointer(RAN_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
+}
+
+/// Adds the hashes of the summary's `Provisioned` features to what it ran (written only when that
+/// grows).
+fn remember_ran(store: &mut Store, current: Value) -> Option<Value> {
+    let mut hashes = ran(&current);
+    let before = hashes.len();
+    for f in status_features(&current) {
+        if f["status"] == "Provisioned"
+            && let Some(h) = f["hash"].as_str()
+            && !hashes.iter().any(|x| x == h)
+        {
+            hashes.push(h.to_string());
+        }
+    }
+    if hashes.len() == before {
+        return Some(current);
+    }
+    hashes.sort();
+    let text = serde_json::to_string(&hashes).unwrap_or_default();
+    write_bookkeeping(store, current, RAN_ANNOTATION, json!(text))
 }
 
 /// The annotations Sveltos copies from a profile onto its summaries (without the simulation's own).
@@ -405,6 +456,7 @@ fn copied_annotations(v: &Value) -> Map<String, Value> {
         .cloned()
         .unwrap_or_default();
     a.remove(SINCE_ANNOTATION);
+    a.remove(RAN_ANNOTATION);
     a
 }
 
@@ -509,7 +561,21 @@ impl AddonController {
             .iter()
             .filter_map(|f| f["featureID"].as_str().map(String::from))
             .collect();
-        let done = now >= since + self.deploy_time_of(&key);
+        // What the summary ran before is redeployed at once (a cached chart, a policy).
+        let cached = self.cached_redeploys && {
+            let ran = ran(&current);
+            let wanted = feature_ids(t.spec, &ids);
+            !wanted.is_empty()
+                && wanted
+                    .iter()
+                    .all(|id| ran.contains(&feature_hash(t.spec, id)))
+        };
+        let deploy_time = if cached {
+            Duration::zero()
+        } else {
+            self.deploy_time_of(&key)
+        };
+        let done = now >= since + deploy_time;
         let after: Vec<Value> = feature_ids(t.spec, &ids)
             .iter()
             .map(|id| {
@@ -551,7 +617,41 @@ impl AddonController {
         if after == before {
             return Some(current);
         }
-        write_status(store, current, json!({"featureSummaries": after}))
+        // The reconcile that queues a deployment writes its hash with `Provisioning`; the one that
+        // reads its result writes `Provisioned` (`proceedDeployingFeature`,
+        // controllers/clustersummary_deployer.go): two writes, in one second when it took none.
+        let queued: Vec<Value> = after
+            .iter()
+            .map(|f| {
+                let was = before.iter().find(|w| w["featureID"] == f["featureID"]);
+                let seen = was.is_some_and(|w| {
+                    w["hash"] == f["hash"]
+                        && (w["status"] == "Provisioning" || w["status"] == "Provisioned")
+                });
+                if f["status"] != "Provisioned" || seen {
+                    return f.clone();
+                }
+                let mut q = f.clone();
+                q["status"] = json!("Provisioning");
+                match was.and_then(|w| w.get("lastAppliedTime")) {
+                    Some(at) => q["lastAppliedTime"] = at.clone(),
+                    None => {
+                        if let Some(m) = q.as_object_mut() {
+                            m.remove("lastAppliedTime");
+                        }
+                    }
+                }
+                q
+            })
+            .collect();
+        if queued != after && queued != before {
+            current = write_status(store, current, json!({"featureSummaries": queued}))?;
+        }
+        let written = write_status(store, current, json!({"featureSummaries": after}))?;
+        if self.cached_redeploys {
+            return remember_ran(store, written);
+        }
+        Some(written)
     }
 }
 

@@ -322,6 +322,8 @@ impl<'h> Simulation<'h> {
         }));
         let mut addon = AddonController {
             clock_skew: opts.sveltos_clock_skew,
+            // A rollback or a revert redeploys what a cluster ran before at once, as Sveltos does.
+            cached_redeploys: true,
             ..AddonController::default()
         };
         if let Some(d) = &fleet.default_deploy_time {

@@ -16,7 +16,7 @@ pub fn check(
 ) -> Option<Wait> {
     let pv = preverification_profile(s.p, s.stage)?;
     let pv_name = pv.name.clone();
-    let text = match ensure(s.world, d, pv) {
+    let text = match ensure(s.p, s.world, d, pv) {
         Observed::Applied(cp) => {
             let check = deployment::check(
                 s.p,
