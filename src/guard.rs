@@ -19,6 +19,15 @@ pub fn patch_not_applied(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 422 && s.message.starts_with(PATCH_NOT_APPLIED))
 }
 
+/// A write whose outcome is not known: its answer was lost (connection reset, timeout) or the
+/// server timed out (504: the write may still be committed). Never replayed blindly: the pass
+/// reads what happened, or leaves it to the next pass; only a create under a name of its own
+/// content is sent again (the server stores it once).
+pub fn outcome_unknown(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_))
+        || matches!(e, kube::Error::Api(s) if s.code == 504)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

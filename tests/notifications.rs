@@ -16,7 +16,7 @@ use common::{ALL_HEALTHY, Env};
 use promoter::annotations::outbox::{self, OUTBOX};
 use promoter::api::ClusterPromotion;
 use promoter::fake::webhook::{Fault, Received, WebhookReceiver};
-use promoter::fake::{FaultAction, FaultRule, RequestMatcher, ResourceType, secret_type};
+use promoter::fake::{FaultAction, FaultRule, RequestMatcher, secret_type};
 use promoter::notify::Location;
 use promoter::pass::{PassLimits, PassOptions, PassReport, run_pass_with};
 use serde_json::{Value, json};
@@ -26,23 +26,6 @@ use common::SEED_FLEET as FLEET;
 
 const PASS_USERS: [&str; 2] = ["pass-a", "pass-b"];
 const MANUAL: &str = "kyverno-prog-rollout-man";
-
-fn configmap_type() -> ResourceType {
-    ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true)
-}
-
-/// The ConfigMap of the settings at the default place, with `config` as its config.yaml.
-fn rules(env: &Env, config: &str) {
-    env.server
-        .store()
-        .seed(
-            &configmap_type(),
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "promoter-notifications", "namespace": "promoter-system"},
-                "data": {"config.yaml": config}}),
-        )
-        .unwrap();
-}
 
 /// The four kinds of receiver on one loopback server, every rule sending everything; the URLs
 /// and a token in the Secret (the CloudEvents one written in the ConfigMap).
@@ -68,7 +51,7 @@ rules:
         r.url("/events")
     );
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    rules(env, &config);
+    common::notification_rules(env, &config);
     env.server
         .store()
         .seed(
@@ -417,7 +400,7 @@ rules:
         receiver.url("/dead"),
         receiver.url("/alive")
     );
-    rules(&env, &config);
+    common::notification_rules(&env, &config);
     receiver.inject(
         "/dead",
         Fault::Slow(std::time::Duration::from_secs(60)),
@@ -744,4 +727,32 @@ async fn concurrent_passes_and_faulty_receivers_lose_nothing() {
         .await;
         assert_eq!(transitions(&got), want, "seed {seed}");
     }
+}
+
+/// Issue 45: with notifications off (no ConfigMap), a pass whose read of the settings failed
+/// records its transitions in the outbox, unrouted, to send once the settings can be read; read
+/// then, they say notifications are off, and nothing ever removed the outbox: the rollout ended
+/// with an entry the calm run never had (the network campaign, seed 0x450008 at 30 %).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outbox_recorded_while_the_settings_could_not_be_read_is_dropped_when_they_are_off() {
+    let env = Env::new(FLEET).await;
+    let name = env.apply_example("blog-kyverno-auto.yaml")[0].clone();
+    // Every retry of the read refused, in the first pass only.
+    env.server.inject(FaultRule::after(
+        RequestMatcher::verbs(&["get"]).resource("configmaps"),
+        0,
+        FaultAction::Status(503),
+    ));
+    pass(&env, &env.client, PassLimits::default()).await;
+    env.server.clear_faults();
+    assert!(
+        !outbox_of(&env, &name).is_empty(),
+        "the first pass's transitions recorded, unrouted"
+    );
+    for _ in 0..3 {
+        env.addon.reconcile(&env.server, env.now());
+        env.advance(Duration::minutes(1));
+        pass(&env, &env.client, PassLimits::default()).await;
+    }
+    assert_eq!(outbox_of(&env, &name), []);
 }

@@ -24,7 +24,10 @@
 //!   having run it on every cluster it selects; once read complete, no later status of that run
 //!   reads a stage on its way or another stage. promoter's record is checked too: never dropped
 //!   within a run, set only at the last stage. A new run starts only for a spec that differs from
-//!   the run's.
+//!   the run's. A status that reads a run complete shows its last stage passed at the time the
+//!   pass that passed it judged it (its lastSuccessfulAppliedTime), whichever pass writes it: the
+//!   completing pass's status write may be lost after its record patch, and the next pass then
+//!   writes what it would have.
 //! * **No stage waits for the grace when Sveltos has answered** (with [`Bounds::api_clock`]: with
 //!   the store's fixed time, long ago, every grace is over). A pass's decision that a stage waits
 //!   only for the freshness grace (`Decision::grace`) while every summary it listed of the stage's
@@ -108,6 +111,10 @@ pub struct PromotionGhost {
     /// with [`Bounds::api_clock`], the bound where a grace can be waited for).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub blind: BTreeSet<String>,
+    /// When the last stage of the current run was passed: the clock of the pass whose record
+    /// patch recorded the completion (cleared by a new run). A timestamp, so that the fingerprint
+    /// names it as it names the status's times (`canon`).
+    pub completed_at: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -510,6 +517,9 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
     if rb != ra && !g.recorded.is_empty() {
         g.recorded.clear();
     }
+    if rb != ra && g.completed_at.is_some() {
+        g.completed_at = None;
+    }
     if sa != sb
         && let Some(c) = position(b, &cb)
     {
@@ -539,6 +549,10 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
             if !complete_a && complete_b {
                 if position(b, &cb).is_some_and(|c| c + 1 == b.spec.stages.len()) {
                     passed = Some(cb.clone());
+                    if let Actor::Pass(now) = who {
+                        g.completed_at =
+                            Some(promoter::api::Timestamp::new(super::setup::at(now)).to_string());
+                    }
                 } else {
                     out.push(format!("{name}: completed at stage {cb}, not the last"));
                 }
@@ -890,6 +904,26 @@ fn completion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>)
                     stage.name
                 ));
             }
+        }
+        // As the pass that passed the last stage writes it (README, "What the status says"):
+        // the stage passed at that pass's time, whichever pass writes the status that shows it
+        // (the completing pass's own status write may be lost after its record patch).
+        let last = b.spec.stages.last().map(|s| s.name.as_str());
+        let passed_at = b
+            .status
+            .iter()
+            .flat_map(|s| s.stages.iter().flatten())
+            .find(|e| Some(e.name.as_str()) == last)
+            .and_then(|e| e.last_successful_applied_time)
+            .map(|t| t.to_string());
+        if let Some(at) = &g.completed_at
+            && passed_at.as_ref() != Some(at)
+        {
+            out.push(format!(
+                "{name}: the status reads run {} complete with stage {}'s lastSuccessfulAppliedTime {passed_at:?}, not {at}, when the pass that passed it judged it",
+                run.revision,
+                last.unwrap_or_default()
+            ));
         }
         g.read_complete = Some(run);
         return;

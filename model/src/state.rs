@@ -864,12 +864,12 @@ impl State {
                     return Ok(false);
                 }
                 self.budget.lost_answers -= 1;
-                w.judge(&name, Answer::Unknown("connection reset (model)".into()))
+                self.after_lost_answer(w, &name, &current)?
             }
             // The store is left as it is: the request never reached it.
             Lost::NotApplied => {
                 self.budget.lost_answers -= 1;
-                w.judge(&name, Answer::Unknown("connection reset (model)".into()))
+                self.after_lost_answer(w, &name, &current)?
             }
         };
         let go_on = match verdict {
@@ -905,6 +905,30 @@ impl State {
             Pass::Idle
         };
         Ok(true)
+    }
+
+    /// The verdict on a lost answer, as `act` reaches it: the write judged unknown, then, for a
+    /// write `act` reads the promotion back after, judged again from the promotion as stored.
+    /// The read follows the lost answer in the same step: a write of another actor between
+    /// them is not modelled (it would only make the read show another status, which `act`
+    /// takes for a lost answer, as it does without reading).
+    fn after_lost_answer(
+        &self,
+        w: &PlannedWrite,
+        name: &str,
+        current: &ClusterPromotion,
+    ) -> Res<Verdict> {
+        let lost = w.judge(name, Answer::Unknown("connection reset (model)".into()));
+        if !w.reads_back_after_a_lost_answer() {
+            return Ok(lost);
+        }
+        let read = self
+            .store
+            .peek(&cluster_promotion_type(), "", name)
+            .map(|v| observe::decode(v))
+            .transpose()
+            .map_err(|e| ModelError(format!("promotion {name} read back: {e}")))?;
+        Ok(w.after_lost_answer(current, read, lost))
     }
 
     // -----------------------------------------------------------------------------------------

@@ -367,6 +367,44 @@ fn counterexample_grant_given_back_to_another_revision() {
     replays_clean(&Bounds::ci(), &steps);
 }
 
+/// The counterexample the checker printed with issue 45's bug re-introduced (a completion
+/// recorded whose status was never written is shown by the next pass without the last stage's
+/// lastSuccessfulAppliedTime: `pass::completion::show_unshown` not called), in
+/// `a_lost_answer_stops_the_pass_and_the_next_one_decides_again`'s bounds, after 27 steps (its
+/// clock ticked twice before staging's pass, here once before prod's: the same path). The answer
+/// to the record patch that records the completion is lost after the server applied it, and the
+/// next pass trusts the record: "p0: the status reads run … complete with stage prod's
+/// lastSuccessfulAppliedTime None, not 2026-02-16T07:00:00Z, when the pass that passed it judged
+/// it" at the last step.
+#[test]
+fn counterexample_completion_recorded_and_its_status_lost() {
+    use Step::*;
+    let mut steps = staging_passed();
+    steps.extend([
+        Write(P),
+        Write(P),
+        Deploy {
+            promotion: P,
+            stage: 2,
+        },
+        Tick,
+        Observe(P),
+        Write(P),
+        WriteLost(P),
+        Observe(P),
+        Write(P),
+    ]);
+    replays_clean(
+        &Bounds {
+            crashes: 0,
+            spec_changes: 0,
+            lost_answers: 1,
+            ..Bounds::ci()
+        },
+        &steps,
+    );
+}
+
 /// `promoter abort` at any point, and `promoter resume`: a pass that observed the current run
 /// aborted changes no profile and no current stage, and the rollout can always still complete.
 #[test]

@@ -149,6 +149,14 @@ impl History {
         }
     }
 
+    /// When the run completed, as its completion record patch recorded it.
+    pub fn completed_at(&self, run: &super::Run) -> Option<Timestamp> {
+        self.0
+            .iter()
+            .find(|e| e.is_run(&run.revision, run.started_at()))?
+            .completed_at
+    }
+
     /// Whether the newest entry of `revision` says it was rolled back.
     pub fn rolled_back(&self, revision: &str) -> Option<&RolledBack> {
         self.entry(revision)?.rolled_back.as_ref()

@@ -69,6 +69,12 @@ pub fn backoff(attempt: u32, random: u64) -> Duration {
     })
 }
 
+/// The jittered wait before attempt `attempt + 1`, for a caller that retries an idempotent write
+/// itself (an Event created under a name of its own content).
+pub fn jittered_backoff(attempt: u32) -> Duration {
+    backoff(attempt, random())
+}
+
 fn random() -> u64 {
     std::collections::hash_map::RandomState::new()
         .build_hasher()

@@ -34,20 +34,9 @@ pub struct ActOutcome {
     pub promotion: Option<Box<ClusterPromotion>>,
 }
 
-fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
-
-/// A write whose outcome is not known: its answer was lost (connection reset, timeout) or the
-/// server timed out (504: the write may still be committed). Never replayed: the next pass reads
-/// what happened and decides again.
-fn outcome_unknown(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Service(_) | kube::Error::HyperError(_)) || is_status(e, 504)
-}
-
 /// A failed request as the write plan judges it.
 fn answer_of(e: kube::Error) -> Answer {
-    if outcome_unknown(&e) {
+    if crate::guard::outcome_unknown(&e) {
         return Answer::Unknown(crate::cli_error::line(&e));
     }
     match &e {
@@ -82,7 +71,17 @@ pub async fn act(
         let Some(request) = write.request(&current) else {
             continue;
         };
-        let stop = match write.judge(&name, send(&apis, request).await) {
+        let answer = send(&apis, request).await;
+        let lost = matches!(answer, Answer::Unknown(_));
+        let mut verdict = write.judge(&name, answer);
+        if lost && write.reads_back_after_a_lost_answer() {
+            let read = promotions.get_opt(&name).await;
+            if let Err(e) = &read {
+                tracing::debug!(promotion = %name, error = %crate::cli_error::line(e), "reading back after a lost answer");
+            }
+            verdict = write.after_lost_answer(&current, read.ok().flatten(), verdict);
+        }
+        let stop = match verdict {
             Verdict::Done(line, updated) => {
                 if let Some(updated) = updated {
                     current = *updated;
@@ -112,7 +111,7 @@ pub async fn act(
         }
         break;
     }
-    super::events::emit(client, &current, &d.events, "ClusterPromotion", now).await;
+    super::events::emit_transitions(client, &current, &d.events, now).await;
     with_promotion(out, promotion, current)
 }
 
@@ -302,22 +301,83 @@ mod tests {
     }
 
     /// A 409 is another writer (a conflict, said as such); a 504 or a lost answer is a write of
-    /// unknown outcome (a conflict that says the answer was lost, never an error).
+    /// unknown outcome (a conflict that says the answer was lost, never an error), unless the
+    /// promotion read back shows the status written: then the status's Events follow, once.
     #[tokio::test]
-    async fn a_refused_status_write_is_a_conflict_and_a_lost_answer_is_not_an_error() {
+    async fn a_refused_status_write_is_a_conflict_and_a_lost_answer_is_read_back() {
         for (fault, says) in [
-            (FaultAction::Status(409), "changed during the pass"),
-            (FaultAction::Status(504), "the answer was lost"),
-            (FaultAction::ResetAfter, "the answer was lost"),
+            (FaultAction::Status(409), Some("changed during the pass")),
+            (FaultAction::Status(504), Some("the answer was lost")),
+            (FaultAction::ResetBefore, Some("the answer was lost")),
+            (FaultAction::ResetAfter, None),
+            (
+                FaultAction::AnswerAfter(std::time::Duration::from_secs(5)),
+                None,
+            ),
         ] {
-            let (server, client, p) = stored().await;
+            let (server, _, p) = stored().await;
+            // A request timeout shorter than the late answer: the client gives up on a write made.
+            let yaml = server.kubeconfig_yaml("admin");
+            let kubeconfig = kube::config::Kubeconfig::from_yaml(&yaml).unwrap();
+            let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .unwrap();
+            let client = crate::client::from_config_with_timeout(
+                config,
+                std::time::Duration::from_millis(500),
+            )
+            .unwrap();
             server.inject(FaultRule::nth(status_writes(), 1, fault.clone()));
             let out = act(&client, &p, &decision(), &World::default(), Utc::now()).await;
-            assert_eq!(out.done, ["adding the finalizer"], "{fault:?}");
             assert!(out.error.is_none(), "{fault:?}: {out:?}");
-            let conflict = out.conflict.unwrap_or_default();
-            assert!(conflict.contains(says), "{fault:?}: {conflict}");
-            assert_eq!(events(&client).await, 0, "{fault:?}: no status, no Event");
+            match says {
+                Some(says) => {
+                    assert_eq!(out.done, ["adding the finalizer"], "{fault:?}");
+                    let conflict = out.conflict.unwrap_or_default();
+                    assert!(conflict.contains(says), "{fault:?}: {conflict}");
+                    assert_eq!(events(&client).await, 0, "{fault:?}: no status, no Event");
+                }
+                None => {
+                    assert_eq!(
+                        out.done,
+                        ["adding the finalizer", "wrote status"],
+                        "{fault:?}"
+                    );
+                    assert_eq!(out.conflict, None, "{fault:?}");
+                    let written = out.promotion.expect("the promotion as read back");
+                    assert_eq!(
+                        written.status.and_then(|s| s.current_stage_name).as_deref(),
+                        Some("dev")
+                    );
+                    assert_eq!(events(&client).await, 1, "{fault:?}: the status's Event");
+                }
+            }
+        }
+    }
+
+    /// Issue 45: an Event's create that the server refused for now (503, 429) or whose answer was
+    /// lost, before or after the server stored it, is sent again under its name and stored once;
+    /// the campaign's automatic rollout at 10 % ended with 2 `StageProvisioned` Events for the
+    /// calm run's 3 (refused once, never sent again).
+    #[tokio::test]
+    async fn a_refused_or_lost_event_create_is_sent_again_and_stored_once() {
+        let event_creates = || RequestMatcher::verbs(&["create"]).resource("events");
+        for faults in [
+            vec![FaultAction::Status(503)],
+            vec![FaultAction::Status(429), FaultAction::ResetBefore],
+            vec![FaultAction::ResetAfter],
+            vec![FaultAction::Status(500), FaultAction::ResetAfter],
+        ] {
+            let (server, client, p) = stored().await;
+            for (i, fault) in faults.iter().enumerate() {
+                server.inject(FaultRule::nth(event_creates(), i + 1, fault.clone()));
+            }
+            let out = act(&client, &p, &decision(), &World::default(), Utc::now()).await;
+            assert!(
+                out.error.is_none() && out.conflict.is_none(),
+                "{faults:?}: {out:?}"
+            );
+            assert_eq!(events(&client).await, 1, "{faults:?}");
         }
     }
 

@@ -74,6 +74,9 @@ pub fn decide(
     let mut d = Decision::new(&name);
     let old = p.status.clone().unwrap_or_default();
     let mut status = old.clone();
+    if p.metadata.deletion_timestamp.is_none() {
+        super::completion::show_unshown(p, &mut status, &mut d, ctx.now);
+    }
     if let Some(by) = annotations::paused(p) {
         // Left alone, even when deleted: nothing applied or deleted; only the status says so, once.
         let text = format!(

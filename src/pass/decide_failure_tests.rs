@@ -277,6 +277,46 @@ fn a_missed_deadline_rolls_back_in_reverse_stage_by_stage_then_holds() {
     assert!(!d.writes());
 }
 
+/// Issue 45: the pass that finds every target rolled back records the rollback's completion in
+/// its record patch, then writes the status that says so. When that status is not written (its
+/// answer lost, reset before the server read it, a kill in between), the next pass used to hold
+/// on the record and leave the last target "Rolling back", its Events lost. It writes the status
+/// the completing pass would have written, at its time, with the Events it owed.
+#[test]
+fn a_rollback_completed_without_its_status_is_shown_as_the_completing_pass_would_have() {
+    let (mut p, mut w, min) = stuck_in_staging("reverse");
+    run(&mut p, &mut w, min + 10);
+    run(&mut p, &mut w, min + 11);
+    sveltos(&mut w, &[]);
+    run(&mut p, &mut w, min + 12);
+    run(&mut p, &mut w, min + 13);
+    sveltos(&mut w, &[]);
+    let completing = decide(&p, &w, &HealthResults::new(), &ctx(min + 14));
+    assert_eq!(completing.phase, Phase::RolledBack);
+    let lost = Decision {
+        status: None,
+        after_status: Vec::new(),
+        ..completing.clone()
+    };
+    apply(&mut p, &mut w, &lost);
+    assert!(rollback(&p).unwrap().completed_at.is_some());
+    assert!(description(&p, "dev").starts_with("Rolling back to revision"));
+    let d = run(&mut p, &mut w, min + 15);
+    assert_eq!(d.phase, Phase::RolledBack, "{}", d.summary);
+    assert_eq!(p.status, completing.status);
+    assert_eq!(staged_events(&d), staged_events(&completing));
+    assert!(d.events.iter().all(|e| e.owed), "{:?}", d.events);
+    assert_eq!(
+        d.events.iter().map(|e| &e.message).collect::<Vec<_>>(),
+        completing
+            .events
+            .iter()
+            .map(|e| &e.message)
+            .collect::<Vec<_>>()
+    );
+    assert!(!run(&mut p, &mut w, min + 16).writes());
+}
+
 /// Issue 31: the pass that records a missed deadline and starts the rollback listed only the
 /// current stage's ClusterSummaries (the rollback was not recorded when it observed); the other
 /// targets' summaries were not read, and the pass said "ClusterSummary … does not exist yet" of
@@ -608,6 +648,41 @@ fn a_freeze_holds_a_new_revision_and_the_first_start_but_not_completion() {
     assert!(d.after_status.is_empty());
     assert_eq!(version_of(&w, "kyverno-dev"), "3.5.2");
     assert!(description(&p, "production").starts_with("Frozen: freeze stop-the-line"));
+}
+
+/// Issue 45: a stage start recorded in the status before a freeze whose profile write was lost
+/// before the server applied it is held by the freeze, as a new start is: the next pass used to
+/// write the profile during the freeze (the campaign's freeze at 30 %: dev's profile created at
+/// minute 3, the freeze active from minute 2).
+#[test]
+fn a_recorded_start_whose_profile_was_never_applied_waits_for_a_freeze() {
+    let mut p = promotion(auto_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("dev")
+    );
+    // The profile write's answer lost before the server applied it.
+    w.profiles.remove("kyverno-dev");
+    w.freezes = vec![freeze("holidays", None, Some(1), Some(30))];
+    let d = run(&mut p, &mut w, 2);
+    assert_eq!(d.phase, Phase::Frozen, "{}", d.summary);
+    assert!(!w.profiles.contains_key("kyverno-dev"), "{:?}", d.actions);
+    assert!(
+        description(&p, "dev").starts_with("Frozen: freeze holidays: holiday change freeze")
+            && description(&p, "dev").contains(
+                "the start of stage dev (recorded; its ClusterProfile not yet applied) waits"
+            ),
+        "{}",
+        description(&p, "dev")
+    );
+    assert_eq!(events(&d), ["Frozen"]);
+    assert!(!run(&mut p, &mut w, 3).writes(), "quiet while frozen");
+    // The freeze over, the start is applied.
+    w.freezes.clear();
+    let d = run(&mut p, &mut w, 31);
+    assert!(w.profiles.contains_key("kyverno-dev"), "{}", d.summary);
 }
 
 /// Issue 30 §2: a bypass whose author the API server did not authenticate (hand-written with
@@ -1234,6 +1309,11 @@ fn the_cause_of_a_rollback_reaches_the_status_after_a_crash() {
                 .iter()
                 .all(|n| n.reason != "ProgressDeadlineExceeded")
         );
+        if policy == "halt" {
+            // Held as the pass that recorded the miss would have written it: at its time, not
+            // at the time of the pass that showed it (issue 45).
+            assert_eq!(p.status, unharmed.status, "{policy}");
+        }
         // Once.
         let d = run(&mut p, &mut w, min + 12);
         assert!(

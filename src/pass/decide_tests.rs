@@ -1361,6 +1361,117 @@ fn issue14_p5_a_record_of_another_run_is_no_legacy_completion() {
     );
 }
 
+/// The blog's three stages with `production` as given, staging approved, played up to the pass
+/// that completes the rollout, whose record patch (and the revision before it) alone was written:
+/// its status write did not land. Returns the minute of that pass and its decision.
+fn completion_without_its_status(production: Value) -> (ClusterPromotion, World, i64, Decision) {
+    let mut stages = three_stages();
+    stages[2] = production;
+    let mut p = promotion(stages);
+    set_approved(&mut p, 1, Some(true));
+    let mut w = fleet();
+    let mut min = 0;
+    let completing = loop {
+        w.now = Some(t(min));
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min));
+        if d.phase == Phase::Complete {
+            break d;
+        }
+        apply(&mut p, &mut w, &d);
+        for name in w.profiles.keys().cloned().collect::<Vec<_>>() {
+            summarize(&mut w, &name, "Provisioned");
+        }
+        min += 1;
+        assert!(min < 60, "never completed: {:?}", p.status);
+    };
+    let lost = Decision {
+        status: None,
+        after_status: Vec::new(),
+        ..completing.clone()
+    };
+    apply(&mut p, &mut w, &lost);
+    assert!(is_complete(&p));
+    (p, w, min, completing)
+}
+
+/// The pass that recorded the completion did not write the status that goes with it (the
+/// answer to its record patch was lost and it stopped, its status write was reset before the
+/// server read it, or it was killed in between): the next pass trusts the record, and writes the
+/// status the completing pass would have written, at the time that pass recorded, with the
+/// Events it owed (its notifications went with the record). It used to write "Successfully
+/// provisioned" at its own time, without the last stage's lastSuccessfulAppliedTime when the
+/// completing pass had also found the stage provisioned, and never wrote it again (issue 45).
+#[test]
+fn a_completion_recorded_without_its_status_is_shown_as_the_completing_pass_would_have() {
+    for production in [
+        json!({"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}}}),
+        json!({"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "trigger": {"auto": {"delay": "2m"}}}),
+    ] {
+        let (mut p, mut w, min, completing) = completion_without_its_status(production.clone());
+        w.now = Some(t(min + 1));
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 1));
+        assert_eq!(d.phase, Phase::Complete, "{production}: {}", d.summary);
+        assert_eq!(
+            d.status, completing.status,
+            "{production}: the status the completing pass would have written"
+        );
+        let said = |d: &Decision| -> Vec<(String, String)> {
+            d.events
+                .iter()
+                .map(|e| (e.reason.clone(), e.message.clone()))
+                .collect()
+        };
+        assert_eq!(said(&d), said(&completing), "{production}");
+        assert!(
+            d.events.iter().all(|e| e.owed),
+            "{production}: notified with the record already"
+        );
+        apply(&mut p, &mut w, &d);
+        let d = decide(&p, &w, &HealthResults::new(), &ctx(min + 2));
+        assert!(!d.writes(), "{production}: steady: {d:?}");
+    }
+}
+
+/// The same, with a pause before the next pass: the paused pass shows the completion (and owes
+/// its Events) under its own description, so that the resume finds the completed run shown, with
+/// the last stage passed at the time the completing pass recorded.
+#[test]
+fn a_completion_recorded_without_its_status_is_shown_by_a_paused_pass_too() {
+    let (mut p, mut w, min, _) = completion_without_its_status(
+        json!({"name": "production", "clusterSelector": {"matchLabels": {"env": "prod"}},
+            "trigger": {"auto": {"delay": "2m"}}}),
+    );
+    p.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(crate::annotations::PAUSED.into(), "alice".into());
+    let d = run(&mut p, &mut w, min + 1);
+    assert_eq!(d.phase, Phase::Paused);
+    assert_eq!(
+        d.events
+            .iter()
+            .map(|e| (e.reason.as_str(), e.owed))
+            .collect::<Vec<_>>(),
+        [("RolloutComplete", true)],
+        "the stage was provisioned before: only the completion is owed"
+    );
+    p.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(crate::annotations::PAUSED);
+    let d = run(&mut p, &mut w, min + 2);
+    assert_eq!(d.phase, Phase::Complete);
+    assert!(d.events.is_empty(), "{:?}", d.events);
+    let e = stage_status(&p, "production");
+    assert_eq!(e.last_successful_applied_time, Some(Timestamp::new(t(min))));
+    assert_eq!(
+        e.current_status_description.as_deref(),
+        Some(format!("Successfully provisioned ({})", Timestamp::new(t(min + 2))).as_str())
+    );
+}
+
 /// Problem 6: nothing that changes what a cluster runs precedes the status write.
 #[test]
 fn issue14_p6_next_stage_profile_and_preverification_follow_the_status_write() {

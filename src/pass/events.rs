@@ -9,8 +9,11 @@
 //! The pass is stateless, so an Event is edge-triggered by comparing what the observed status
 //! records with what the pass decides: it is emitted only by a pass that writes the status (a
 //! transition always changes the stage's description, failureMessage or the stage itself), and
-//! only once the status write succeeded. A pass that changes nothing emits nothing; a pass killed
-//! between its status write and its Events loses those Events (they are never repeated).
+//! only once the status write succeeded (or, its answer lost, the promotion read back shows it).
+//! A pass that changes nothing emits nothing; a pass killed between its status write and its
+//! Events loses those Events. A pass's Event is named after the transition it announces
+//! ([`transition_event_name`]), so that its create is idempotent: one whose answer was lost, or
+//! that the server refused for now (429, 5xx), is sent again, and stored once.
 //! "Window opened" and "checks failing/passing again" are read from the stage's observed
 //! description: `Window Closed: …` (the window gate waited), `Awaiting Health Checks to Pass`
 //! (checks failed; upstream also writes it when a provisioned stage's deployment regresses,
@@ -19,6 +22,7 @@
 
 use super::decision::{EventNote, Reason};
 use super::stage_status::description_text;
+use crate::annotations::{Run, outbox};
 use crate::api::ClusterPromotion;
 use crate::bounded_text::prefix as truncate_bytes;
 use chrono::{DateTime, Utc};
@@ -137,6 +141,97 @@ pub fn event_regarding(
     }
 }
 
+/// The name of the Event of a pass's transition: `<promotion>.<digest>`, the digest of what makes
+/// it one transition, as the notification outbox keys it (the promotion's UID, its run, the stage,
+/// the reason, the message and the status written with it, [`outbox::key`]). A create sent again
+/// after its answer was lost, and two passes announcing the same transition from the same status,
+/// name the same Event, which the API server stores once (the second create is refused with 409
+/// AlreadyExists). The name is a DNS subdomain of at most 253 characters, as an Event's must be.
+pub fn transition_event_name(p: &ClusterPromotion, note: &EventNote) -> String {
+    let status = p.status.as_ref();
+    let key = outbox::key(
+        p.metadata.uid.as_deref().unwrap_or_default(),
+        status.and_then(Run::of).as_ref(),
+        note.stage.as_deref(),
+        &note.reason,
+        &note.message,
+        &outbox::status_token(status),
+    );
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let promotion =
+        truncate_bytes(name, NAME_LIMIT - DIGEST_LENGTH - 1).trim_end_matches(['-', '.']);
+    format!("{promotion}.{}", &key[..DIGEST_LENGTH])
+}
+
+/// An object name's limit (a DNS subdomain), and the digest's share of an Event's name.
+const NAME_LIMIT: usize = 253;
+const DIGEST_LENGTH: usize = 16;
+
+/// Records the Events of a pass's transitions about `p` (the promotion as the pass's status write
+/// returned it), each under its [`transition_event_name`]: a create whose answer was lost or that
+/// the server asked to try again is sent again under the same name ([`create_once`]; stored
+/// already: 409, counted as recorded). Failing to record one is a warning, never a failed pass.
+/// Returns how many are stored.
+pub async fn emit_transitions(
+    client: &kube::Client,
+    p: &ClusterPromotion,
+    notes: &[EventNote],
+    now: DateTime<Utc>,
+) -> usize {
+    let events: Api<Event> = Api::namespaced(client.clone(), EVENT_NAMESPACE);
+    let regarding = promotion_reference(p);
+    let mut recorded = 0;
+    for note in notes {
+        let mut event = event_regarding(&regarding, note, "ClusterPromotion", now);
+        event.metadata.generate_name = None;
+        event.metadata.name = Some(transition_event_name(p, note));
+        match create_once(&events, &event).await {
+            Ok(()) => recorded += 1,
+            Err(e) => warn_not_recorded(regarding.name.as_deref(), note, &e),
+        }
+    }
+    recorded
+}
+
+/// Creates `event`, named after its content, until the server stores it or already has it (409
+/// AlreadyExists). Such a create is idempotent, so it is retried as a read is (the reads' attempts
+/// and backoff, never past the pass's deadline): after a lost answer, and on the statuses that
+/// say "try again" (429, 5xx). The pass is stateless: an Event it fails to store here is never
+/// announced by a later pass, whose status already shows the transition.
+async fn create_once(events: &Api<Event>, event: &Event) -> Result<(), kube::Error> {
+    use crate::client::retry::{ATTEMPTS, deadline, jittered_backoff, retryable_status};
+    let mut attempt = 0;
+    loop {
+        let error = match events.create(&PostParams::default(), event).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(e) => e,
+        };
+        let again = crate::guard::outcome_unknown(&error)
+            || matches!(&error, kube::Error::Api(s)
+                if http::StatusCode::from_u16(s.code).is_ok_and(retryable_status));
+        attempt += 1;
+        let wait = jittered_backoff(attempt - 1);
+        let past_deadline = deadline().is_some_and(|d| tokio::time::Instant::now() + wait >= d);
+        if !again || attempt >= ATTEMPTS || past_deadline {
+            return Err(error);
+        }
+        tracing::debug!(event = event.metadata.name.as_deref().unwrap_or_default(),
+            error = %crate::cli_error::line(&error), "creating the event again");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn warn_not_recorded(object: Option<&str>, note: &EventNote, e: &kube::Error) {
+    tracing::warn!(
+        object = object.unwrap_or_default(),
+        reason = %note.reason,
+        error = %crate::cli_error::line_with_hint(e),
+        "could not record the event {:?}",
+        note.message
+    );
+}
+
 /// Records the notes about `p`; failing to record one is a warning, never a failed pass or command.
 /// Returns how many were recorded.
 pub async fn emit(
@@ -168,13 +263,7 @@ pub async fn emit_regarding(
             .await
         {
             Ok(_) => recorded += 1,
-            Err(e) => tracing::warn!(
-                object = regarding.name.as_deref().unwrap_or_default(),
-                reason = %note.reason,
-                error = %crate::cli_error::line_with_hint(&e),
-                "could not record the event {:?}",
-                note.message
-            ),
+            Err(e) => warn_not_recorded(regarding.name.as_deref(), note, &e),
         }
     }
     recorded
@@ -344,6 +433,96 @@ mod tests {
                 "StageProvisioning"
             ]
         );
+    }
+
+    /// A transition's Event is named by its content: the same transition (same status) the same
+    /// name, another status another name, always a valid name of at most 253 characters.
+    #[test]
+    fn a_transition_event_is_named_by_its_content() {
+        let note = Reason::StageProvisioned.note("Stage prod provisioned".into());
+        let mut p = promotion();
+        let name = transition_event_name(&p, &note);
+        assert!(
+            name.starts_with("p.") && name.len() == 2 + DIGEST_LENGTH,
+            "{name}"
+        );
+        assert_eq!(transition_event_name(&p, &note), name);
+        p.status = Some(ClusterPromotionStatus {
+            current_stage_name: Some("prod".into()),
+            ..Default::default()
+        });
+        assert_ne!(transition_event_name(&p, &note), name, "another status");
+        let other = Reason::StageProvisioning.note("Provisioning stage prod".into());
+        assert_ne!(
+            transition_event_name(&p, &other),
+            transition_event_name(&p, &note)
+        );
+        for long in [
+            format!("{}-{}", "a".repeat(235), "b".repeat(17)),
+            format!("{}.{}", "a".repeat(235), "b".repeat(17)),
+            "c".repeat(253),
+        ] {
+            p.metadata.name = Some(long.clone());
+            let name = transition_event_name(&p, &note);
+            assert!(name.len() <= NAME_LIMIT, "{long}: {}", name.len());
+            assert!(
+                crate::fake::meta::dns1123_subdomain(&name).is_empty(),
+                "{name}"
+            );
+        }
+    }
+
+    /// A transition's Event is stored once: sent again under its name after a lost answer, whether
+    /// the server had stored it or not, and when a concurrent pass announced it too.
+    #[tokio::test]
+    async fn a_transition_event_is_stored_once_whatever_became_of_its_answer() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let p = promotion();
+        let notes = [
+            Reason::StageProvisioning.note("Provisioning stage prod".into()),
+            Reason::StageProvisioned.note("Stage prod provisioned".into()),
+        ];
+        for fault in [
+            None,
+            Some(FaultAction::ResetAfter),
+            Some(FaultAction::ResetBefore),
+        ] {
+            let server = FakeApiServer::start_with_sveltos().await.unwrap();
+            let client = server.client().await.unwrap();
+            if let Some(f) = &fault {
+                server.inject(FaultRule::nth(
+                    RequestMatcher::verbs(&["create"]).resource("events"),
+                    1,
+                    f.clone(),
+                ));
+            }
+            let now = Utc::now();
+            assert_eq!(
+                emit_transitions(&client, &p, &notes, now).await,
+                2,
+                "{fault:?}"
+            );
+            assert_eq!(
+                emit_transitions(&client, &p, &notes, now).await,
+                2,
+                "{fault:?}: stored already"
+            );
+            let events: Api<Event> = Api::namespaced(client, EVENT_NAMESPACE);
+            let mut reasons: Vec<String> = events
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .filter_map(|e| e.reason)
+                .collect();
+            reasons.sort();
+            assert_eq!(
+                reasons,
+                ["StageProvisioned", "StageProvisioning"],
+                "{fault:?}"
+            );
+        }
     }
 
     #[test]

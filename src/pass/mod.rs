@@ -1,6 +1,7 @@
 //! One reconciliation pass: observe the cluster, decide per promotion (pure), act idempotently.
 
 pub mod act;
+pub mod completion;
 pub mod deadline;
 pub mod decide;
 pub mod decision;
@@ -654,7 +655,9 @@ async fn pass_body(
     }
     // Notifications, once every promotion's own writes are done (their outbox patches then
     // conflict with none of them), each promotion as this pass last wrote or read it.
-    if let Some(s) = &settings
+    // Notifications off at a location (no ConfigMap): outboxes recorded while the settings could
+    // not be read are dropped, as nothing would ever send them.
+    if (settings.is_some() || opts.notifications.is_some())
         && !opts.dry_run
         && !past(limits.deadline)
     {
@@ -666,9 +669,14 @@ async fn pass_body(
                 written.remove(name).unwrap_or_else(|| p.clone())
             })
             .collect();
-        let until = notifications::send_deadline(limits.deadline);
-        for (name, c) in notifications::deliver(client, s, &states, opts.now, until).await {
-            notified.entry(name).or_default().add(c);
+        match &settings {
+            Some(s) => {
+                let until = notifications::send_deadline(limits.deadline);
+                for (name, c) in notifications::deliver(client, s, &states, opts.now, until).await {
+                    notified.entry(name).or_default().add(c);
+                }
+            }
+            None => notifications::drop_outboxes(client, &states).await,
         }
     }
     for r in &mut report.promotions {

@@ -282,7 +282,8 @@ pub async fn read(client: &kube::Client, location: &Location) -> Read {
 }
 
 /// Reads the settings at `location` for a pass: None when notifications are off (no location,
-/// or no ConfigMap there); a problem is a warning, never an error of the pass.
+/// or no ConfigMap there: an outbox left then is dropped, [`drop_outboxes`]); a problem is a
+/// warning, never an error of the pass.
 pub async fn load(client: &kube::Client, location: Option<&Location>) -> Option<Settings> {
     let location = location?;
     let mut settings = Settings {
@@ -474,6 +475,47 @@ pub async fn deliver(
         }
     }
     counts
+}
+
+/// Notifications are off (no ConfigMap at their location): what an outbox still holds, recorded
+/// while the settings could not be read or before they were removed, would never be sent, and a
+/// pass with notifications off records nothing that would clear it. It is removed, with a patch
+/// that tests its value (an outbox another pass changed meanwhile is left to the next pass).
+pub async fn drop_outboxes(client: &kube::Client, promotions: &[ClusterPromotion]) {
+    let api: Api<ClusterPromotion> = Api::all(client.clone());
+    let path = format!("/metadata/annotations/{}", OUTBOX.replace('/', "~1"));
+    for p in promotions {
+        let Some(value) = crate::annotations::annotation(p, OUTBOX) else {
+            continue;
+        };
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let recorded = outbox::decode(&value).map_or(0, |e| e.len());
+        let patch: json_patch::Patch = match serde_json::from_value(json!([
+            {"op": "test", "path": path, "value": value},
+            {"op": "remove", "path": path}
+        ])) {
+            Ok(patch) => patch,
+            Err(e) => {
+                tracing::warn!(promotion = %name, "the outbox patch: {e}");
+                continue;
+            }
+        };
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+        {
+            Ok(_) => tracing::info!(
+                promotion = %name,
+                "notifications are off: the {recorded} transitions left in the outbox are not notified"
+            ),
+            Err(e) if crate::guard::patch_not_applied(&e) => {}
+            Err(e) => tracing::warn!(
+                promotion = %name,
+                "removing the outbox (notifications are off) failed: {}; the next pass tries again",
+                crate::cli_error::line_with_hint(&e)
+            ),
+        }
+    }
 }
 
 /// Writes the outbox after sending: a JSON patch that tests the outbox's value (not the

@@ -3,6 +3,7 @@
 //! current stage is deployed, passes its gates (`gates`) in order, and [`Planner::advance`]
 //! starts the next stage.
 
+use super::completion::{PASSED, complete_event, passed, provisioned_event};
 use super::deadline;
 use super::decision::{
     Action, BLOCKED, Context, Decision, HealthResults, Hold, Phase, Reason, RecordOp,
@@ -223,15 +224,47 @@ impl Planner<'_> {
         if shown {
             return;
         }
-        let now = self.now();
+        // At the time the pass that recorded the miss wrote it, as that pass's status would have.
+        let at = f.at.as_datetime();
         let e = entry(status, &f.stage);
-        set_failure(e, Some(&message), now);
-        set_description(e, FAILED_DEADLINE, now);
+        set_failure(e, Some(&message), at);
+        set_description(e, FAILED_DEADLINE, at);
         self.d.owed_event(
             Reason::ProgressDeadlineExceeded,
             Some(&f.stage),
             f.event_note(),
         );
+    }
+
+    /// A start of `stage` the status records whose profile does not carry the run's spec yet (the
+    /// profile write's answer was lost before the server applied it, or the pass stopped between
+    /// its status write and its profile write), while a freeze holds the promotion: writing the
+    /// profile now would bring new configuration to the stage's clusters during the freeze, so the
+    /// start is held as a new one is, and the status says so. A profile that carries the spec is
+    /// repaired as usual (a stage already started keeps running what it was given).
+    fn hold_unapplied_start(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage) -> bool {
+        let now = self.now();
+        let FreezeCheck::Held(h) = freeze::state(self.p, self.world, now) else {
+            return false;
+        };
+        let desired = main_profile(self.p, stage);
+        if (self.world.profiles.get(&desired.name)).is_some_and(|o| desired.carries_spec(o)) {
+            return false;
+        }
+        let what = format!(
+            "the start of stage {} (recorded; its ClusterProfile not yet applied)",
+            stage.name
+        );
+        freeze::hold(&stage.name, &h, &what, status, self.d, now);
+        self.d.next_check = h.next_change;
+        self.d.outcome(
+            Phase::Frozen,
+            format!(
+                "{what} held by freeze {}: {} ({})",
+                h.freeze, h.reason, h.until
+            ),
+        );
+        true
     }
 
     /// A stage missed its progress deadline under `halt`: the run holds; the reached stages and
@@ -411,6 +444,9 @@ impl Planner<'_> {
         self.keep_reached(status, idx);
         if self.complete_recorded(idx) {
             return self.keep_complete(status, &stage);
+        }
+        if self.hold_unapplied_start(status, &stage) {
+            return;
         }
         if !self.deployed(status, &stage) {
             let failing = self.d.phase == Phase::Failed;
@@ -627,8 +663,8 @@ impl Planner<'_> {
                 .map_or(self.now(), |t| t.as_datetime());
             self.record_completion(&run, at);
         }
-        let e = entry(status, &stage.name);
-        set_description(e, "Successfully provisioned", self.now());
+        // A completion whose status was never written was shown before planning (`completion`).
+        set_description(entry(status, &stage.name), PASSED, self.now());
         self.d.outcome(Phase::Complete, "complete".into());
     }
 
@@ -723,7 +759,7 @@ impl Planner<'_> {
             self.d.event(
                 Reason::StageProvisioned,
                 Some(&stage.name),
-                format!("Stage {} provisioned", stage.name),
+                provisioned_event(&stage.name),
             );
         }
         true
@@ -754,21 +790,14 @@ impl Planner<'_> {
         let now = self.now();
         let stages = &self.p.spec.stages;
         let stage = stages[idx].clone();
-        let e = entry(status, &stage.name);
-        e.last_successful_applied_time = Some(Timestamp::new(now));
-        e.last_status_check_time = Some(Timestamp::new(now));
-        e.failure_message = None;
-        set_description(e, "Successfully provisioned", now);
+        passed(entry(status, &stage.name), now);
         delete_after(
             self.world,
             self.d,
             preverification_name(self.name, &stage.name),
         );
         let Some(next) = stages.get(idx + 1).cloned() else {
-            let message = format!(
-                "ClusterPromotion {} complete: stage {} provisioned",
-                self.name, stage.name
-            );
+            let message = complete_event(self.name, &stage.name);
             match self.run.clone() {
                 Some(run) => {
                     self.record_completion(&run, now);
@@ -895,7 +924,7 @@ impl Planner<'_> {
                         && s.current_status_description
                             .as_deref()
                             .map(description_text)
-                            == Some("Successfully provisioned")
+                            == Some(PASSED)
                 });
         match self.run.clone() {
             Some(run) if legacy => {

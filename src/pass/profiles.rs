@@ -225,6 +225,19 @@ impl DesiredProfile {
                 || self.pruned_fields(observed).is_some())
     }
 
+    /// Whether `observed` carries this spec, whatever its metadata: by content, or by promoter's
+    /// spec hash (a hand edit of a field keeps it). A profile that does not would bring its
+    /// clusters another configuration when written.
+    pub fn carries_spec(&self, observed: &ClusterProfile) -> bool {
+        let hash = observed
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SPEC_HASH_ANNOTATION));
+        (hash.is_some() && hash == self.annotations.get(SPEC_HASH_ANNOTATION))
+            || contained_map(&self.spec, &observed.spec.fields)
+    }
+
     /// Fields of this spec that the served ClusterProfile CRD pruned (an older Sveltos than the
     /// schema promoter writes for): the profile carries promoter's spec hash for exactly this spec,
     /// and differs from it, in normal form, only by fields it lacks. Rewriting it would only be

@@ -162,6 +162,9 @@ pub fn plan(
     let current = status.current_stage_name.clone().unwrap_or_default();
     d.stage = Some(current.clone());
     record_in_history(p, world, run, record, now, d);
+    if let Some(at) = record.completed_at {
+        show_unshown(p, &id, at, status, d);
+    }
     if record.kept.as_deref() == Some(fingerprint(p, world, status).as_str()) {
         // Rolled back (or holding for a person), and no target's profile changed since: nothing
         // to repair, nothing to read.
@@ -302,7 +305,7 @@ pub fn plan(
             d.event(
                 Reason::StageRolledBack,
                 Some(&t.stage),
-                format!("Stage {} rolled back to revision {id}", t.stage),
+                stage_rolled_back_event(&t.stage, &id),
             );
         }
         set_description(entry(status, &t.stage), &text, now);
@@ -339,11 +342,70 @@ pub fn plan(
     d.recorded_event(
         Reason::RolledBack,
         Some(&current),
-        format!(
-            "ClusterPromotion {name} rolled back to revision {id}; it holds until its spec changes or `promoter resume`"
-        ),
+        rolled_back_event(&name, &id),
     );
     held(d, &id, Timestamp::new(now), record);
+}
+
+/// A rollback recorded complete whose status was never written (the answer to the record patch
+/// was lost and the pass stopped, its status write was reset before the server read it, or it
+/// was killed in between): the observed status still shows stages rolling back or waiting to.
+/// Every one of them was rolled back when the completion was recorded; each says so as of that
+/// time (`at`), with the Events the completing pass owed (its notifications went with the record).
+fn show_unshown(
+    p: &ClusterPromotion,
+    id: &str,
+    at: Timestamp,
+    status: &mut ClusterPromotionStatus,
+    d: &mut Decision,
+) {
+    let observed = p.status.clone().unwrap_or_default();
+    let unshown: Vec<String> = observed
+        .stages
+        .iter()
+        .flatten()
+        .filter(|s| {
+            s.current_status_description
+                .as_deref()
+                .map(description_text)
+                .is_some_and(|t| t.starts_with(ROLLING_BACK) || t.starts_with(WAITING))
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    if unshown.is_empty() {
+        return;
+    }
+    for stage in &unshown {
+        set_description(
+            entry(status, stage),
+            &format!("{ROLLED_BACK} {id}"),
+            at.as_datetime(),
+        );
+        d.owed_event(
+            Reason::StageRolledBack,
+            Some(stage),
+            stage_rolled_back_event(stage, id),
+        );
+    }
+    let name = p.metadata.name.as_deref().unwrap_or_default();
+    let current = observed.current_stage_name.clone().unwrap_or_default();
+    d.owed_event(
+        Reason::RolledBack,
+        Some(&current),
+        rolled_back_event(name, id),
+    );
+}
+
+/// The Event of a stage whose profile holds the revision rolled back to, deployed everywhere.
+fn stage_rolled_back_event(stage: &str, id: &str) -> String {
+    format!("Stage {stage} rolled back to revision {id}")
+}
+
+/// The Event of a rollback whose every target holds the revision rolled back to.
+fn rolled_back_event(promotion: &str, id: &str) -> String {
+    format!(
+        "ClusterPromotion {promotion} rolled back to revision {id}; it holds until its spec changes or `promoter resume`"
+    )
 }
 
 /// A digest of the profiles of every stage a rollback targets (reached by the run, or with a

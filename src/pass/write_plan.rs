@@ -342,6 +342,41 @@ impl PlannedWrite {
         }
     }
 
+    /// Whether a lost answer to this write is followed by reading the promotion back
+    /// ([`Self::after_lost_answer`]): the status write's, whose Events and what the status decided
+    /// would otherwise be lost with it when the server applied it.
+    pub fn reads_back_after_a_lost_answer(&self) -> bool {
+        matches!(self.kind, WriteKind::Status(_))
+    }
+
+    /// After a lost answer (`lost`, its verdict), what the promotion read back shows of this
+    /// write (`read`; None: it could not be read). The status write landed when the stored status
+    /// is the one it carried and the resourceVersion moved on from the one it was sent with: it
+    /// is done, and the rest of the pass goes on from the promotion as read (what the status
+    /// decided, its Events). Judged by content, not by who wrote it: a concurrent pass that wrote
+    /// the same status decided the same transition, whose Events are then named alike
+    /// (`events::transition_event_name`) and stored once. Anything else stays a lost answer: the
+    /// next pass reads what happened.
+    pub fn after_lost_answer(
+        &self,
+        sent_on: &ClusterPromotion,
+        read: Option<ClusterPromotion>,
+        lost: Verdict,
+    ) -> Verdict {
+        let WriteKind::Status(status) = &self.kind else {
+            return lost;
+        };
+        match read {
+            Some(read)
+                if read.metadata.resource_version != sent_on.metadata.resource_version
+                    && read.status.as_ref() == Some(&**status) =>
+            {
+                Verdict::Done(self.what.clone(), Some(Box::new(read)))
+            }
+            _ => lost,
+        }
+    }
+
     /// The line of a revision not stored because PromotionRevisions are not served.
     fn not_stored(&self) -> String {
         let revision = match &self.kind {
@@ -1199,6 +1234,61 @@ mod tests {
         );
         assert!(matches!(writes[4].kind, WriteKind::Nothing));
         assert!(requests[4].is_none());
+    }
+
+    /// After a lost answer, only the status write is read back, and it is done only when the
+    /// promotion read back carries its status under a newer resourceVersion.
+    #[test]
+    fn a_lost_status_write_is_done_only_when_the_promotion_read_back_carries_it() {
+        let status = ClusterPromotionStatus {
+            current_stage_name: Some("dev".into()),
+            ..Default::default()
+        };
+        let write = PlannedWrite {
+            when: When::Status,
+            what: "wrote status".into(),
+            kind: WriteKind::Status(Box::new(status.clone())),
+        };
+        assert!(write.reads_back_after_a_lost_answer());
+        let sent_on = promotion("7");
+        let lost = || write.judge("p", Answer::Unknown("reset".into()));
+        let read = |rv: &str, status: Option<&ClusterPromotionStatus>| {
+            let mut p = promotion(rv);
+            p.status = status.cloned();
+            Some(p)
+        };
+        let done = |v: Verdict| matches!(v, Verdict::Done(line, Some(p)) if line == "wrote status" && p.metadata.resource_version.as_deref() == Some("8"));
+        assert!(done(write.after_lost_answer(
+            &sent_on,
+            read("8", Some(&status)),
+            lost()
+        )));
+        let other = ClusterPromotionStatus::default();
+        for (read, why) in [
+            (read("8", Some(&other)), "another status"),
+            (read("8", None), "no status"),
+            (
+                read("7", Some(&status)),
+                "the resourceVersion it was sent with",
+            ),
+            (None, "not read"),
+        ] {
+            assert!(
+                matches!(write.after_lost_answer(&sent_on, read, lost()), Verdict::Conflict(t) if t.contains("the answer was lost")),
+                "{why}"
+            );
+        }
+        let records = PlannedWrite {
+            when: When::BeforeStatus,
+            what: "w".into(),
+            kind: WriteKind::Records(vec![]),
+        };
+        assert!(!records.reads_back_after_a_lost_answer());
+        let lost = records.judge("p", Answer::Unknown("reset".into()));
+        assert!(matches!(
+            records.after_lost_answer(&sent_on, read("8", Some(&status)), lost),
+            Verdict::Conflict(_)
+        ));
     }
 
     /// How each kind of write takes each answer: what a 404 and a 409 mean depends on what was

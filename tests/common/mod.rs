@@ -390,6 +390,22 @@ pub const DEV_STAGING_PROD: &[(&str, &str, &str)] = &[
     ("prod", "prod", "prod"),
 ];
 
+/// The notification settings at their default place (`promoter-system/promoter-notifications`),
+/// with `config` as the ConfigMap's `config.yaml`.
+pub fn notification_rules(env: &Env, config: &str) {
+    let configmaps =
+        promoter::fake::ResourceType::builtin("", "v1", "ConfigMap", "configmaps", true);
+    env.server
+        .store()
+        .seed(
+            &configmaps,
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "promoter-notifications", "namespace": "promoter-system"},
+                "data": {"config.yaml": config}}),
+        )
+        .unwrap();
+}
+
 /// The first promotion of `example` rolled out to completion, on a fleet where staging fails every
 /// later deployment whose spec contains `breaks` (a chart version that breaks there); its name.
 pub async fn completed_before_a_break(env: &mut Env, example: &str, breaks: &str) -> String {
