@@ -1,23 +1,34 @@
 //! Fleet-scale benchmark: one pass over N promotions × S stages × C clusters served by the fake API
 //! server over HTTP. Prints, per size: wall time of a first and of a steady pass, requests by verb and
-//! bytes read, writes (0 expected for a steady pass), CPU time of the decision alone, and, when a
-//! release binary exists, peak RSS of the `promoter` process and its start-to-first-request time.
+//! bytes read (gzip, as sent), writes (0 expected for a steady pass), the floor (the same requests
+//! one after the other with their bodies received and dropped: what serving the lists takes), the
+//! steady pass ÷ that floor, each shard's steady pass at 1, 2 and 4 shards with the load they make
+//! together, CPU time of the decision alone, and, when an optimised binary exists
+//! (`target/release/promoter`), peak RSS of the `promoter` process, the same with no promotion
+//! selected (what is not the summaries), the difference per 10,000 ClusterSummaries read, and its
+//! start-to-first-request time.
 //!
 //! Then rollouts over a flaky network (`support/flaky.rs`): the share of passes that did not decide
 //! every promotion they read, and the completion delay in ticks, with 10 % of requests failing.
 //!
-//!     cargo build --release && cargo bench --bench fleet
+//!     cargo build --profile bench --bin promoter && cargo bench --bench fleet
 //!     cargo bench --bench fleet -- --quick        (smallest size only; CI's smoke test)
 //!     cargo bench --bench fleet -- flaky          (only the flaky-network rollouts)
 //!     cargo bench --bench fleet -- scale          (only the fleet sizes)
 //!     cargo bench --bench fleet -- scale size=100x4x200   (one size; with `perf record`)
+//!     PROMOTER_BENCH_BIN=… cargo bench --bench fleet -- scale process size=…   (only the process
+//!         figures, of that binary)
 
 #[path = "support/flaky.rs"]
 mod flaky;
 
 use chrono::Utc;
 use promoter::fake::FakeApiServer;
-use promoter::pass::{ChecksNotEvaluated, Context, HealthResults, PassOptions, decide, run_pass};
+use promoter::pass::shard::Shard;
+use promoter::pass::{
+    ChecksNotEvaluated, Context, HealthResults, PassLimits, PassOptions, decide, run_pass,
+    run_pass_with,
+};
 use promoter::sim::scale::{Scale, populate};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -56,7 +67,112 @@ fn verbs(server: &FakeApiServer) -> (String, usize, usize) {
     )
 }
 
-async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
+/// Lists in the request log, and how many of them were of ClusterSummaries.
+fn lists_of(server: &FakeApiServer) -> (usize, usize) {
+    let requests = server.requests();
+    let lists = requests.iter().filter(|r| r.verb == "list").count();
+    let pages = requests
+        .iter()
+        .filter(|r| r.verb == "list" && r.resource == "clustersummaries")
+        .count();
+    (lists, pages)
+}
+
+/// A percent-decoded query (the request log's) encoded again for a URL.
+fn encode_query(query: &str) -> String {
+    query
+        .split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            let enc = |s: &str| {
+                s.bytes()
+                    .map(|b| match b {
+                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                            (b as char).to_string()
+                        }
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect::<String>()
+            };
+            format!("{}={}", enc(k), enc(v))
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The floor of a steady pass: its GET requests (as the fake server logged them, continue tokens
+/// included) made again one after the other through the same client, each body received in full
+/// (and ungzipped, as the pass's are) and dropped. Milliseconds.
+async fn floor(
+    server: &FakeApiServer,
+    client: &kube::Client,
+    opts: &PassOptions,
+) -> anyhow::Result<f64> {
+    server.clear_requests();
+    run_pass(client, &ChecksNotEvaluated, opts).await?;
+    let requests: Vec<(String, String)> = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "GET")
+        .map(|r| (r.path.clone(), r.query.clone()))
+        .collect();
+    let t = Instant::now();
+    for (path, query) in &requests {
+        let url = if query.is_empty() {
+            path.clone()
+        } else {
+            format!("{path}?{}", encode_query(query))
+        };
+        let req = http::Request::get(url).body(Vec::new())?;
+        std::hint::black_box(client.request_text(req).await?.len());
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Each shard's steady pass at 1, 2 and 4 shards (`--shard i/n`: several CronJobs), and what they
+/// cost the API server together: lists, bytes sent, the fake server's time.
+async fn shards(
+    server: &FakeApiServer,
+    client: &kube::Client,
+    opts: &PassOptions,
+    rounds: usize,
+) -> anyhow::Result<()> {
+    for count in [1u32, 2, 4] {
+        let mut walls = Vec::new();
+        let (mut lists, mut bytes, mut served) = (0, 0, 0.0);
+        for index in 0..count {
+            let limits = PassLimits {
+                deadline: None,
+                shard: Some(Shard { index, count }),
+            };
+            let mut w = Vec::new();
+            for _ in 0..rounds {
+                server.clear_requests();
+                let t = Instant::now();
+                run_pass_with(client, &ChecksNotEvaluated, opts, &limits).await?;
+                w.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            walls.push(median(w));
+            lists += lists_of(server).0;
+            bytes += verbs(server).1;
+            served += served_ms(server);
+        }
+        println!(
+            "  {count} shard(s): steady pass per shard {} ms (medians); together {lists} lists, {:.1} MB, fake server {:.0} ms",
+            walls
+                .iter()
+                .map(|w| format!("{w:.0}"))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            bytes as f64 / 1e6,
+            served
+        );
+    }
+    Ok(())
+}
+
+async fn bench(scale: Scale, rounds: usize, process_only: bool) -> anyhow::Result<()> {
     let server = FakeApiServer::start_with_sveltos().await?;
     let now = Utc::now();
     let started = Instant::now();
@@ -70,6 +186,15 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let client = server.client().await?;
+    if process_only {
+        let read = promoter::pass::observe::observe(&client, None).await?;
+        process_figures(
+            &server,
+            read.world.summaries.values().map(|s| s.len()).sum(),
+        )
+        .await;
+        return Ok(());
+    }
     let opts = PassOptions {
         dry_run: false,
         selector: None,
@@ -86,6 +211,25 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         "first pass:   {:>8.1} ms   requests: {v}; {:.1} MB read; {writes} writes",
         first.as_secs_f64() * 1e3,
         bytes as f64 / 1e6
+    );
+    let mut writes_by: BTreeMap<String, usize> = BTreeMap::new();
+    for r in server.requests().iter().filter(|r| r.method != "GET") {
+        let sub = r
+            .subresource
+            .as_deref()
+            .map(|s| format!("/{s}"))
+            .unwrap_or_default();
+        *writes_by
+            .entry(format!("{} {}{sub}", r.verb, r.resource))
+            .or_default() += 1;
+    }
+    println!(
+        "  its writes: {}",
+        writes_by
+            .iter()
+            .map(|(w, n)| format!("{w} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let mut steady = Vec::new();
     let mut served = Vec::new();
@@ -107,6 +251,20 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         last.1 as f64 / 1e6,
         last.2
     );
+    let (lists, pages) = lists_of(&server);
+    let floors: Vec<f64> = {
+        let mut v = Vec::new();
+        for _ in 0..rounds {
+            v.push(floor(&server, &client, &opts).await?);
+        }
+        v
+    };
+    println!(
+        "  floor:      {:>8.1} ms (median; the steady pass's {lists} lists, {pages} of them pages of ClusterSummaries, one after the other, bodies dropped); steady ÷ floor {:.2}",
+        median(floors.clone()),
+        median(steady.clone()) / median(floors)
+    );
+    shards(&server, &client, &opts, rounds).await?;
     // Where a steady pass's time goes: the fake server's share, the reads alone, and the same
     // pass through kube's bare client (no retry layer, no buffer) for the connection policy's cost.
     let mut observing = Vec::new();
@@ -150,13 +308,18 @@ async fn bench(scale: Scale, rounds: usize) -> anyhow::Result<()> {
         median(decision),
         observation.promotions.len()
     );
-    process_figures(&server).await;
+    let read: usize = observation.world.summaries.values().map(|s| s.len()).sum();
+    process_figures(&server, read).await;
     Ok(())
 }
 
 /// Peak RSS and start-to-first-request of the real binary (a dry-run pass), if it was built.
-async fn process_figures(server: &FakeApiServer) {
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/promoter");
+/// `summaries`: how many ClusterSummaries a steady pass reads.
+async fn process_figures(server: &FakeApiServer, summaries: usize) {
+    // `PROMOTER_BENCH_BIN`: another build's binary against the same world (before and after).
+    let bin = std::env::var_os("PROMOTER_BENCH_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/promoter"));
     if !bin.exists() {
         println!(
             "process:      (no target/release/promoter: run `cargo build --release` for these figures)"
@@ -185,31 +348,56 @@ async fn process_figures(server: &FakeApiServer) {
             starts.push(first.at.duration_since(spawned).as_secs_f64() * 1e3);
         }
     }
-    let rss = tokio::process::Command::new("/usr/bin/time")
-        .args(["-f", "%M"])
-        .arg(&bin)
-        .args(["step", "--dry-run"])
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .await
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stderr)
+    // Peak RSS of a dry-run pass; with `args`, of one that selects no promotion (it lists the
+    // profiles and finds none: the process, its client and runtime, not the summaries).
+    let rss = |args: &'static [&'static str]| {
+        let (bin, kubeconfig) = (bin.clone(), kubeconfig.clone());
+        async move {
+            let out = tokio::process::Command::new("/usr/bin/time")
+                .args(["-f", "%M"])
+                .arg(&bin)
+                .args(["step", "--dry-run"])
+                .args(args)
+                .env("KUBECONFIG", &kubeconfig)
+                .output()
+                .await
+                .ok()?;
+            String::from_utf8_lossy(&out.stderr)
                 .lines()
                 .last()
                 .and_then(|l| l.trim().parse::<f64>().ok())
-        });
+        }
+    };
+    let mut full = Vec::new();
+    let mut base = Vec::new();
+    for _ in 0..3 {
+        full.extend(rss(&[]).await);
+        base.extend(rss(&["--selector", "promoter.dev/bench=none"]).await);
+    }
+    let (full, base) = (
+        (!full.is_empty()).then(|| median(full)),
+        (!base.is_empty()).then(|| median(base)),
+    );
     let _ = std::fs::remove_dir_all(&dir);
+    let mb = |kb: f64| format!("{:.1} MB", kb / 1024.0);
+    let per = match (full, base) {
+        (Some(f), Some(b)) if summaries > 0 => format!(
+            "; {:.2} MB per 10,000 ClusterSummaries read",
+            (f - b) / 1024.0 / summaries as f64 * 10_000.0
+        ),
+        _ => String::new(),
+    };
     println!(
-        "process:      start to first request {:.1} ms (median of {}); peak RSS {}",
+        "process:      start to first request {:.1} ms (median of {}); peak RSS {} (medians of 3), {} with no promotion selected{per}",
         if starts.is_empty() {
             f64::NAN
         } else {
             median(starts.clone())
         },
         starts.len(),
-        rss.map(|kb| format!("{:.1} MB", kb / 1024.0))
-            .unwrap_or_else(|| "n/a (no /usr/bin/time)".into())
+        full.map(mb)
+            .unwrap_or_else(|| "n/a (no /usr/bin/time)".into()),
+        base.map(mb).unwrap_or_else(|| "n/a".into()),
     );
 }
 
@@ -259,6 +447,7 @@ fn main() -> anyhow::Result<()> {
                         clusters: *c,
                     },
                     rounds,
+                    args.iter().any(|a| a == "process"),
                 )
                 .await?;
             }

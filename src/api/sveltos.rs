@@ -75,6 +75,10 @@ impl SpecText {
         self.0.get()
     }
 
+    pub fn as_raw(&self) -> &serde_json::value::RawValue {
+        &self.0
+    }
+
     /// The parsed object; anything else (which the API server would not have stored) is empty.
     pub fn to_map(&self) -> Map<String, Value> {
         serde_json::from_str(self.0.get()).unwrap_or_default()

@@ -4,7 +4,7 @@
 //! is in progress.
 
 use super::decide::watched_profiles;
-use super::summaries::ProfileSummaries;
+use super::summaries::{Listed, ProfileSummaries};
 use super::world::{ExcludedCluster, InventoryCluster, World};
 use crate::api::inventory::{CAPI_GROUP, ClusterKind};
 use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
@@ -15,7 +15,6 @@ use crate::api::{
 use anyhow::Context as _;
 use kube::Resource;
 use kube::api::{DynamicObject, ListParams};
-use kube::core::ListMeta;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -303,7 +302,22 @@ pub async fn observe_pass(
             return done(promotions, undecodable, world, unread);
         }
     }
-    match freezes(client).await {
+    let mut watched: Vec<String> = promotions.iter().flat_map(watched_profiles).collect();
+    watched.sort();
+    watched.dedup();
+    // The freezes, the summaries and the inventory are read at once (each list's pages still one
+    // after the other); what failed is taken in this order, the first being the cause.
+    let in_progress = async {
+        if watched.is_empty() {
+            return None;
+        }
+        Some(futures::join!(
+            summaries_tolerant(client, &watched),
+            inventory_with_exclusions(client)
+        ))
+    };
+    let (listed_freezes, in_progress) = futures::join!(freezes(client), in_progress);
+    match listed_freezes {
         Ok(Some(f)) => world.freezes = f,
         Ok(None) => world.own_crds_missing = true,
         Err(e) => {
@@ -312,14 +326,9 @@ pub async fn observe_pass(
             unread.freezes = Some(e);
         }
     }
-
-    let mut watched: Vec<String> = promotions.iter().flat_map(watched_profiles).collect();
-    watched.sort();
-    watched.dedup();
-    if watched.is_empty() {
+    let Some(((summaries, failed), inventory)) = in_progress else {
         return done(promotions, undecodable, world, unread);
-    }
-    let (summaries, failed) = summaries_tolerant(client, &watched).await;
+    };
     world.summaries = summaries;
     world.summaries_listed = watched
         .into_iter()
@@ -336,7 +345,7 @@ pub async fn observe_pass(
         };
         unread.summaries.insert(profile, line);
     }
-    match inventory_with_exclusions(client).await {
+    match inventory {
         Ok((clusters, excluded)) => {
             world.clusters = clusters;
             world.excluded = excluded;
@@ -500,20 +509,32 @@ async fn summaries_tolerant(
     let url = ClusterSummary::url_path(&(), None);
     for chunk in profiles.chunks(NAMES_PER_LIST) {
         let sel = format!("{CLUSTER_PROFILE_NAME_LABEL} in ({})", chunk.join(","));
-        let listed = list_tolerant(
+        let listed = list_pages(
             client,
             &url,
             ListParams::default().labels(&sel),
-            |part: &mut BTreeMap<String, ProfileSummaries>,
-             item: Result<ClusterSummary, Unreadable>| match item {
-                Ok(cs) => add_summary(part, cs),
-                // Its cluster then has no readable summary: not in sync, and named in the log.
-                Err(u) => {
-                    if let Some(profile) = u.label(CLUSTER_PROFILE_NAME_LABEL) {
-                        part.entry(profile)
-                            .or_default()
-                            .unreadable
-                            .push(format!("{}: {}", u.name, u.error));
+            |part: &mut BTreeMap<String, ProfileSummaries>, raw: &RawValue| {
+                match serde_json::from_str::<Listed>(raw.get()) {
+                    Ok(cs) => {
+                        if let Some(profile) = cs.profile() {
+                            match part.get_mut(profile) {
+                                Some(p) => p.push_listed(cs),
+                                None => {
+                                    let profile = profile.to_string();
+                                    part.entry(profile).or_default().push_listed(cs)
+                                }
+                            }
+                        }
+                    }
+                    // Its cluster then has no readable summary: not in sync, and named in the log.
+                    Err(e) => {
+                        let u = unreadable(raw, &url, &e);
+                        if let Some(profile) = u.label(CLUSTER_PROFILE_NAME_LABEL) {
+                            part.entry(profile)
+                                .or_default()
+                                .unreadable
+                                .push(format!("{}: {}", u.name, u.error));
+                        }
                     }
                 }
             },
@@ -533,13 +554,50 @@ async fn summaries_tolerant(
     (out, failed)
 }
 
-/// A list response whose items are kept as text, so that each is decoded on its own.
+/// A page of a list, its items left as text (borrowed from the page's), each decoded on its own.
 #[derive(Deserialize)]
-struct RawList {
+struct Page<'a> {
     #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default)]
-    items: Vec<Box<RawValue>>,
+    metadata: PageMeta,
+    #[serde(borrow, default)]
+    items: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct PageMeta {
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
+}
+
+/// A page being fetched on a task of its own, so that its transfer and decompression go on while
+/// the page before it is decoded (a body is read only as fast as it is polled). It runs within the
+/// pass's deadline, and is abandoned when the list is (dropped: aborted).
+struct Fetch(tokio::task::JoinHandle<kube::Result<String>>);
+
+impl Fetch {
+    fn start(client: &kube::Client, request: http::Request<Vec<u8>>) -> Self {
+        use tracing::Instrument as _;
+        let client = client.clone();
+        let deadline = crate::client::retry::deadline();
+        let fetch = async move {
+            let text = client.request_text(request);
+            match deadline {
+                Some(d) => crate::client::retry::within_deadline(d, text).await,
+                None => text.await,
+            }
+        };
+        Fetch(tokio::spawn(fetch.instrument(tracing::Span::current())))
+    }
+
+    async fn text(&mut self) -> anyhow::Result<kube::Result<String>> {
+        (&mut self.0).await.context("reading a list page")
+    }
+}
+
+impl Drop for Fetch {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// An object of a list that could not be decoded.
@@ -581,15 +639,59 @@ async fn list_tolerant<K: DeserializeOwned, S: Default>(
     params: ListParams,
     mut each: impl FnMut(&mut S, Result<K, Unreadable>),
 ) -> anyhow::Result<S> {
+    list_pages(
+        client,
+        url,
+        params,
+        |state: &mut S, raw: &RawValue| match serde_json::from_str::<K>(raw.get()) {
+            Ok(obj) => each(state, Ok(obj)),
+            Err(e) => each(state, Err(unreadable(raw, url, &e))),
+        },
+    )
+    .await
+}
+
+/// A listed object that does not decode, named (and its labels kept) as far as its metadata
+/// can be read, and logged.
+fn unreadable(raw: &RawValue, url: &str, e: &serde_json::Error) -> Unreadable {
+    let meta = serde_json::from_str::<MetaOnly>(raw.get()).unwrap_or_default();
+    let name = format!(
+        "{}/{}",
+        meta.metadata.namespace.unwrap_or_default(),
+        meta.metadata.name.unwrap_or_default()
+    );
+    tracing::warn!(object = %name, url, error = %e, "skipping an object that cannot be decoded");
+    Unreadable {
+        name,
+        error: e.to_string(),
+        labels: meta.metadata.labels.unwrap_or_default(),
+    }
+}
+
+/// Lists page by page, handing each object's text to `each`. The next page is requested as soon
+/// as a page's continue token is read, before its objects are decoded, so that the API server
+/// serves one while promoter decodes the other; at most two pages are held at once. A list whose
+/// continue token expired is read again from the beginning, once, with `each`'s state started
+/// again from its default.
+async fn list_pages<S: Default>(
+    client: &kube::Client,
+    url: &str,
+    params: ListParams,
+    mut each: impl FnMut(&mut S, &RawValue),
+) -> anyhow::Result<S> {
     let first = params.limit(PAGE);
     let mut params = first.clone();
     let mut state = S::default();
     let mut restarted = false;
     let request = kube::core::Request::new(url);
+    let fetch = |params: &ListParams| -> anyhow::Result<Fetch> {
+        let req = request.list(params).context("building a list request")?;
+        Ok(Fetch::start(client, req))
+    };
+    let mut next = fetch(&params)?;
     loop {
-        let req = request.list(&params).context("building a list request")?;
-        let page: RawList = match client.request(req).await {
-            Ok(page) => page,
+        let text = match next.text().await? {
+            Ok(text) => text,
             Err(e) if expired(&e) && params.continue_token.is_some() => {
                 if restarted || past_deadline() {
                     return Err(anyhow::Error::new(e).context(if restarted {
@@ -602,35 +704,27 @@ async fn list_tolerant<K: DeserializeOwned, S: Default>(
                 restarted = true;
                 state = S::default();
                 params = first.clone();
+                next = fetch(&params)?;
                 continue;
             }
             Err(e) => return Err(e.into()),
         };
-        for raw in page.items {
-            match serde_json::from_str::<K>(raw.get()) {
-                Ok(obj) => each(&mut state, Ok(obj)),
-                Err(e) => {
-                    let meta = serde_json::from_str::<MetaOnly>(raw.get()).unwrap_or_default();
-                    let name = format!(
-                        "{}/{}",
-                        meta.metadata.namespace.unwrap_or_default(),
-                        meta.metadata.name.unwrap_or_default()
-                    );
-                    tracing::warn!(object = %name, url, error = %e, "skipping an object that cannot be decoded");
-                    each(
-                        &mut state,
-                        Err(Unreadable {
-                            name,
-                            error: e.to_string(),
-                            labels: meta.metadata.labels.unwrap_or_default(),
-                        }),
-                    );
-                }
+        let page: Page = serde_json::from_str(&text)
+            .map_err(kube::Error::SerdeError)
+            .context("reading a list page")?;
+        let more = match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => {
+                params = params.continue_token(&token);
+                next = fetch(&params)?;
+                true
             }
+            _ => false,
+        };
+        for raw in page.items {
+            each(&mut state, raw);
         }
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(state),
+        if !more {
+            return Ok(state);
         }
     }
 }
@@ -863,13 +957,11 @@ mod tests {
         assert!(lenient_profile(&bad(json!({"spec": {}}))).is_none());
     }
 
-    /// The inventory is read page by page, every page; a list whose continue token expired is
-    /// read again from the beginning once, within the pass deadline; a second expiry, or any other
-    /// failure of a later page, fails the list.
-    #[tokio::test]
-    async fn a_list_reads_every_page_and_starts_again_once_when_its_token_expires() {
-        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
-        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+    /// A server holding a page of SveltosClusters and a few more; and how many.
+    async fn two_pages_of_clusters() -> (crate::fake::FakeApiServer, usize) {
+        let server = crate::fake::FakeApiServer::start_with_sveltos()
+            .await
+            .unwrap();
         let n = PAGE as usize + 5;
         {
             let mut store = server.store();
@@ -882,6 +974,16 @@ mod tests {
                     .unwrap();
             }
         }
+        (server, n)
+    }
+
+    /// The inventory is read page by page, every page; a list whose continue token expired is
+    /// read again from the beginning once, within the pass deadline; a second expiry, or any other
+    /// failure of a later page, fails the list.
+    #[tokio::test]
+    async fn a_list_reads_every_page_and_starts_again_once_when_its_token_expires() {
+        use crate::fake::{FaultAction, FaultRule, RequestMatcher};
+        let (server, n) = two_pages_of_clusters().await;
         let client = server.client().await.unwrap();
         let lists = || RequestMatcher::verbs(&["list"]).resource("sveltosclusters");
         let listed = |code: Option<u16>| {
@@ -915,6 +1017,41 @@ mod tests {
             listed(None),
             2,
             "a refused page is not a reason to list again"
+        );
+    }
+
+    /// The next page is requested while the page before it is still being decoded: the API
+    /// server's time and promoter's overlap instead of adding up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_next_page_is_requested_while_a_page_is_decoded() {
+        let (server, n) = two_pages_of_clusters().await;
+        let client = server.client().await.unwrap();
+        let lists = || server.count(|r| r.verb == "list" && r.resource == "sveltosclusters");
+        let mut decoded = 0;
+        let mut overlapped = false;
+        let listed = list_tolerant(
+            &client,
+            &SveltosCluster::url_path(&(), None),
+            ListParams::default(),
+            |_: &mut (), _: Result<Value, Unreadable>| {
+                decoded += 1;
+                if decoded > 1 {
+                    return;
+                }
+                // While the first object is being decoded, the second page is asked for.
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while !overlapped && std::time::Instant::now() < until {
+                    overlapped = lists() == 2;
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            },
+        )
+        .await;
+        assert!(listed.is_ok());
+        assert_eq!((decoded, lists()), (n, 2));
+        assert!(
+            overlapped,
+            "the second page was requested only after the first was decoded"
         );
     }
 

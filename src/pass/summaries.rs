@@ -16,7 +16,12 @@ use crate::sveltos::normal_form::{differing_fields, normalize};
 use crate::sveltos::redeploy::bit;
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -314,38 +319,201 @@ struct SpecFacts {
     content: [bool; 3],
 }
 
-/// The newest `managedFields` time (the API server's clock) of the entries that `keep`.
-fn written(cs: &ClusterSummary, keep: impl Fn(&ManagedFieldsEntry) -> bool) -> Option<i64> {
-    cs.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| keep(m))
-        .filter_map(|m| m.time.as_ref().map(|t| t.0.as_second()))
-        .max()
+/// A ClusterSummary as a list page is decoded: only what [`ProfileSummaries`] keeps, borrowed
+/// from the page's text where it can be, every other field skipped unread (no object tree per
+/// summary: a fleet's pages are tens of thousands of them, each mostly `managedFields` and the
+/// copy of the profile's spec). Decoding fails on the fields it reads as decoding the whole
+/// [`ClusterSummary`] would (the same types, the same required fields).
+#[derive(Deserialize)]
+pub struct Listed<'a> {
+    #[serde(borrow)]
+    pub metadata: ListedMeta<'a>,
+    #[serde(borrow)]
+    spec: ListedSpec<'a>,
+    #[serde(borrow, default)]
+    status: Option<ListedStatus<'a>>,
 }
 
-fn owns(m: &ManagedFieldsEntry, path: &[&str]) -> bool {
-    let mut v = m.fields_v1.as_ref().map(|f| &f.0);
-    for p in path {
-        v = v.and_then(|x| x.get(*p));
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedMeta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub labels: Option<ListedLabels<'a>>,
+    #[serde(borrow, default)]
+    managed_fields: Option<Vec<Managed<'a>>>,
+}
+
+/// The one label a listed summary is filed under.
+#[derive(Deserialize, Default)]
+pub struct ListedLabels<'a> {
+    #[serde(borrow, default, rename = "projectsveltos.io/cluster-profile-name")]
+    pub profile: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListedSpec<'a> {
+    #[serde(borrow, default)]
+    cluster_namespace: Cow<'a, str>,
+    #[serde(borrow, default)]
+    cluster_name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    cluster_type: Cow<'a, str>,
+    #[serde(borrow, default)]
+    cluster_profile_spec: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct ListedStatus<'a> {
+    #[serde(borrow, default, rename = "featureSummaries")]
+    features: Option<Vec<ListedFeature<'a>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListedFeature<'a> {
+    #[serde(borrow, rename = "featureID")]
+    id: Cow<'a, str>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    failure_message: Option<String>,
+    #[serde(default)]
+    hash: Option<String>,
+}
+
+/// One `managedFields` entry, as far as promoter reads it: which part of the object the write was
+/// to, when (the API server's clock), and whether its writer owns `spec` or the features.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Managed<'a> {
+    #[serde(borrow, default)]
+    subresource: Option<Cow<'a, str>>,
+    #[serde(default)]
+    time: Option<Time>,
+    #[serde(default, rename = "fieldsV1")]
+    fields: Option<FieldSets>,
+}
+
+#[derive(Deserialize, Default)]
+struct FieldSets {
+    #[serde(default, rename = "f:spec")]
+    spec: Option<IgnoredAny>,
+    #[serde(default, rename = "f:status")]
+    status: Option<StatusSets>,
+}
+
+#[derive(Deserialize, Default)]
+struct StatusSets {
+    #[serde(default, rename = "f:featureSummaries")]
+    features: Option<IgnoredAny>,
+}
+
+impl<'a> Managed<'a> {
+    fn of(m: &'a ManagedFieldsEntry) -> Self {
+        Managed {
+            subresource: m.subresource.as_deref().map(Cow::Borrowed),
+            time: m.time.clone(),
+            fields: m
+                .fields_v1
+                .as_ref()
+                .and_then(|f| FieldSets::deserialize(&f.0).ok()),
+        }
     }
-    v.is_some()
+
+    fn owns_spec(&self) -> bool {
+        self.subresource.as_deref().unwrap_or_default().is_empty()
+            && self.fields.as_ref().is_some_and(|f| f.spec.is_some())
+    }
+
+    fn owns_features(&self) -> bool {
+        self.subresource.as_deref() == Some("status")
+            && self
+                .fields
+                .as_ref()
+                .and_then(|f| f.status.as_ref())
+                .is_some_and(|s| s.features.is_some())
+    }
+}
+
+impl<'a> Listed<'a> {
+    /// A whole ClusterSummary (the model checker's, tests'), seen as a list page's would be.
+    pub fn of(cs: &'a ClusterSummary) -> Self {
+        let labels = cs.metadata.labels.as_ref().map(|l| ListedLabels {
+            profile: l
+                .get(crate::api::sveltos::CLUSTER_PROFILE_NAME_LABEL)
+                .map(|p| Cow::Borrowed(p.as_str())),
+        });
+        Listed {
+            metadata: ListedMeta {
+                name: cs.metadata.name.as_deref().map(Cow::Borrowed),
+                labels,
+                managed_fields: cs
+                    .metadata
+                    .managed_fields
+                    .as_ref()
+                    .map(|m| m.iter().map(Managed::of).collect()),
+            },
+            spec: ListedSpec {
+                cluster_namespace: Cow::Borrowed(&cs.spec.cluster_namespace),
+                cluster_name: Cow::Borrowed(&cs.spec.cluster_name),
+                cluster_type: Cow::Borrowed(&cs.spec.cluster_type),
+                cluster_profile_spec: Some(cs.spec.cluster_profile_spec.as_raw()),
+            },
+            status: cs.status.as_ref().map(|s| ListedStatus {
+                features: s.feature_summaries.as_ref().map(|f| {
+                    f.iter()
+                        .map(|f| ListedFeature {
+                            id: Cow::Borrowed(&f.feature_id),
+                            status: f.status.clone(),
+                            failure_message: f.failure_message.clone(),
+                            hash: f.hash.clone(),
+                        })
+                        .collect()
+                }),
+            }),
+        }
+    }
+
+    /// The newest `managedFields` time of the entries that `keep`.
+    fn written(&self, keep: impl Fn(&Managed<'a>) -> bool) -> Option<i64> {
+        self.metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter(|m| keep(m))
+            .filter_map(|m| m.time.as_ref().map(|t| t.0.as_second()))
+            .max()
+    }
+
+    /// The newest time at which a writer of the main resource wrote `spec`.
+    pub fn spec_written(&self) -> Option<i64> {
+        self.written(Managed::owns_spec)
+    }
+
+    /// The newest time at which a write of the `status` subresource changed what its writer owns
+    /// of the features.
+    pub fn status_written(&self) -> Option<i64> {
+        self.written(Managed::owns_features)
+    }
+
+    /// The profile it belongs to (its label).
+    pub fn profile(&self) -> Option<&str> {
+        self.metadata.labels.as_ref()?.profile.as_deref()
+    }
 }
 
 /// The newest time at which a writer of the main resource wrote `spec`.
 pub fn spec_written(cs: &ClusterSummary) -> Option<i64> {
-    written(cs, |m| {
-        m.subresource.as_deref().unwrap_or_default().is_empty() && owns(m, &["f:spec"])
-    })
+    Listed::of(cs).spec_written()
 }
 
 /// The newest time at which a write of the `status` subresource changed what its writer owns of
 /// the features.
 pub fn status_written(cs: &ClusterSummary) -> Option<i64> {
-    written(cs, |m| {
-        m.subresource.as_deref() == Some("status") && owns(m, &["f:status", "f:featureSummaries"])
-    })
+    Listed::of(cs).status_written()
 }
 
 /// The ClusterSummaries of one profile.
@@ -417,15 +585,20 @@ impl ProfileSummaries {
     }
 
     pub fn push(&mut self, cs: ClusterSummary) {
-        let spec = self.spec_index(cs.spec.cluster_profile_spec.as_str());
-        let (spec_written, status_written) = (spec_written(&cs), status_written(&cs));
+        self.push_listed(Listed::of(&cs));
+    }
+
+    /// Keeps what the decision reads of one listed summary.
+    pub fn push_listed(&mut self, cs: Listed) {
+        let spec = self.spec_index(cs.spec.cluster_profile_spec.map_or("{}", RawValue::get));
+        let (spec_written, status_written) = (cs.spec_written(), cs.status_written());
         let features = cs
             .status
-            .and_then(|s| s.feature_summaries)
+            .and_then(|s| s.features)
             .unwrap_or_default()
             .into_iter()
             .map(|f| Feature {
-                id: self.shared(&f.feature_id),
+                id: self.shared(&f.id),
                 status: f.status.map(|s| self.shared(&s)),
                 failure_message: f.failure_message.map(String::into_boxed_str),
                 hash: f.hash.as_deref().and_then(prefix),
@@ -435,10 +608,10 @@ impl ProfileSummaries {
             .into_iter()
             .find(|k| k.cluster_type() == cs.spec.cluster_type);
         let summary = Summary {
-            name: cs.metadata.name.unwrap_or_default().into_boxed_str(),
+            name: cs.metadata.name.as_deref().unwrap_or_default().into(),
             kind,
             cluster_namespace: self.shared(&cs.spec.cluster_namespace),
-            cluster_name: cs.spec.cluster_name.into_boxed_str(),
+            cluster_name: cs.spec.cluster_name.as_ref().into(),
             spec,
             spec_written,
             status_written,
@@ -947,6 +1120,58 @@ mod tests {
             s.provisioned(content, Freshness::Nothing, None, soon),
             Provisioned::No
         );
+    }
+
+    /// A summary decoded from a list page's text keeps what the whole object would: the same
+    /// facts, the spec written and the status written from the managed fields, escaped strings
+    /// read as such; a field of the wrong type fails both.
+    #[test]
+    fn a_listed_summary_keeps_what_the_whole_object_does() {
+        let mut cs = summary(
+            "c\\u0031",
+            json!({"helmCharts": [{"releaseName": "r"}], "tier": 100}),
+            &[("Helm", "Provisioned"), ("Resources", "Failed")],
+        );
+        stamp(
+            &mut cs,
+            "2026-11-20T10:00:00Z",
+            "2026-11-20T10:05:00Z",
+            &["aGFzaA==", "b3RoZXI="],
+        );
+        if let Some(f) = cs
+            .status
+            .as_mut()
+            .and_then(|s| s.feature_summaries.as_mut())
+        {
+            f[1].failure_message = Some("it \"failed\"".into());
+        }
+        let mut text = serde_json::to_value(&cs).unwrap();
+        text["metadata"]["labels"] =
+            json!({"projectsveltos.io/cluster-profile-name": "p\\u002ddev"});
+        text["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "ClusterProfile", "name": "p", "uid": "u"}]);
+        let text = text.to_string().replace("\\\\u", "\\u");
+        let whole: ClusterSummary = serde_json::from_str(&text).unwrap();
+        let listed: Listed = serde_json::from_str(&text).unwrap();
+        assert_eq!(listed.profile(), Some("p-dev"));
+        assert_eq!(listed.spec_written(), spec_written(&whole));
+        assert_eq!(listed.status_written(), status_written(&whole));
+        assert!(listed.spec_written().is_some() && listed.status_written().is_some());
+        let (mut a, mut b) = (ProfileSummaries::default(), ProfileSummaries::default());
+        a.push(whole);
+        b.push_listed(listed);
+        let (a, b): (Vec<_>, Vec<_>) = (a.iter().collect(), b.iter().collect());
+        assert_eq!(a, b);
+        assert_eq!(&*a[0].cluster_name, "c1");
+        assert!(a[0].failure().is_some_and(|f| f.contains("it \"failed\"")));
+
+        let odd = text.replace("\"clusterName\":\"c\\u0031\"", "\"clusterName\":3");
+        assert_ne!(odd, text);
+        let e = serde_json::from_str::<Listed>(&odd)
+            .err()
+            .map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.starts_with("invalid type")));
+        assert!(serde_json::from_str::<ClusterSummary>(&odd).is_err());
     }
 
     #[test]

@@ -103,7 +103,7 @@ pub fn populate(
     for i in 0..scale.clusters {
         let ring = i % scale.stages.max(1);
         let obj = json!({"apiVersion": "lib.projectsveltos.io/v1beta1", "kind": "SveltosCluster",
-            "metadata": {"name": format!("c{i:05}"), "namespace": "fleet", "labels": {"ring": format!("r{ring}"), "region": "eu"}},
+            "metadata": {"name": format!("c{i:05}"), "namespace": "fleet", "uid": uid(&format!("fleet/c{i:05}")), "labels": {"ring": format!("r{ring}"), "region": "eu"}},
             "spec": {}, "status": {"ready": true}});
         let _ = store.seed(&sveltos_cluster_type(), obj);
     }
@@ -176,10 +176,9 @@ pub fn populate(
             let profile = main_profile(&p, &p.spec.stages[k]).to_object();
             let profile_name = profile.metadata.name.clone().unwrap_or_default();
             let spec = serde_json::to_value(&profile.spec).unwrap_or_default();
-            let _ = store.seed(
-                &cluster_profile_type(),
-                serde_json::to_value(&profile).unwrap_or_default(),
-            );
+            let mut stored = serde_json::to_value(&profile)?;
+            stored["metadata"]["uid"] = json!(uid(&profile_name));
+            let _ = store.seed(&cluster_profile_type(), stored);
             if state == State::Complete || k + 1 < reached {
                 continue;
             }
@@ -190,7 +189,6 @@ pub fn populate(
             };
             // As Sveltos reports it: the hash of what the feature deploys, its own clock's time.
             let hash = feature_hash(&normalize(&profile.spec.fields), "Helm");
-            let applied = Timestamp::new(now - Duration::hours(3)).to_string();
             // This stage's profile was rewritten from an earlier revision, whose Helm hash the
             // record keeps: every summary's freshness is judged by content.
             let mut before = Before::default();
@@ -207,13 +205,19 @@ pub fn populate(
                 .annotations
                 .get_or_insert_with(Default::default)
                 .insert(REDEPLOY.to_string(), serde_json::to_string(&records)?);
+            let profile_uid = uid(&profile_name);
             for i in (0..scale.clusters).filter(|i| i % scale.stages.max(1) == k) {
-                let cluster = format!("c{i:05}");
-                let cs = json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
-                    "metadata": {"name": format!("{profile_name}-sveltos-{cluster}"), "namespace": "fleet",
-                                 "labels": {CLUSTER_PROFILE_NAME_LABEL: profile_name, CLUSTER_NAME_LABEL: cluster, CLUSTER_TYPE_LABEL: "Sveltos"}},
-                    "spec": {"clusterNamespace": "fleet", "clusterName": cluster, "clusterType": "Sveltos", "clusterProfileSpec": spec},
-                    "status": {"featureSummaries": [{"featureID": "Helm", "status": feature, "hash": hash, "lastAppliedTime": applied}]}});
+                let cs = summary(&Wire {
+                    profile: &profile_name,
+                    profile_uid: &profile_uid,
+                    cluster: &format!("c{i:05}"),
+                    spec: &spec,
+                    feature,
+                    hash: &hash,
+                    release: &format!("app-{j}"),
+                    // Sveltos' writes of a fleet spread over minutes, each at its own second.
+                    at: now - Duration::hours(3) + Duration::seconds((i * 7 % 3600) as i64),
+                });
                 let _ = store.seed(&cluster_summary_type(), cs);
                 summaries += 1;
             }
@@ -221,4 +225,147 @@ pub fn populate(
         let _ = store.seed(&cluster_promotion_type(), serde_json::to_value(&p)?);
     }
     Ok(summaries)
+}
+
+/// A UUID as the API server makes one (random, version 4), here derived from `seed` so that the
+/// world is the same every run: unique identifiers are what a list's gzip cannot compress away.
+fn uid(seed: &str) -> String {
+    use sha2::Digest as _;
+    let h: String = sha2::Sha256::digest(seed.as_bytes())
+        .iter()
+        .take(16)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// What one ClusterSummary of the benchmark world is made of.
+struct Wire<'a> {
+    profile: &'a str,
+    profile_uid: &'a str,
+    cluster: &'a str,
+    /// The profile's spec, which the summary carries a copy of.
+    spec: &'a Value,
+    feature: &'a str,
+    hash: &'a str,
+    release: &'a str,
+    /// When the addon-controller last wrote its spec and status.
+    at: DateTime<Utc>,
+}
+
+/// A ClusterSummary as the addon-controller writes it and a real API server stores and lists it:
+/// Sveltos' Go types with `omitempty` (fields at their zero value absent), timestamps as RFC 3339
+/// seconds, its finalizer, the ClusterProfile as controller owner, the helm release summary and the
+/// `dependencies` text it reports, and the `managedFields` the API server keeps: the
+/// addon-controller's (`manager`, the User-Agent of its binary) `Update` of the main resource and
+/// of `status`, with field sets down to the leaves, atomic lists as one leaf (upstream types:
+/// projectsveltos/addon-controller `api/v1beta1/clustersummary_types.go`,
+/// projectsveltos/libsveltos `api/v1beta1/spec.go`, commit 60c6358035778386ccb9599f4944d2f5a0ec8926;
+/// the managed fields' shape: kubernetes/kubernetes
+/// `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/types.go` `ManagedFieldsEntry`). About 2.1 kB
+/// as stored, which is what a real fleet's summaries measure (BENCHMARKS.md).
+fn summary(w: &Wire) -> Value {
+    let name = format!("{}-sveltos-{}", w.profile, w.cluster);
+    let at = Timestamp::new(w.at).to_string();
+    let leaves = |m: Option<&serde_json::Map<String, Value>>| -> Value {
+        let mut out = serde_json::Map::new();
+        out.insert(".".into(), json!({}));
+        for k in m.into_iter().flat_map(|m| m.keys()) {
+            out.insert(format!("f:{k}"), json!({}));
+        }
+        Value::Object(out)
+    };
+    let mut feature =
+        json!({"featureID": "Helm", "hash": w.hash, "lastAppliedTime": at, "status": w.feature});
+    if w.feature == "Failed" {
+        feature["failureMessage"] = json!(format!(
+            "chart example/{}: install failed: context deadline exceeded (cluster fleet/{})",
+            w.release, w.cluster
+        ));
+        feature["consecutiveFailures"] = json!(3);
+    }
+    let spec_fields = json!({
+        "f:metadata": {
+            "f:finalizers": {".": {}, "v:\"clustersummaryfinalizer.projectsveltos.io\"": {}},
+            "f:labels": {".": {}, format!("f:{CLUSTER_NAME_LABEL}"): {},
+                         format!("f:{CLUSTER_PROFILE_NAME_LABEL}"): {}, format!("f:{CLUSTER_TYPE_LABEL}"): {}},
+            "f:ownerReferences": {".": {}, format!("k:{{\"uid\":\"{}\"}}", w.profile_uid): {}}},
+        "f:spec": {".": {}, "f:clusterName": {}, "f:clusterNamespace": {},
+                   "f:clusterProfileSpec": leaves(w.spec.as_object()), "f:clusterType": {}}
+    });
+    json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterSummary",
+        "metadata": {
+            "finalizers": ["clustersummaryfinalizer.projectsveltos.io"],
+            "labels": {CLUSTER_PROFILE_NAME_LABEL: w.profile, CLUSTER_NAME_LABEL: w.cluster, CLUSTER_TYPE_LABEL: "Sveltos"},
+            "managedFields": [
+                {"apiVersion": "config.projectsveltos.io/v1beta1", "fieldsType": "FieldsV1", "fieldsV1": spec_fields,
+                 "manager": "manager", "operation": "Update", "time": at},
+                {"apiVersion": "config.projectsveltos.io/v1beta1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:status": {".": {}, "f:dependencies": {}, "f:featureSummaries": {}, "f:helmReleaseSummaries": {}}},
+                 "manager": "manager", "operation": "Update", "subresource": "status", "time": at}],
+            "name": name, "namespace": "fleet",
+            "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "controller": true,
+                                 "kind": "ClusterProfile", "name": w.profile, "uid": w.profile_uid}],
+            "uid": uid(&format!("fleet/{name}"))},
+        "spec": {"clusterName": w.cluster, "clusterNamespace": "fleet", "clusterProfileSpec": w.spec, "clusterType": "Sveltos"},
+        "status": {"dependencies": "no dependencies", "featureSummaries": [feature],
+                   "helmReleaseSummaries": [{"releaseName": w.release, "releaseNamespace": "apps", "status": "Managing",
+                                             "valuesHash": w.hash}]}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::store::ListOptions;
+
+    /// The benchmark world's ClusterSummaries are what a real fleet's measure as stored: about
+    /// 2.1 kB each (within 20 %), with the addon-controller's managed fields for the spec and the
+    /// status, its finalizer and its owner.
+    #[tokio::test]
+    async fn a_summary_is_as_large_as_a_real_one_and_written_as_sveltos_writes_it() {
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        let scale = Scale {
+            promotions: 1,
+            stages: 4,
+            clusters: 40,
+        };
+        let n = populate(&server, scale, Utc::now()).unwrap();
+        assert_eq!(n, 10, "the deploying promotion's first stage");
+        let listed = server
+            .store()
+            .list(&cluster_summary_type(), None, &ListOptions::default())
+            .unwrap();
+        let items = listed["items"].as_array().cloned().unwrap_or_default();
+        assert_eq!(items.len(), n);
+        let bytes: usize = items
+            .iter()
+            .map(|i| serde_json::to_vec(i).unwrap().len())
+            .sum();
+        let each = bytes as f64 / n as f64;
+        // A real fleet's measure about 2.1 kB; these, as this server lists them (with the fields
+        // the vendored CRD defaults in the profile's copy), about 2.55 kB: 21 % above, which keeps
+        // the benchmark's bytes on the wire on the side of too many (docs: Benchmarks, Fleet scale).
+        assert!(
+            (2100.0 * 0.8..=2100.0 * 1.25).contains(&each),
+            "{each:.0} bytes: {}",
+            items[0]
+        );
+        let cs = &items[0];
+        let managed = cs["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(managed.len(), 2, "{managed:?}");
+        assert_eq!(managed[1]["subresource"], "status");
+        assert!(managed.iter().all(|m| m["manager"] == "manager"));
+        assert_eq!(
+            cs["metadata"]["ownerReferences"][0]["kind"],
+            "ClusterProfile"
+        );
+        assert_ne!(cs["metadata"]["uid"], items[1]["metadata"]["uid"]);
+    }
 }
