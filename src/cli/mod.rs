@@ -302,6 +302,20 @@ fn minute_now() -> DateTime<Utc> {
         - chrono::Duration::nanoseconds(now.timestamp_subsec_nanos() as i64)
 }
 
+/// A pass holds a page of a list (megabytes of text) at a time, among many small allocations that
+/// live until the decision. musl's allocator (the release binary's) maps each large buffer on its
+/// own and unmaps it when freed; glibc's raises its mapping threshold after the first such free and
+/// then takes the next pages from the heap, where the small allocations made in between keep the
+/// memory from going back: peak RSS then grows with the pages read, not with what is kept. A
+/// fixed threshold (its default, 128 KiB) keeps glibc's as musl's (mallopt(3), `M_MMAP_THRESHOLD`).
+fn large_buffers_mapped() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter; called before any other thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -363,19 +377,5 @@ mod tests {
             }
         }
         assert!(problems.is_empty(), "{problems:#?}");
-    }
-}
-
-/// A pass holds a page of a list (megabytes of text) at a time, among many small allocations that
-/// live until the decision. musl's allocator (the release binary's) maps each large buffer on its
-/// own and unmaps it when freed; glibc's raises its mapping threshold after the first such free and
-/// then takes the next pages from the heap, where the small allocations made in between keep the
-/// memory from going back: peak RSS then grows with the pages read, not with what is kept. A
-/// fixed threshold (its default, 128 KiB) keeps glibc's as musl's (mallopt(3), `M_MMAP_THRESHOLD`).
-fn large_buffers_mapped() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets an allocator parameter; called before any other thread starts.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
