@@ -917,9 +917,10 @@ fn completion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>)
                 ));
             }
         }
-        // As the pass that passed the last stage writes it (README, "What the status says"):
-        // the stage passed at that pass's time, whichever pass writes the status that shows it
-        // (the completing pass's own status write may be lost after its record patch).
+        // As the pass that passed the last stage writes it: the stage's deployment at the time a
+        // pass found it deployed (that pass's time when none did before it), whichever pass writes
+        // the status that shows it (the completing pass's own status write may be lost after its
+        // record patch).
         let last = b.spec.stages.last().map(|s| s.name.as_str());
         let passed_at = b
             .status

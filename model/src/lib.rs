@@ -68,9 +68,10 @@
 //! pauses, resumes, aborts or blocked passes come between. promoter's own record is still checked
 //! (never dropped within a run, set only at the last stage): it says which pass passed the last
 //! stage, whose clock judges its window, and the status that reads the run complete must show the
-//! last stage passed at that pass's time (its lastSuccessfulAppliedTime), whichever pass writes it
-//! (issue 45: the completing pass's status write may be lost after its record patch; with the
-//! next pass's repair removed, the lost-answer bound below reports it in 27 steps). Events are not
+//! last stage's deployment at the time a pass found it deployed, or that pass's time when none did
+//! before it (its lastSuccessfulAppliedTime), whichever pass writes it (the completing pass's
+//! status write may be lost after its record patch; with the next pass's repair removed, the
+//! lost-answer bound below reports it in 27 steps). Events are not
 //! modelled (`act` emits them after the status write, outside the write plan): that a lost answer
 //! loses none is checked by `tests/lost_answers.rs`.
 //!

@@ -374,8 +374,8 @@ fn counterexample_grant_given_back_to_another_revision() {
 /// clock ticked twice before staging's pass, here once before prod's: the same path). The answer
 /// to the record patch that records the completion is lost after the server applied it, and the
 /// next pass trusts the record: "p0: the status reads run … complete with stage prod's
-/// lastSuccessfulAppliedTime None, not 2026-02-16T07:00:00Z, when the pass that passed it judged
-/// it" at the last step.
+/// lastSuccessfulAppliedTime None, not 2026-02-16T07:00:00Z, …" at the last step. The completing
+/// pass reads every stage's summaries before it writes (`Prepare`), to store their hashes.
 #[test]
 fn counterexample_completion_recorded_and_its_status_lost() {
     use Step::*;
@@ -389,6 +389,7 @@ fn counterexample_completion_recorded_and_its_status_lost() {
         },
         Tick,
         Observe(P),
+        Prepare(P),
         Write(P),
         WriteLost(P),
         Observe(P),

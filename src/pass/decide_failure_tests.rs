@@ -685,6 +685,34 @@ fn a_recorded_start_whose_profile_was_never_applied_waits_for_a_freeze() {
     assert!(w.profiles.contains_key("kyverno-dev"), "{}", d.summary);
 }
 
+/// A stage found deployed in this run whose profile someone deletes during a freeze is repaired
+/// as a reached stage's is (its clusters keep what they were given): it is no start held by the
+/// freeze, and its status does not say so.
+#[test]
+fn a_deployed_stage_whose_profile_is_deleted_during_a_freeze_is_repaired() {
+    let mut p = promotion(three_stages());
+    let mut w = fleet();
+    run(&mut p, &mut w, 0);
+    summarize(&mut w, "kyverno-dev", "Provisioned");
+    run(&mut p, &mut w, 1);
+    assert_eq!(run(&mut p, &mut w, 3).summary, "promoted dev -> staging");
+    summarize(&mut w, "kyverno-staging", "Provisioned");
+    assert_eq!(run(&mut p, &mut w, 4).phase, Phase::AwaitingApproval);
+    w.freezes = vec![freeze("holidays", None, Some(5), Some(30))];
+    w.profiles.remove("kyverno-staging");
+    let d = run(&mut p, &mut w, 6);
+    assert!(
+        w.profiles.contains_key("kyverno-staging"),
+        "{:?}",
+        d.actions
+    );
+    assert!(
+        !description(&p, "staging").contains("not yet applied"),
+        "{}",
+        description(&p, "staging")
+    );
+}
+
 /// Issue 30 §2: a bypass whose author the API server did not authenticate (hand-written with
 /// `kubectl annotate`: no `user`, or a `by` that is not its `user`) does not let a stage start
 /// during a freeze, and the status says why. It used to: any `by` text was taken on trust.

@@ -305,16 +305,16 @@ pub async fn observe_pass(
     let mut watched: Vec<String> = promotions.iter().flat_map(watched_profiles).collect();
     watched.sort();
     watched.dedup();
-    // The freezes, the summaries and the inventory are read at once (each list's pages still one
-    // after the other); what failed is taken in this order, the first being the cause.
+    // The freezes are read beside the summaries and the inventory (each list's pages one after
+    // the other); what failed is taken in this order, the first being the cause. The inventory
+    // is read after the summaries: a cluster that joins a stage in between is then one without a
+    // summary (not deployed), never one the stage passes without.
     let in_progress = async {
         if watched.is_empty() {
             return None;
         }
-        Some(futures::join!(
-            summaries_tolerant(client, &watched),
-            inventory_with_exclusions(client)
-        ))
+        let summaries = summaries_tolerant(client, &watched).await;
+        Some((summaries, inventory_with_exclusions(client).await))
     };
     let (listed_freezes, in_progress) = futures::join!(freezes(client), in_progress);
     match listed_freezes {

@@ -241,8 +241,9 @@ impl Planner<'_> {
     /// profile write's answer was lost before the server applied it, or the pass stopped between
     /// its status write and its profile write), while a freeze holds the promotion: writing the
     /// profile now would bring new configuration to the stage's clusters during the freeze, so the
-    /// start is held as a new one is, and the status says so. A profile that carries the spec is
-    /// repaired as usual (a stage already started keeps running what it was given).
+    /// start is held as a new one is, and the status says so. A profile that carries the spec, or
+    /// of a stage found deployed in this run, is repaired as usual (a stage already started keeps
+    /// running what it was given).
     fn hold_unapplied_start(&mut self, status: &mut ClusterPromotionStatus, stage: &Stage) -> bool {
         let now = self.now();
         let FreezeCheck::Held(h) = freeze::state(self.p, self.world, now) else {
@@ -250,6 +251,16 @@ impl Planner<'_> {
         };
         let desired = main_profile(self.p, stage);
         if (self.world.profiles.get(&desired.name)).is_some_and(|o| desired.carries_spec(o)) {
+            return false;
+        }
+        // A stage a pass found deployed in this run was started: its profile, deleted since, is
+        // repaired as a reached stage's is (its clusters keep running what they were given).
+        let deployed = status
+            .stages
+            .iter()
+            .flatten()
+            .any(|e| e.name == stage.name && e.last_successful_applied_time.is_some());
+        if deployed {
             return false;
         }
         let what = format!(
