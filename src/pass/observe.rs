@@ -1055,6 +1055,52 @@ mod tests {
         );
     }
 
+    /// The inventory is read after the summaries, never before: a cluster that joins a stage in
+    /// between is then one without a summary (not deployed), never one a stage passes without.
+    /// The summaries' list is held a while, so that an inventory read beside it would be served
+    /// (and logged) first.
+    #[tokio::test]
+    async fn the_inventory_is_read_after_the_summaries() {
+        use crate::fake::{FakeApiServer, FaultAction, FaultRule, RequestMatcher};
+        let server = FakeApiServer::start_with_sveltos().await.unwrap();
+        let promotion = json!({"apiVersion": "config.projectsveltos.io/v1beta1",
+            "kind": "ClusterPromotion", "metadata": {"name": "p"},
+            "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]}});
+        server
+            .store()
+            .seed(&crate::fake::cluster_promotion_type(), promotion)
+            .unwrap();
+        server
+            .store()
+            .seed(
+                &crate::fake::sveltos_cluster_type(),
+                crate::sim::sveltos_cluster("fleet", "c1", &[]),
+            )
+            .unwrap();
+        let summaries = RequestMatcher::verbs(&["list"]).resource("clustersummaries");
+        server.inject(FaultRule::nth(
+            summaries,
+            1,
+            FaultAction::Hang(std::time::Duration::from_millis(300)),
+        ));
+        let client = server.client().await.unwrap();
+        let (o, unread) = observe_pass(&client, None, None).await.unwrap();
+        assert!(unread.is_empty(), "{unread:?}");
+        assert_eq!(o.world.clusters.len(), 1);
+        let lists: Vec<String> = server
+            .requests()
+            .into_iter()
+            .filter(|r| r.verb == "list")
+            .map(|r| r.resource)
+            .collect();
+        let last_summaries = lists.iter().rposition(|r| r == "clustersummaries");
+        let first_inventory = lists.iter().position(|r| r == "sveltosclusters");
+        assert!(
+            matches!((last_summaries, first_inventory), (Some(s), Some(i)) if s < i),
+            "{lists:?}"
+        );
+    }
+
     /// A last page with an explicit empty continue token (a proxy re-encoding the list) ends the
     /// list: it is not a token to continue from, which would read the list again from the start.
     #[tokio::test]
