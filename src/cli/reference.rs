@@ -10,6 +10,8 @@ use std::process::ExitCode;
 
 /// Write the book's generated reference pages (commands, annotations, metrics, Events, phases,
 /// exit codes) into DIR.
+///
+/// Example: promoter reference --out docs/src/reference
 #[derive(clap::Args, Debug)]
 pub struct ReferenceArgs {
     /// The folder to write the pages into (`docs/src/reference`).
