@@ -106,6 +106,13 @@ where
         served: std::time::Duration::ZERO,
     };
 
+    // A watch is a stream, served on its own ([`super::watch`]).
+    if verb == "watch"
+        && denied.is_none()
+        && let Some(t) = &target
+    {
+        return Ok(super::watch::serve(&shared, t, &query, record));
+    }
     let fault = {
         let mut faults = shared.faults.lock().unwrap_or_else(|p| p.into_inner());
         faults
@@ -283,7 +290,7 @@ fn injected(code: u16) -> ApiError {
     ApiError::new(code, reason, format!("injected fault: {reason}"))
 }
 
-fn respond(code: u16, body: Vec<u8>, json: bool) -> Response<Full<Bytes>> {
+pub(crate) fn respond(code: u16, body: Vec<u8>, json: bool) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut().insert(
@@ -562,7 +569,7 @@ fn self_review(
     Some((201, review))
 }
 
-fn forbidden(rt: &ResourceType, a: &Attributes, reason: &str) -> ApiError {
+pub(crate) fn forbidden(rt: &ResourceType, a: &Attributes, reason: &str) -> ApiError {
     let what = match &a.name {
         Some(n) => format!("{} \"{n}\"", rt.group_resource()),
         None => rt.group_resource(),
@@ -671,6 +678,23 @@ fn serve(
     result
 }
 
+/// A list's (or a watch's) selectors and page, from its query.
+pub(crate) fn list_options(query: &BTreeMap<String, String>) -> Result<ListOptions, ApiError> {
+    Ok(ListOptions {
+        labels: match query.get("labelSelector") {
+            Some(s) => parse_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            None => Vec::new(),
+        },
+        fields: query
+            .get("fieldSelector")
+            .map(|s| parse_field_selector(s))
+            .transpose()?
+            .unwrap_or_default(),
+        limit: query.get("limit").and_then(|l| l.parse().ok()),
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn serve_locked(
     store: &mut super::store::Store,
@@ -688,24 +712,10 @@ fn serve_locked(
     let (ns, name) = (ns.to_string(), name.to_string());
     match verb {
         "get" => Ok((200, store.get(rt, &ns, &name)?)),
-        "list" => {
-            let opts = ListOptions {
-                labels: match query.get("labelSelector") {
-                    Some(s) => {
-                        parse_selector(s).map_err(|e| ApiError::bad_request(e.to_string()))?
-                    }
-                    None => Vec::new(),
-                },
-                fields: query
-                    .get("fieldSelector")
-                    .map(|s| parse_field_selector(s))
-                    .transpose()?
-                    .unwrap_or_default(),
-                limit: query.get("limit").and_then(|l| l.parse().ok()),
-                continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
-            };
-            Ok((200, store.list(rt, t.namespace.as_deref(), &opts)?))
-        }
+        "list" => Ok((
+            200,
+            store.list(rt, t.namespace.as_deref(), &list_options(query)?)?,
+        )),
         "create" => {
             if t.name.is_some() {
                 return Err(ApiError::new(

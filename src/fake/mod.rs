@@ -25,7 +25,10 @@
 //! (`fieldManager`, else the User-Agent's first word), operation and subresource, at the server's
 //! clock, only when it changes something ([`managed_fields`]).
 //!
-//! Known differences from a real server: no watch and no admission webhooks; server-side apply is
+//! Watches are served as the real server's watch cache serves them ([`watch`]: bookmarks,
+//! `sendInitialEvents`, 410 on a compacted or too old `resourceVersion`).
+//!
+//! Known differences from a real server: no admission webhooks; server-side apply is
 //! approximated by a merge patch (conflicts between managers are not detected), and field sets are
 //! kept two levels deep rather than to the leaves; foreground deletion behaves
 //! as background; namespaces need not exist; `resourceVersion` on a list is always "the latest";
@@ -50,6 +53,7 @@ pub mod rbac;
 pub mod resource_type;
 pub mod schema;
 pub mod store;
+pub mod watch;
 pub mod webhook;
 
 pub use api_error::ApiError;
@@ -153,6 +157,12 @@ impl FakeApiServer {
             groups: RwLock::new(Default::default()),
             write_hooks: Mutex::new(Vec::new()),
         });
+        // Watches can resume from any revision from now on (within the history kept).
+        shared
+            .store
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .journal();
         let served = shared.clone();
         let (addr, task) = serve_loopback("the fake API server", move |req| {
             http::handle(served.clone(), req)

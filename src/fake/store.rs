@@ -159,6 +159,9 @@ pub struct Store {
     /// The field manager of the writes being made (`managedFields`): the HTTP layer sets the
     /// request's, a simulated controller its own; [`DIRECT_WRITER`] otherwise.
     manager: String,
+    /// The changes watches are served from ([`super::watch`]); kept only once a server serves
+    /// watches, so that the model checker's clones pay nothing for it.
+    journal: Option<Arc<super::watch::Journal>>,
 }
 
 /// The field manager of writes made on the store directly (fixtures, tests).
@@ -280,6 +283,7 @@ impl Store {
             uids: 0,
             clock,
             manager: DIRECT_WRITER.into(),
+            journal: None,
         }
     }
 
@@ -406,6 +410,36 @@ impl Store {
     pub fn compact(&mut self) {
         self.revision += 1;
         self.compacted = self.revision;
+        if let Some(journal) = &self.journal {
+            journal.compact(self.compacted);
+        }
+    }
+
+    /// The changes this store records from now on, for watches: a watch can resume from any
+    /// revision since then (and since the last compaction).
+    pub(crate) fn journal(&mut self) -> Arc<super::watch::Journal> {
+        let revision = self.revision;
+        self.journal
+            .get_or_insert_with(|| Arc::new(super::watch::Journal::new(revision)))
+            .clone()
+    }
+
+    /// Stores an object (in its storage form) and records the change for watches.
+    fn put(&mut self, key: Key, stored: Value) {
+        let stored = Arc::new(stored);
+        let previous = Arc::make_mut(&mut self.objects).insert(key.clone(), stored.clone());
+        if let Some(journal) = &self.journal {
+            journal.record(self.revision, key, previous, stored, false);
+        }
+    }
+
+    /// Removes an object and records its deletion for watches, with `last` (the object as it was
+    /// when deleted, at the deletion's revision) as the deleted object.
+    fn remove(&mut self, key: &Key, last: Value) {
+        let previous = Arc::make_mut(&mut self.objects).remove(key);
+        if let Some(journal) = &self.journal {
+            journal.record(self.revision, key.clone(), previous, Arc::new(last), true);
+        }
     }
 
     fn next_revision(&mut self) -> String {
@@ -504,13 +538,36 @@ impl Store {
             .collect()
     }
 
+    /// Whether a stored object (by namespace and name) is one that a list or a watch with these
+    /// options selects: its label and field selectors.
+    pub(crate) fn selector<'o>(
+        rt: &ResourceType,
+        opts: &'o ListOptions,
+    ) -> Result<impl Fn(&str, &str, &Value) -> bool + use<'o>, ApiError> {
+        let fields = Self::field_labels(rt, opts)?;
+        Ok(move |n: &str, name: &str, obj: &Value| {
+            // No JSON-pointer parsing per object: a list scans every object of its type.
+            let labels = obj.get("metadata").and_then(|m| m.get("labels"));
+            opts.labels.iter().all(|r| {
+                r.matches_value(labels.and_then(|l| l.get(&r.key)).and_then(Value::as_str))
+            }) && fields.iter().all(|r| {
+                let actual = match r.field.as_str() {
+                    "metadata.name" => name.to_string(),
+                    "metadata.namespace" => n.to_string(),
+                    label => ev::field_value(obj, label),
+                };
+                (actual == r.value) != r.not_equal
+            })
+        })
+    }
+
     pub fn list(
         &self,
         rt: &ResourceType,
         ns: Option<&str>,
         opts: &ListOptions,
     ) -> Result<Value, ApiError> {
-        let fields = Self::field_labels(rt, opts)?;
+        let selected = Self::selector(rt, opts)?;
         // A continuation reads at its token's revision (here: the latest, see the module's known
         // differences), or at the latest for an inconsistent continuation (-1).
         let (after, snapshot) = match &opts.continue_token {
@@ -539,20 +596,6 @@ impl Store {
                 g == group && p == plural && ns.is_none_or(|ns| ns == n)
             })
             .peekable();
-        let selected = |(.., n, name): &Key, obj: &Value| {
-            // No JSON-pointer parsing per object: a list scans every object of its type.
-            let labels = obj.get("metadata").and_then(|m| m.get("labels"));
-            opts.labels.iter().all(|r| {
-                r.matches_value(labels.and_then(|l| l.get(&r.key)).and_then(Value::as_str))
-            }) && fields.iter().all(|r| {
-                let actual = match r.field.as_str() {
-                    "metadata.name" => name.clone(),
-                    "metadata.namespace" => n.clone(),
-                    label => ev::field_value(obj, label),
-                };
-                (actual == r.value) != r.not_equal
-            })
-        };
         let limit = opts.limit.filter(|l| *l > 0);
         let mut items = Vec::new();
         let mut last = String::new();
@@ -560,7 +603,7 @@ impl Store {
             let Some((key, obj)) = in_type.next() else {
                 break;
             };
-            if selected(key, obj) {
+            if selected(&key.2, &key.3, obj) {
                 items.push(from_storage(rt, (**obj).clone()));
                 last = format!("{}/{}", key.2, key.3);
             }
@@ -572,7 +615,7 @@ impl Store {
         // contained label or field selectors, then the number of remaining items is unknown").
         if limit.is_some() && in_type.peek().is_some() {
             list_meta["continue"] = json!(encode_continue(&last, snapshot));
-            if opts.labels.is_empty() && fields.is_empty() {
+            if opts.labels.is_empty() && opts.fields.is_empty() {
                 list_meta["remainingItemCount"] = json!(in_type.count());
             }
         }
@@ -665,7 +708,7 @@ impl Store {
         let rv = self.next_revision();
         set_meta(&mut obj, "resourceVersion", json!(rv));
         let stored = to_storage(rt, obj);
-        Arc::make_mut(&mut self.objects).insert(key, Arc::new(stored.clone()));
+        self.put(key, stored.clone());
         Ok(from_storage(rt, stored))
     }
 
@@ -702,7 +745,7 @@ impl Store {
         if let Some(uid) = uid {
             set_meta(&mut created, "uid", json!(uid));
             let key = Self::key(rt, &ns, &meta(&created, "name").unwrap_or_default());
-            Arc::make_mut(&mut self.objects).insert(key, Arc::new(to_storage(rt, created.clone())));
+            self.put(key, to_storage(rt, created.clone()));
         }
         Ok(created)
     }
@@ -909,7 +952,7 @@ impl Store {
         let rv = self.next_revision();
         set_meta(&mut new, "resourceVersion", json!(rv));
         if new.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&new).is_empty() {
-            Arc::make_mut(&mut self.objects).remove(&key);
+            self.remove(&key, to_storage(rt, new.clone()));
             let uid = meta(&new, "uid").unwrap_or_default();
             let propagation = self
                 .pending_propagation
@@ -919,7 +962,7 @@ impl Store {
             return Ok(new);
         }
         let stored = to_storage(rt, new);
-        Arc::make_mut(&mut self.objects).insert(key, Arc::new(stored.clone()));
+        self.put(key, stored.clone());
         Ok(from_storage(rt, stored))
     }
 
@@ -963,11 +1006,16 @@ impl Store {
             set_meta(&mut marked, "deletionGracePeriodSeconds", json!(0));
             let rv = self.next_revision();
             set_meta(&mut marked, "resourceVersion", json!(rv));
-            Arc::make_mut(&mut self.objects).insert(key, Arc::new(to_storage(rt, marked.clone())));
+            self.put(key, to_storage(rt, marked.clone()));
             self.pending_propagation.insert(uid, propagation);
             return Ok((marked, false));
         }
-        Arc::make_mut(&mut self.objects).remove(&key);
+        // A deletion is a write of its own: the real storage gives it a revision, which the
+        // deleted object carries in the watch event that tells of it.
+        let rv = self.next_revision();
+        let mut last = current.clone();
+        set_meta(&mut last, "resourceVersion", json!(rv));
+        self.remove(&key, to_storage(rt, last));
         self.collect_dependents(&uid, propagation);
         Ok((current, true))
     }
@@ -986,17 +1034,15 @@ impl Store {
 
     fn remove_owner_ref(&mut self, key: &Key, uid: &str) {
         let rv = self.next_revision();
-        if let Some(obj) = Arc::make_mut(&mut self.objects)
-            .get_mut(key)
-            .map(Arc::make_mut)
-        {
+        if let Some(mut obj) = self.objects.get(key).map(|o| (**o).clone()) {
             if let Some(refs) = obj
                 .pointer_mut("/metadata/ownerReferences")
                 .and_then(Value::as_array_mut)
             {
                 refs.retain(|r| r["uid"] != uid);
             }
-            set_meta(obj, "resourceVersion", json!(rv));
+            set_meta(&mut obj, "resourceVersion", json!(rv));
+            self.put(key.clone(), obj);
         }
     }
 
