@@ -764,3 +764,85 @@ async fn the_page_says_when_the_dashboard_stops_and_when_it_was_restarted() {
         "disconnected"
     );
 }
+
+/// A dashboard of a cluster (the fake API server), as `promoter dashboard` serves it: its world is
+/// kept by watches. A promotion created through the API, not the dashboard, shows on the open
+/// page as soon as its watch event arrives; then the open, idle page costs the API server no
+/// list for a minute (its reads are answered from the watches' caches). The latency is reported,
+/// not asserted (a busy machine is slower; `benches/dashboard.rs` measures it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_made_through_the_api_shows_from_a_watch_and_an_idle_page_lists_nothing() {
+    let Some(browser) = Browser::launch().await.unwrap() else {
+        return;
+    };
+    let env = common::Env::lab().await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    let d = promoter::dashboard::start(
+        env.client.clone(),
+        Arc::new(promoter::dashboard::hub::WallClock),
+        None,
+        Options::new("cluster"),
+    )
+    .await
+    .unwrap();
+    let mut page = browser.page(1360, 640).await.unwrap();
+    page.goto(&d.login_url).await.unwrap();
+    page.wait_for(
+        "document.querySelectorAll('#rows tr').length === 1",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    // The watches are running once a read is answered without a list reaching the server.
+    let lists = || {
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "list")
+            .count()
+    };
+    let settled = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = lists();
+        d.hub.refresh().await;
+        if lists() == before {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < settled,
+            "the reads never came from the watches"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut other = example("blog-kyverno-manual.yaml").remove(0);
+    other.metadata.name = Some("made-elsewhere".into());
+    other.metadata.resource_version = None;
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(env.client.clone());
+    api.create(&Default::default(), &other).await.unwrap();
+    let answered = std::time::Instant::now();
+    page.wait_for(
+        "!!document.getElementById('row-made-elsewhere')",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    eprintln!(
+        "a promotion created through the API showed on the page {} ms after the API answered",
+        answered.elapsed().as_millis()
+    );
+    env.server.clear_requests();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let requests = env.server.requests();
+    let listed: Vec<String> = requests
+        .iter()
+        .filter(|r| r.verb == "list")
+        .map(|r| format!("{} {}", r.path, r.query))
+        .collect();
+    assert_eq!(listed, Vec::<String>::new(), "an idle page listed");
+    eprintln!(
+        "an idle page for 60 s: {} requests to the API server ({} list)",
+        requests.len(),
+        listed.len()
+    );
+    assert!(page.problems().is_empty(), "{:?}", page.problems());
+}

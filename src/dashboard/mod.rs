@@ -15,6 +15,7 @@
 
 pub mod actions;
 pub mod assets;
+pub mod cache;
 pub mod hub;
 pub mod model;
 pub mod security;
@@ -127,6 +128,14 @@ pub async fn start(
         })?;
     let addr = listener.local_addr()?;
     let guard = Arc::new(Guard::new(addr, &options.allow_hosts)?);
+    // A cluster's dashboard reads through watches (a simulation wakes its hub after each pass).
+    let cache = simulation
+        .is_none()
+        .then(|| cache::WatchCache::new(client.clone()));
+    let client = match &cache {
+        Some(cache) => cache.client(),
+        None => client,
+    };
     let page = Page {
         csrf: guard.csrf.clone(),
         read_only: options.read_only,
@@ -149,6 +158,16 @@ pub async fn start(
         },
     );
     let mut tasks = vec![tokio::spawn(hub.clone().run())];
+    if let Some(cache) = cache {
+        // A change seen by a watch is shown at once: the hub reads again, from the cache.
+        let hub = hub.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                cache.changed().await;
+                hub.wake();
+            }
+        }));
+    }
     let sim = simulation.map(|(simulation, sim_clock)| {
         let (handle, task) = sim::drive(simulation, sim_clock, hub.clone());
         tasks.push(task);

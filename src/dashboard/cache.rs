@@ -1,0 +1,438 @@
+//! The dashboard's reads, answered from watches: a kube client whose list requests are served
+//! from a cache that one watch per collection keeps current, as client-go's informers serve a
+//! controller's reads. Every other request (gets, writes, discovery, watches) goes to the API
+//! server.
+//!
+//! The first list of a collection goes to the API server and starts that collection's reflector:
+//! it lists the whole collection once (page by page), then watches it from the list's
+//! `resourceVersion` with bookmarks, resuming from the last `resourceVersion` seen when a watch
+//! ends (its `timeoutSeconds`, a dropped connection), and lists again only when the server answers
+//! `410 Gone`/`Expired` (the version left the server's history). Once it has listed, the lists of
+//! that collection are answered from it, with their label and field selectors applied here as the
+//! server applies them. So the dashboard reads the world with the very code a pass reads it with
+//! (`observe`, `status`, `explain`), and an open page costs the API server its watches only.
+//!
+//! Objects are kept as JSON text without `metadata.managedFields` (which nothing the dashboard
+//! reads looks at): what a list answer is made of, with no decoded tree per object.
+
+use futures::TryStreamExt as _;
+use http::{Request, Response};
+use kube::api::WatchEvent;
+use kube::client::Body;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// How long a watch request lasts before it is made again from where it ended (kube's default).
+const WATCH_TIMEOUT: u32 = 290;
+/// Objects per page of a reflector's list.
+const PAGE: u32 = 500;
+
+/// The watched collections and their objects.
+pub struct WatchCache {
+    inner: kube::Client,
+    reflectors: Mutex<BTreeMap<String, Arc<Reflector>>>,
+    changed: Notify,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for WatchCache {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            t.abort();
+        }
+    }
+}
+
+/// One collection's objects, as of `resource_version`.
+#[derive(Default)]
+struct Reflector {
+    state: Mutex<Collection>,
+}
+
+#[derive(Default)]
+struct Collection {
+    /// Listed at least once: lists are answered from here.
+    synced: bool,
+    resource_version: String,
+    api_version: String,
+    kind: String,
+    /// By namespace and name, in the server's order.
+    objects: BTreeMap<(String, String), Cached>,
+}
+
+struct Cached {
+    text: Arc<str>,
+    labels: BTreeMap<String, String>,
+}
+
+impl Reflector {
+    fn collection(&self) -> std::sync::MutexGuard<'_, Collection> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A collection path (`/api/v1/...` or `/apis/{group}/{version}/...`, namespaced or not, no
+/// object name) and its query, if `req` lists it.
+fn listed_collection(req: &Request<Body>) -> Option<(String, BTreeMap<String, String>)> {
+    if req.method() != http::Method::GET {
+        return None;
+    }
+    let path = req.uri().path();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let rest = match segments.as_slice() {
+        ["api", _, rest @ ..] => rest,
+        ["apis", _, _, rest @ ..] => rest,
+        _ => return None,
+    };
+    match rest {
+        [_] | ["namespaces", _, _] => {}
+        _ => return None,
+    }
+    let query: BTreeMap<String, String> =
+        form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+    if query.contains_key("watch") {
+        return None;
+    }
+    Some((path.to_string(), query))
+}
+
+/// A field selector's terms, `field=value` or `field!=value`.
+fn field_terms(selector: &str) -> Option<Vec<(String, String, bool)>> {
+    selector
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|term| {
+            if let Some((f, v)) = term.split_once("!=") {
+                return Some((f.to_string(), v.to_string(), true));
+            }
+            let (f, v) = term.split_once("==").or_else(|| term.split_once('='))?;
+            Some((f.to_string(), v.to_string(), false))
+        })
+        .collect()
+}
+
+impl WatchCache {
+    pub fn new(inner: kube::Client) -> Arc<WatchCache> {
+        Arc::new(WatchCache {
+            inner,
+            reflectors: Mutex::new(BTreeMap::new()),
+            changed: Notify::new(),
+            tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A client that reads through this cache.
+    pub fn client(self: &Arc<Self>) -> kube::Client {
+        let cache = Arc::downgrade(self);
+        let inner = self.inner.clone();
+        let service = tower::service_fn(move |req: Request<Body>| {
+            let (cache, inner) = (cache.upgrade(), inner.clone());
+            async move {
+                if let Some(cache) = cache
+                    && let Some((path, query)) = listed_collection(&req)
+                {
+                    if let Some(answer) = cache.answer(&path, &query) {
+                        return Ok(answer);
+                    }
+                    cache.reflect(&path);
+                }
+                inner.send(req).await
+            }
+        });
+        kube::Client::new(service, self.inner.default_namespace().to_string())
+    }
+
+    /// Resolves when an object of a watched collection changed (or one was listed again).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// The number of collections watched.
+    pub fn watched(&self) -> usize {
+        self.reflectors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    /// A list answered from the collection's reflector, once it has listed.
+    fn answer(&self, path: &str, query: &BTreeMap<String, String>) -> Option<Response<Body>> {
+        let reflector = self
+            .reflectors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+            .cloned()?;
+        // A selector this cache cannot read is the server's to refuse.
+        let labels = match query.get("labelSelector").filter(|s| !s.is_empty()) {
+            Some(s) => crate::labels::parse_selector(s).ok()?,
+            None => Vec::new(),
+        };
+        let fields = match query.get("fieldSelector").filter(|s| !s.is_empty()) {
+            Some(s) => field_terms(s)?,
+            None => Vec::new(),
+        };
+        let collection = reflector.collection();
+        if !collection.synced {
+            return None;
+        }
+        let mut body = format!(
+            r#"{{"apiVersion":{},"kind":{},"metadata":{{"resourceVersion":{}}},"items":["#,
+            Value::from(collection.api_version.as_str()),
+            Value::from(collection.kind.as_str()),
+            Value::from(collection.resource_version.as_str()),
+        );
+        let mut first = true;
+        for ((namespace, name), cached) in &collection.objects {
+            let labelled = labels
+                .iter()
+                .all(|r| r.matches_value(cached.labels.get(&r.key).map(String::as_str)));
+            if !labelled || !fields_match(&fields, namespace, name, &cached.text) {
+                continue;
+            }
+            if !first {
+                body.push(',');
+            }
+            first = false;
+            body.push_str(&cached.text);
+        }
+        body.push_str("]}");
+        let mut response = Response::new(Body::from(body.into_bytes()));
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        Some(response)
+    }
+
+    /// Starts the collection's reflector, unless it runs.
+    fn reflect(self: &Arc<Self>, path: &str) {
+        let reflector = {
+            let mut reflectors = self.reflectors.lock().unwrap_or_else(|p| p.into_inner());
+            if reflectors.contains_key(path) {
+                return;
+            }
+            let r = Arc::new(Reflector::default());
+            reflectors.insert(path.to_string(), r.clone());
+            r
+        };
+        let cache = Arc::downgrade(self);
+        let (inner, path) = (self.inner.clone(), path.to_string());
+        let task = tokio::spawn(async move {
+            let gone = run(&inner, &path, &reflector, || {
+                if let Some(c) = cache.upgrade() {
+                    c.changed.notify_one();
+                }
+            })
+            .await;
+            // A collection the server does not serve (or lets this user list): its lists go to
+            // the server, which answers them as it does; a later list tries again.
+            tracing::debug!(collection = %path, error = %gone, "not watching this collection");
+            if let Some(c) = cache.upgrade() {
+                c.reflectors
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&path);
+            }
+        });
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(task);
+    }
+}
+
+/// Whether a cached object matches a field selector's terms: `metadata.name` and
+/// `metadata.namespace`, and other fields by their path in the object (`involvedObject.name`).
+fn fields_match(terms: &[(String, String, bool)], namespace: &str, name: &str, text: &str) -> bool {
+    if terms.is_empty() {
+        return true;
+    }
+    let object: Option<Value> = serde_json::from_str(text).ok();
+    terms.iter().all(|(field, value, not_equal)| {
+        let actual = match field.as_str() {
+            "metadata.name" => name.to_string(),
+            "metadata.namespace" => namespace.to_string(),
+            other => object
+                .as_ref()
+                .and_then(|o| o.pointer(&format!("/{}", other.replace('.', "/"))))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        };
+        (actual == *value) != *not_equal
+    })
+}
+
+#[derive(Deserialize)]
+struct Page {
+    #[serde(default, rename = "apiVersion")]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    metadata: PageMeta,
+    #[serde(default)]
+    items: Vec<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct PageMeta {
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// Namespace, name, labels and stored text of a listed or watched object, and its version.
+fn entry(mut object: Value) -> Option<((String, String), Cached, String)> {
+    let metadata = object.get_mut("metadata")?.as_object_mut()?;
+    metadata.remove("managedFields");
+    let text = |k: &str| {
+        metadata
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let key = (text("namespace"), text("name"));
+    let version = text("resourceVersion");
+    let labels = metadata
+        .get("labels")
+        .and_then(|l| serde_json::from_value(l.clone()).ok())
+        .unwrap_or_default();
+    let text: Arc<str> = serde_json::to_string(&object).ok()?.into();
+    Some((key, Cached { text, labels }, version))
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// The whole collection, page by page: its objects, and the version they are at.
+async fn list(inner: &kube::Client, path: &str) -> Result<Collection, kube::Error> {
+    let mut collection = Collection::default();
+    let mut continue_token = String::new();
+    loop {
+        let mut uri = format!("{path}?limit={PAGE}");
+        if !continue_token.is_empty() {
+            uri.push_str("&continue=");
+            uri.extend(form_urlencoded::byte_serialize(continue_token.as_bytes()));
+        }
+        let request = Request::get(uri)
+            .body(Vec::new())
+            .map_err(kube::Error::HttpError)?;
+        let page: Page = inner.request(request).await?;
+        collection.api_version = page.api_version;
+        collection.kind = page.kind;
+        collection.resource_version = page.metadata.resource_version;
+        for item in page.items {
+            if let Some((key, cached, _)) = serde_json::from_str(item.get()).ok().and_then(entry) {
+                collection.objects.insert(key, cached);
+            }
+        }
+        match page.metadata.continue_token.filter(|c| !c.is_empty()) {
+            Some(token) => continue_token = token,
+            None => break,
+        }
+    }
+    collection.synced = true;
+    Ok(collection)
+}
+
+/// Lists and watches `path` into `reflector` until the server says it does not serve it (the
+/// error, then).
+async fn run(
+    inner: &kube::Client,
+    path: &str,
+    reflector: &Reflector,
+    changed: impl Fn(),
+) -> kube::Error {
+    let mut pause = Duration::from_secs(1);
+    let backoff = |pause: &mut Duration| {
+        let now = *pause;
+        *pause = (*pause * 2).min(Duration::from_secs(30));
+        now
+    };
+    loop {
+        match list(inner, path).await {
+            Ok(listed) => {
+                *reflector.collection() = listed;
+                changed();
+            }
+            Err(e) if matches!(status_code(&e), Some(403 | 404 | 405)) => return e,
+            Err(e) => {
+                tracing::debug!(collection = %path, error = %crate::cli_error::line(&e), "listing to watch");
+                tokio::time::sleep(backoff(&mut pause)).await;
+                continue;
+            }
+        }
+        // Watch from the last version seen until the server no longer has it.
+        loop {
+            let from = reflector.collection().resource_version.clone();
+            let uri = format!(
+                "{path}?watch=true&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={WATCH_TIMEOUT}",
+                form_urlencoded::byte_serialize(from.as_bytes()).collect::<String>()
+            );
+            let Ok(request) = Request::get(uri).body(Vec::new()) else {
+                break;
+            };
+            let events = match inner.request_events::<Value>(request).await {
+                Ok(events) => events,
+                Err(e) if matches!(status_code(&e), Some(410)) => break,
+                Err(e) => {
+                    tracing::debug!(collection = %path, error = %crate::cli_error::line(&e), "watching");
+                    tokio::time::sleep(backoff(&mut pause)).await;
+                    continue;
+                }
+            };
+            let mut events = std::pin::pin!(events);
+            let mut expired = false;
+            while let Ok(Some(event)) = events.try_next().await {
+                pause = Duration::from_secs(1);
+                let mut collection = reflector.collection();
+                match event {
+                    WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                        if let Some((key, cached, version)) = entry(object) {
+                            collection.resource_version = version;
+                            collection.objects.insert(key, cached);
+                        }
+                    }
+                    WatchEvent::Deleted(object) => {
+                        if let Some((key, _, version)) = entry(object) {
+                            collection.resource_version = version;
+                            collection.objects.remove(&key);
+                        }
+                    }
+                    WatchEvent::Bookmark(b) => {
+                        collection.resource_version = b.metadata.resource_version;
+                        continue;
+                    }
+                    WatchEvent::Error(status) => {
+                        expired = status.code == 410;
+                        if !expired {
+                            tracing::debug!(collection = %path, error = %status.message, "watching");
+                            drop(collection);
+                            tokio::time::sleep(backoff(&mut pause)).await;
+                        }
+                        break;
+                    }
+                }
+                drop(collection);
+                changed();
+            }
+            if expired {
+                break;
+            }
+        }
+    }
+}
