@@ -25,7 +25,8 @@ use std::sync::Arc;
 pub struct DashboardArgs {
     #[command(flatten)]
     serve: ServeArgs,
-    /// Time between two reads of the cluster (one read serves every open page).
+    /// Time between two reads of the world, answered from the dashboard's watches (a change
+    /// they see is read at once; one read serves every open page).
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     refresh: String,
     #[command(flatten)]

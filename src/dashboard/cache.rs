@@ -369,7 +369,8 @@ async fn run(
                 *reflector.collection() = listed;
                 changed();
             }
-            Err(e) if matches!(status_code(&e), Some(403 | 404 | 405)) => return e,
+            // Forbidden, NotFound, MethodNotAllowed: not to be watched here.
+            Err(e) if matches!(status_code(&e), Some(403..=405)) => return e,
             Err(e) => {
                 tracing::debug!(collection = %path, error = %crate::cli_error::line(&e), "listing to watch");
                 tokio::time::sleep(backoff(&mut pause)).await;

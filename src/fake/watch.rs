@@ -26,7 +26,7 @@
 //!
 //! Known differences: a `resourceVersion` newer than the store's is watched from now on (the real
 //! server waits up to 3 s, then answers 504 `ResourceVersionTooLarge`); a watch is never ended
-//! for being slow to read.
+//! for being slow to read; injected faults ([`super::FaultRule`]) do not apply to watches.
 
 use super::api_error::ApiError;
 use super::control::RequestRecord;
