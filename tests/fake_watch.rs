@@ -356,3 +356,28 @@ async fn a_watch_ends_at_its_timeout() {
     let ended = tokio::time::timeout(Duration::from_secs(20), stream.collect::<Vec<_>>()).await;
     assert!(ended.is_ok(), "the watch outlived its timeoutSeconds");
 }
+
+#[tokio::test]
+async fn a_watch_from_a_version_sees_the_changes_made_after_it_before_the_watch_began() {
+    let (_s, api) = server().await;
+    let from = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let created = api
+        .create(&PostParams::default(), &config_map("x", "a"))
+        .await
+        .unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().disable_bookmarks(), &from)
+        .await
+        .unwrap()
+        .boxed();
+    assert_eq!(
+        next_events(&mut stream, 1).await,
+        [format!("ADDED x {}", rv(&created))]
+    );
+}

@@ -72,6 +72,8 @@ pub struct Journal {
     /// The revision of the latest change (watches wait on it).
     latest: tokio::sync::watch::Sender<u64>,
     bookmark_every: Mutex<Duration>,
+    /// Moved on to end every watch open ([`FakeApiServer::end_watches`]).
+    ends: tokio::sync::watch::Sender<u64>,
 }
 
 struct History {
@@ -93,6 +95,7 @@ impl Journal {
             }),
             latest: tokio::sync::watch::Sender::new(revision),
             bookmark_every: Mutex::new(BOOKMARK_EVERY),
+            ends: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -158,6 +161,12 @@ impl Journal {
 }
 
 impl FakeApiServer {
+    /// Ends every watch open, cleanly, as the API server does at their `timeoutSeconds` or when
+    /// it restarts: their clients watch again from the last version they saw.
+    pub fn end_watches(&self) {
+        self.store().journal().ends.send_modify(|n| *n += 1);
+    }
+
     /// How often a watch that allows bookmarks gets one (a minute, as the real server; tests
     /// shorten it).
     pub fn set_bookmark_interval(&self, every: Duration) {
@@ -269,6 +278,7 @@ struct Watch {
     options: ListOptions,
     journal: Arc<Journal>,
     latest: tokio::sync::watch::Receiver<u64>,
+    ends: tokio::sync::watch::Receiver<u64>,
     /// Events sent before any change: the objects there are (`ADDED`), or a 410 (`ERROR`).
     first: Vec<Value>,
     /// Every change up to this revision has been sent (or did not concern this watch).
@@ -316,7 +326,10 @@ fn open(
     let _ = Store::selector(&rt, &options)?;
     let request = parse(query)?;
     let journal = store.journal();
-    let latest = journal.latest.subscribe();
+    let mut latest = journal.latest.subscribe();
+    // Changes after the version asked for, made before this watch began, are sent first.
+    latest.mark_changed();
+    let ends = journal.ends.subscribe();
     let now = store.revision();
     let mut first = Vec::new();
     let mut expired = false;
@@ -360,6 +373,7 @@ fn open(
         options,
         journal,
         latest,
+        ends,
         first,
         position,
         request,
@@ -430,6 +444,7 @@ impl Watch {
         loop {
             tokio::select! {
                 () = &mut deadline => return,
+                _ = self.ends.changed() => return,
                 _ = bookmarks.tick(), if self.request.bookmarks => {
                     if !send(&mut tx, &bookmark(&self.rt, self.position, false)).await {
                         return;
