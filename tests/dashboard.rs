@@ -1498,3 +1498,87 @@ async fn a_stage_that_selects_no_cluster_is_said_on_the_overview_and_the_promoti
     );
     assert!(page.contains(why), "{page}");
 }
+
+/// Waits (at most 30 s) until `done` holds, checking every 50 ms.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A promotion created through the API under another name, as `kubectl apply` would.
+async fn create_elsewhere(env: &Env, name: &str) {
+    let mut p = common::example("blog-kyverno-manual.yaml").remove(0);
+    p.metadata.name = Some(name.into());
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(env.client.clone());
+    api.create(&Default::default(), &p).await.unwrap();
+}
+
+/// The dashboard reads through watches: once each collection is listed, its reads come from the
+/// watch's cache; a watch the server ends is resumed from its last resourceVersion (no list), and
+/// only a `410` (the version compacted away) makes the collection be listed again.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboards_watches_resume_and_list_again_only_on_410() {
+    let env = Env::lab().await;
+    env.apply_example("blog-kyverno-manual.yaml");
+    let d = serve(&env).await;
+    let count = |verb: &str| {
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == verb)
+            .count()
+    };
+    let settled = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let before = count("list");
+        d.hub.refresh().await;
+        if count("list") == before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < settled,
+            "never read from the watches"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (lists, watches) = (count("list"), count("watch"));
+    assert!(watches > 0);
+
+    env.server.end_watches();
+    eventually("every watch is made again", || {
+        count("watch") >= 2 * watches
+    })
+    .await;
+    create_elsewhere(&env, "after-the-watches-ended").await;
+    eventually(
+        "the promotion created after the watches ended shows",
+        || {
+            d.hub
+                .snapshot()
+                .rows
+                .contains_key("after-the-watches-ended")
+        },
+    )
+    .await;
+    assert_eq!(count("list"), lists, "a resumed watch lists nothing");
+
+    env.server.compact();
+    env.server.end_watches();
+    eventually("each collection is listed again after its 410", || {
+        count("list") >= lists + watches
+    })
+    .await;
+    create_elsewhere(&env, "after-the-compaction").await;
+    eventually("the promotion created after the compaction shows", || {
+        d.hub.snapshot().rows.contains_key("after-the-compaction")
+    })
+    .await;
+    assert_eq!(
+        count("list"),
+        lists + watches,
+        "one list per collection, only after the 410"
+    );
+}

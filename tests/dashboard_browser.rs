@@ -840,9 +840,12 @@ async fn a_change_made_through_the_api_shows_from_a_watch_and_an_idle_page_lists
         .collect();
     assert_eq!(listed, Vec::<String>::new(), "an idle page listed");
     eprintln!(
-        "an idle page for 60 s: {} requests to the API server ({} list)",
+        "an idle page for 60 s: {} requests to the API server ({:?})",
         requests.len(),
-        listed.len()
+        requests
+            .iter()
+            .map(|r| format!("{} {}", r.verb, r.path))
+            .collect::<Vec<_>>()
     );
     assert!(page.problems().is_empty(), "{:?}", page.problems());
 }

@@ -31,11 +31,16 @@ use tokio::sync::Notify;
 const WATCH_TIMEOUT: u32 = 290;
 /// Objects per page of a reflector's list.
 const PAGE: u32 = 500;
+/// How long a discovery answer (which groups and versions the server serves) is reused: kube's
+/// discovery is asked again on each read of the inventory (whether Cluster API is served).
+const DISCOVERY_FOR: Duration = Duration::from_secs(5 * 60);
 
 /// The watched collections and their objects.
 pub struct WatchCache {
     inner: kube::Client,
     reflectors: Mutex<BTreeMap<String, Arc<Reflector>>>,
+    /// Discovery answers by path, and when they were read.
+    discovered: Mutex<BTreeMap<String, (std::time::Instant, bytes::Bytes)>>,
     changed: Notify,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -74,6 +79,26 @@ impl Reflector {
     fn collection(&self) -> std::sync::MutexGuard<'_, Collection> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+fn json_response(body: bytes::Bytes) -> Response<Body> {
+    let mut response = Response::new(Body::from(body));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// `/api`, `/apis`, `/api/{version}`, `/apis/{group}`, `/apis/{group}/{version}`: what the server
+/// serves.
+fn is_discovery(req: &Request<Body>) -> bool {
+    let segments: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
+    req.method() == http::Method::GET
+        && matches!(
+            segments.as_slice(),
+            ["api"] | ["apis"] | ["api", _] | ["apis", _] | ["apis", _, _]
+        )
 }
 
 /// A collection path (`/api/v1/...` or `/apis/{group}/{version}/...`, namespaced or not, no
@@ -123,6 +148,7 @@ impl WatchCache {
         Arc::new(WatchCache {
             inner,
             reflectors: Mutex::new(BTreeMap::new()),
+            discovered: Mutex::new(BTreeMap::new()),
             changed: Notify::new(),
             tasks: Mutex::new(Vec::new()),
         })
@@ -135,7 +161,7 @@ impl WatchCache {
         let service = tower::service_fn(move |req: Request<Body>| {
             let (cache, inner) = (cache.upgrade(), inner.clone());
             async move {
-                if let Some(cache) = cache
+                if let Some(cache) = &cache
                     && let Some((path, query)) = listed_collection(&req)
                 {
                     if let Some(answer) = cache.answer(&path, &query) {
@@ -143,7 +169,10 @@ impl WatchCache {
                     }
                     cache.reflect(&path);
                 }
-                inner.send(req).await
+                match cache.filter(|_| is_discovery(&req)) {
+                    Some(cache) => cache.discover(&inner, req).await,
+                    None => inner.send(req).await,
+                }
             }
         });
         kube::Client::new(service, self.inner.default_namespace().to_string())
@@ -160,6 +189,38 @@ impl WatchCache {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .len()
+    }
+
+    /// A discovery request, answered as last read if that is recent, else read (and kept if
+    /// the server served it).
+    async fn discover(
+        &self,
+        inner: &kube::Client,
+        req: Request<Body>,
+    ) -> Result<Response<Body>, kube::Error> {
+        use http_body_util::BodyExt as _;
+        let path = req.uri().path().to_string();
+        let kept = self
+            .discovered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&path)
+            .filter(|(at, _)| at.elapsed() < DISCOVERY_FOR)
+            .map(|(_, body)| body.clone());
+        if let Some(body) = kept {
+            return Ok(json_response(body));
+        }
+        let response = inner.send(req).await?;
+        if response.status() != http::StatusCode::OK {
+            return Ok(response);
+        }
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
+        self.discovered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(path, (std::time::Instant::now(), body.clone()));
+        Ok(Response::from_parts(parts, Body::from(body)))
     }
 
     /// A list answered from the collection's reflector, once it has listed.
@@ -204,12 +265,7 @@ impl WatchCache {
             body.push_str(&cached.text);
         }
         body.push_str("]}");
-        let mut response = Response::new(Body::from(body.into_bytes()));
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        Some(response)
+        Some(json_response(body.into()))
     }
 
     /// Starts the collection's reflector, unless it runs.
