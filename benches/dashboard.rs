@@ -8,7 +8,13 @@
 //!   and the cost in the page of one promotion's update (the swap, its filter, the countdowns),
 //!   of a filter over every row, and of a countdown tick.
 //!
-//! `cargo bench --bench dashboard` (1,000 promotions); `-- --quick` 20 promotions, no browser.
+//! * Watches: a change made through the API (not the dashboard) until the dashboard publishes it,
+//!   and what an open, idle page costs the API server for a minute, once the dashboard reads
+//!   through its watches.
+//!
+//! `cargo bench --bench dashboard` (1,000 promotions); `-- --quick` 20 promotions, no browser;
+//! `-- --promotions N` N promotions × 4 stages × 2N clusters; `-- --watches` only the watches'
+//! figures.
 
 #[path = "../tests/browser/mod.rs"]
 mod browser;
@@ -151,6 +157,79 @@ async fn server_side(scale: Scale, rounds: usize) -> anyhow::Result<(FakeApiServ
     Ok((server, d))
 }
 
+/// A change made through the API, until the dashboard (its default `--refresh`, reading through
+/// its watches) publishes it; then an idle minute's requests to the API server.
+async fn from_watches(server: &FakeApiServer, rounds: usize) -> anyhow::Result<()> {
+    let d = promoter::dashboard::start(
+        server.client().await?,
+        Arc::new(WallClock),
+        None,
+        Options::new("cluster"),
+    )
+    .await?;
+    let lists = || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "list")
+            .count()
+    };
+    let t = Instant::now();
+    loop {
+        let before = lists();
+        d.hub.refresh().await;
+        if lists() == before {
+            break;
+        }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(600),
+            "never read from the watches"
+        );
+    }
+    let settled = t.elapsed().as_secs_f64() * 1000.0;
+    let t = Instant::now();
+    d.hub.refresh().await;
+    let refresh = t.elapsed().as_secs_f64() * 1000.0;
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(server.client().await?);
+    let name = "app-0007";
+    let version = || d.hub.snapshot().rows.get(name).map(|r| r.version);
+    let mut latency = Vec::new();
+    for i in 0..rounds {
+        let before = version();
+        let patch = json!({"metadata": {"labels": {"touched": format!("w{i}")}}});
+        api.patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+        let t = Instant::now();
+        while version() == before {
+            anyhow::ensure!(t.elapsed() < Duration::from_secs(120), "never published");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        latency.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!(
+        "watches: every collection listed once and watched after {settled:.0} ms; a refresh from the watches {refresh:.0} ms; a change made through the API published {:.0} ms after the API's answer (median of {rounds}, max {:.0} ms)",
+        median(latency.clone()),
+        latency.iter().cloned().fold(0.0, f64::max)
+    );
+    server.clear_requests();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let requests = server.requests();
+    let mut by_verb = std::collections::BTreeMap::<String, usize>::new();
+    for r in &requests {
+        *by_verb.entry(r.verb.clone()).or_default() += 1;
+    }
+    println!(
+        "watches: an open, idle page for 60 s (a read every 2 s): {} requests to the API server {by_verb:?}, {} bytes",
+        requests.len(),
+        requests.iter().map(|r| r.bytes).sum::<usize>()
+    );
+    Ok(())
+}
+
 async fn in_browser(server: &FakeApiServer, d: &Dashboard, rounds: usize) -> anyhow::Result<()> {
     let Some(browser) = browser::Browser::launch().await? else {
         println!("browser: skipped (no Chromium)");
@@ -225,13 +304,29 @@ async fn in_browser(server: &FakeApiServer, d: &Dashboard, rounds: usize) -> any
 }
 
 fn main() -> anyhow::Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let watches_only = args.iter().any(|a| a == "--watches");
+    let promotions: Option<usize> = args
+        .iter()
+        .position(|a| a == "--promotions")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let (scale, rounds) = if quick {
+        let (scale, rounds) = if let Some(n) = promotions {
+            (
+                Scale {
+                    promotions: n,
+                    stages: 4,
+                    clusters: 2 * n,
+                },
+                7,
+            )
+        } else if quick {
             (
                 Scale {
                     promotions: 20,
@@ -250,7 +345,17 @@ fn main() -> anyhow::Result<()> {
                 7,
             )
         };
+        if watches_only {
+            let server = FakeApiServer::start_with_sveltos().await?;
+            populate(&server, scale, Utc::now())?;
+            println!(
+                "\n== {} promotions × {} stages × {} clusters",
+                scale.promotions, scale.stages, scale.clusters
+            );
+            return from_watches(&server, rounds).await;
+        }
         let (server, d) = server_side(scale, rounds).await?;
+        from_watches(&server, rounds).await?;
         if !quick {
             in_browser(&server, &d, rounds).await?;
         }
