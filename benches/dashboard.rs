@@ -221,6 +221,9 @@ async fn from_watches(server: &FakeApiServer, rounds: usize) -> anyhow::Result<(
     let mut by_verb = std::collections::BTreeMap::<String, usize>::new();
     for r in &requests {
         *by_verb.entry(r.verb.clone()).or_default() += 1;
+        if std::env::var_os("PROMOTER_BENCH_REQUESTS").is_some() {
+            println!("  {} {}?{} {}", r.verb, r.path, r.query, r.code);
+        }
     }
     println!(
         "watches: an open, idle page for 60 s (a read every 2 s): {} requests to the API server {by_verb:?}, {} bytes",

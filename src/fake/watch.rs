@@ -113,6 +113,16 @@ impl Journal {
     ) {
         let now = Instant::now();
         let mut history = self.history();
+        // A second write of the same object at the same revision (a seeded object given its uid)
+        // is the same change: the history keeps the object once.
+        let previous = match history.changes.back() {
+            Some(last) if last.revision == revision && last.key == key => {
+                let first = last.previous.clone();
+                history.changes.pop_back();
+                first
+            }
+            _ => previous,
+        };
         history.changes.push_back(Arc::new(Change {
             revision,
             key,
