@@ -31,16 +31,17 @@ use tokio::sync::Notify;
 const WATCH_TIMEOUT: u32 = 290;
 /// Objects per page of a reflector's list.
 const PAGE: u32 = 500;
-/// How long a discovery answer (which groups and versions the server serves) is reused: kube's
-/// discovery is asked again on each read of the inventory (whether Cluster API is served).
-const DISCOVERY_FOR: Duration = Duration::from_secs(5 * 60);
+/// How long a discovery answer (which groups and versions the server serves) is reused (kube's
+/// discovery is asked again on each read of the inventory: whether Cluster API is served), and a
+/// refusal to list a collection (promoter's own CRDs not installed, RBAC) is answered again.
+const KEEP_FOR: Duration = Duration::from_secs(5 * 60);
 
 /// The watched collections and their objects.
 pub struct WatchCache {
     inner: kube::Client,
     reflectors: Mutex<BTreeMap<String, Arc<Reflector>>>,
-    /// Discovery answers by path, and when they were read.
-    discovered: Mutex<BTreeMap<String, (std::time::Instant, bytes::Bytes)>>,
+    /// Discovery answers and refused lists by path: when they were read, status code and body.
+    kept: Mutex<BTreeMap<String, (std::time::Instant, u16, bytes::Bytes)>>,
     changed: Notify,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -81,8 +82,10 @@ impl Reflector {
     }
 }
 
-fn json_response(body: bytes::Bytes) -> Response<Body> {
+fn json_response(code: u16, body: bytes::Bytes) -> Response<Body> {
     let mut response = Response::new(Body::from(body));
+    *response.status_mut() =
+        http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
@@ -148,7 +151,7 @@ impl WatchCache {
         Arc::new(WatchCache {
             inner,
             reflectors: Mutex::new(BTreeMap::new()),
-            discovered: Mutex::new(BTreeMap::new()),
+            kept: Mutex::new(BTreeMap::new()),
             changed: Notify::new(),
             tasks: Mutex::new(Vec::new()),
         })
@@ -164,6 +167,9 @@ impl WatchCache {
                 if let Some(cache) = &cache
                     && let Some((path, query)) = listed_collection(&req)
                 {
+                    if let Some(refused) = cache.kept(&path) {
+                        return Ok(refused);
+                    }
                     if let Some(answer) = cache.answer(&path, &query) {
                         return Ok(answer);
                     }
@@ -183,12 +189,18 @@ impl WatchCache {
         self.changed.notified().await;
     }
 
-    /// The number of collections watched.
-    pub fn watched(&self) -> usize {
-        self.reflectors
+    /// The answer kept for `path`, while it is recent.
+    fn kept(&self, path: &str) -> Option<Response<Body>> {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let (_, code, body) = kept.get(path).filter(|(at, ..)| at.elapsed() < KEEP_FOR)?;
+        Some(json_response(*code, body.clone()))
+    }
+
+    fn keep(&self, path: String, code: u16, body: bytes::Bytes) {
+        self.kept
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .len()
+            .insert(path, (std::time::Instant::now(), code, body));
     }
 
     /// A discovery request, answered as last read if that is recent, else read (and kept if
@@ -200,15 +212,8 @@ impl WatchCache {
     ) -> Result<Response<Body>, kube::Error> {
         use http_body_util::BodyExt as _;
         let path = req.uri().path().to_string();
-        let kept = self
-            .discovered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&path)
-            .filter(|(at, _)| at.elapsed() < DISCOVERY_FOR)
-            .map(|(_, body)| body.clone());
-        if let Some(body) = kept {
-            return Ok(json_response(body));
+        if let Some(kept) = self.kept(&path) {
+            return Ok(kept);
         }
         let response = inner.send(req).await?;
         if response.status() != http::StatusCode::OK {
@@ -216,10 +221,7 @@ impl WatchCache {
         }
         let (parts, body) = response.into_parts();
         let body = body.collect().await?.to_bytes();
-        self.discovered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(path, (std::time::Instant::now(), body.clone()));
+        self.keep(path, 200, body.clone());
         Ok(Response::from_parts(parts, Body::from(body)))
     }
 
@@ -265,7 +267,7 @@ impl WatchCache {
             body.push_str(&cached.text);
         }
         body.push_str("]}");
-        Some(json_response(body.into()))
+        Some(json_response(200, body.into()))
     }
 
     /// Starts the collection's reflector, unless it runs.
@@ -288,10 +290,15 @@ impl WatchCache {
                 }
             })
             .await;
-            // A collection the server does not serve (or lets this user list): its lists go to
-            // the server, which answers them as it does; a later list tries again.
-            tracing::debug!(collection = %path, error = %gone, "not watching this collection");
+            // A collection the server does not serve (or does not let this user list): its
+            // lists are answered with the server's refusal for a while, then tried again.
+            tracing::debug!(collection = %path, error = %crate::cli_error::line(&gone), "not watching this collection");
             if let Some(c) = cache.upgrade() {
+                if let kube::Error::Api(status) = &gone
+                    && let Ok(body) = serde_json::to_vec(status)
+                {
+                    c.keep(path.clone(), status.code, body.into());
+                }
                 c.reflectors
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
