@@ -1,6 +1,7 @@
 //! One reconciliation pass: observe the cluster, decide per promotion (pure), act idempotently.
 
 pub mod act;
+pub mod budget;
 pub mod completion;
 pub mod deadline;
 pub mod decide;
