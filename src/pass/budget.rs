@@ -310,3 +310,33 @@ pub fn skipped_by_checks(
         _ => Vec::new(),
     }
 }
+
+/// By stage, how many clusters the run counts against the failure budgets once `d` is written:
+/// the record `d` writes, else the observed one (metrics).
+pub fn counts(
+    p: &ClusterPromotion,
+    d: &super::decision::Decision,
+) -> std::collections::BTreeMap<String, usize> {
+    use super::decision::{Action, RecordOp};
+    let written = d.actions.iter().rev().find_map(|a| match a {
+        Action::Record(ops) => ops.iter().rev().find_map(|op| match op {
+            RecordOp::Budgeted(b) => Some(Some(b.clone())),
+            RecordOp::Drop(super::decision::Hold::Budgeted) => Some(None),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let record = match written {
+        Some(w) => w,
+        None => crate::annotations::budgeted_now(p),
+    };
+    record
+        .map(|b| {
+            b.stages
+                .iter()
+                .filter(|(_, c)| !c.is_empty())
+                .map(|(s, c)| (s.clone(), c.len()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
