@@ -917,7 +917,9 @@ mod tests {
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>(),
-            ["metadata.annotations[promoter.dev/failure-budget]: stage production has a failure budget but no promoter.dev/progress-deadline: a cluster that never finishes deploying does not count against the budget, and the stage waits for it"]
+            [
+                "metadata.annotations[promoter.dev/failure-budget]: stage production has a failure budget but no promoter.dev/progress-deadline: a cluster that never finishes deploying does not count against the budget, and the stage waits for it"
+            ]
         );
         assert!(
             warnings(&promotion(&[

@@ -225,7 +225,12 @@ impl PromotionTimeline {
             {
                 st.provisioned_at = Some(t.as_datetime());
                 let counted: Vec<String> = crate::annotations::budgeted_now(p)
-                    .map(|b| b.of_stage(&name).iter().map(|c| c.cluster.clone()).collect())
+                    .map(|b| {
+                        b.of_stage(&name)
+                            .iter()
+                            .map(|c| c.cluster.clone())
+                            .collect()
+                    })
                     .unwrap_or_default();
                 let what = if counted.is_empty() {
                     "all clusters provisioned".to_string()
