@@ -245,7 +245,8 @@ pub fn check(
 }
 
 /// Which of `clusters` (recorded for a stage promoted past) still count: those still active in
-/// the stage and not deployed with its profile.
+/// the stage and not deployed with its profile. Where the pass did not list the stage's
+/// ClusterSummaries (nor, then, the inventory), it cannot tell: all of them.
 pub fn still_outside(
     p: &ClusterPromotion,
     stage: &Stage,
@@ -259,6 +260,9 @@ pub fn still_outside(
         .collect();
     let name =
         super::profiles::profile_name(p.metadata.name.as_deref().unwrap_or_default(), &stage.name);
+    if !world.summaries_listed.contains(&name) {
+        return clusters.to_vec();
+    }
     let none = super::summaries::ProfileSummaries::default();
     let profile = world.profiles.get(&name);
     let summaries = world.summaries.get(&name).unwrap_or(&none);
