@@ -11,7 +11,7 @@
 
 use crate::api::ClusterPromotion;
 use crate::settings::{
-    ALLOW_EMPTY_STAGES, FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT,
+    ALLOW_EMPTY_STAGES, FAILURE_BUDGET, FAILURE_POLICY, PROGRESS_DEADLINE, REVISION_HISTORY_LIMIT,
     ROLLBACK_DEADLINE, ROLLBACK_ORDER, SettingError,
 };
 use serde::Serialize;
@@ -83,6 +83,10 @@ pub const KNOWN_KEYS: &[KnownKey] = &[
         ALLOW_EMPTY_STAGES,
         "which stages pass when they select no cluster (upstream's behaviour)",
     ),
+    setting(
+        FAILURE_BUDGET,
+        "how many of a stage's clusters may be failing while it still passes",
+    ),
     record(
         crate::annotations::PAUSED,
         "promoter pause: who paused it, since when",
@@ -119,6 +123,10 @@ pub const KNOWN_KEYS: &[KnownKey] = &[
     record(
         crate::annotations::RETRY,
         "promoter resume of a rolled-back revision",
+    ),
+    record(
+        crate::annotations::BUDGETED,
+        "the clusters counted against their stage's failure budget in the current run",
     ),
     record(
         crate::annotations::DEADLINE_CLOCK,

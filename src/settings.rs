@@ -18,6 +18,11 @@
 //!   of the inventory passes (upstream's behaviour) instead of holding the rollout (`true` or
 //!   `false` for every stage, or the per-stage list of `progress-deadline`: `eu-west=true`,
 //!   `true, production=false`). Default false: see [`crate::pass::empty_stage`].
+//! * `promoter.dev/failure-budget`: how many of a stage's clusters may be failing while the stage
+//!   still passes: a number (`2`) or a share of the stage's clusters (`10%`, rounded down) for
+//!   every stage, or the per-stage list of `progress-deadline`: `production=1%`, `1, dev=0`.
+//!   Default 0: every matching cluster must run the revision, as upstream's stages do. What counts
+//!   as failing, and how the budget is spent per run: [`crate::pass::budget`].
 //!
 //! A bad value blocks the promotion (like an invalid promotion window), with the annotation as the
 //! field path and kube-apiserver's wording; `lint` reports the same text.
@@ -38,6 +43,7 @@ pub const ROLLBACK_ORDER: &str = "promoter.dev/rollback-order";
 pub const REVISION_HISTORY_LIMIT: &str = "promoter.dev/revision-history-limit";
 pub const ROLLBACK_DEADLINE: &str = "promoter.dev/rollback-deadline";
 pub const ALLOW_EMPTY_STAGES: &str = "promoter.dev/allow-empty-stages";
+pub const FAILURE_BUDGET: &str = "promoter.dev/failure-budget";
 
 /// One per-promotion setting: its key, what it sets, the values it takes, and what holds where
 /// it is absent. `crd`'s description of ClusterPromotion, `explain` and the book's reference
@@ -61,7 +67,7 @@ impl Setting {
 }
 
 /// Every per-promotion setting.
-pub const SETTINGS: [Setting; 6] = [
+pub const SETTINGS: [Setting; 7] = [
     Setting {
         key: PROGRESS_DEADLINE,
         what: "how long each stage may take to complete",
@@ -97,6 +103,12 @@ pub const SETTINGS: [Setting; 6] = [
         what: "whether a stage whose clusterSelector selects no cluster passes, as upstream's does, instead of holding the rollout as Blocked",
         values: "`true` or `false` for every stage, or a comma-separated list of `stage=true|false` with an optional bare default (`eu-west=true`, `true, production=false`)",
         default: "`false`",
+    },
+    Setting {
+        key: FAILURE_BUDGET,
+        what: "how many of a stage's clusters may be failing (a feature Failed, unreachable, or not deployed by the stage's progress deadline) while the stage still passes; they are named until they run the revision, and a new revision starts with the whole budget",
+        values: "a number of clusters (`2`) or a share of the stage's clusters, rounded down (`10%`), for every stage, or a comma-separated list of `stage=budget` with an optional bare default (`production=1%`, `1, dev=0`)",
+        default: "`0`",
     },
 ];
 
@@ -278,6 +290,80 @@ impl EmptyStages {
     }
 }
 
+/// One stage's failure budget as written: a number of clusters, or a share of the stage's
+/// clusters in percent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    Clusters(u32),
+    Percent(u32),
+}
+
+impl Budget {
+    /// How many of `clusters` clusters the budget allows to fail: a share is rounded down (10% of
+    /// 19 clusters is 1), so that a budget never allows more than it says.
+    pub fn allows(self, clusters: usize) -> usize {
+        match self {
+            Budget::Clusters(n) => n as usize,
+            Budget::Percent(pct) => clusters.saturating_mul(pct as usize) / 100,
+        }
+    }
+
+    /// Whether it allows no failing cluster whatever the stage's size.
+    pub fn is_zero(self) -> bool {
+        matches!(self, Budget::Clusters(0) | Budget::Percent(0))
+    }
+
+    /// As written: `2`, `10%`.
+    pub fn text(self) -> String {
+        match self {
+            Budget::Clusters(n) => n.to_string(),
+            Budget::Percent(p) => format!("{p}%"),
+        }
+    }
+
+    fn parse(text: &str) -> Result<Budget, String> {
+        let bad = || {
+            format!(
+                "Invalid value: {text:?}: must be a number of clusters (2) or a share of the stage's clusters (10%)"
+            )
+        };
+        if text.starts_with('-') {
+            return Err(format!("Invalid value: {text:?}: must not be negative"));
+        }
+        match text.strip_suffix('%') {
+            Some(pct) => match pct.trim().parse::<u32>() {
+                Ok(p) if p > 100 => Err(format!("Invalid value: {text:?}: must be at most 100%")),
+                Ok(p) => Ok(Budget::Percent(p)),
+                Err(_) => Err(bad()),
+            },
+            None => text.parse::<u32>().map(Budget::Clusters).map_err(|_| bad()),
+        }
+    }
+}
+
+/// `promoter.dev/failure-budget`, read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailureBudgets(PerStage<Budget>);
+
+impl Default for FailureBudgets {
+    fn default() -> Self {
+        FailureBudgets(PerStage {
+            default: None,
+            stages: BTreeMap::new(),
+        })
+    }
+}
+
+impl FailureBudgets {
+    /// The budget of `stage`: its own, else the default, else none (`0`).
+    pub fn for_stage(&self, stage: &str) -> Budget {
+        self.0
+            .for_stage(stage)
+            .copied()
+            .unwrap_or(Budget::Clusters(0))
+    }
+}
+
 /// Every setting, each with its default where the annotation is absent or invalid.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
@@ -288,6 +374,7 @@ pub struct Settings {
     /// How long a rollback may take; None: no deadline (`none`).
     pub rollback_deadline: Option<Deadline>,
     pub allow_empty_stages: EmptyStages,
+    pub failure_budget: FailureBudgets,
 }
 
 impl Default for Settings {
@@ -299,6 +386,7 @@ impl Default for Settings {
             revision_history_limit: DEFAULT_HISTORY_LIMIT,
             rollback_deadline: deadline(DEFAULT_ROLLBACK_DEADLINE).ok().flatten(),
             allow_empty_stages: EmptyStages::default(),
+            failure_budget: FailureBudgets::default(),
         }
     }
 }
@@ -427,6 +515,21 @@ pub fn parse(p: &ClusterPromotion) -> (Settings, Vec<SettingError>) {
             }
         }
     }
+    if let Some(v) = get(FAILURE_BUDGET) {
+        match PerStage::parse(
+            v,
+            &stages,
+            "must be a number of clusters, a share (10%), or a comma-separated list of stage=budget with an optional default",
+            Budget::parse,
+        ) {
+            Ok(p) => settings.failure_budget = FailureBudgets(p),
+            Err(messages) => {
+                for m in messages {
+                    error(FAILURE_BUDGET, m);
+                }
+            }
+        }
+    }
     (settings, errors)
 }
 
@@ -437,10 +540,31 @@ pub fn problems(p: &ClusterPromotion) -> Vec<String> {
 }
 
 /// Legal settings that are likely unintended (for `lint`): a rollback policy that nothing but a
-/// person can trigger.
+/// person can trigger; a failure budget on a stage without a progress deadline (a cluster that
+/// never finishes deploying then never counts against it: the stage waits for it).
 pub fn warnings(p: &ClusterPromotion) -> Vec<SettingError> {
     let (settings, _) = parse(p);
     let mut out = Vec::new();
+    let undated: Vec<&str> = p
+        .spec
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|s| {
+            !settings.failure_budget.for_stage(s).is_zero() && settings.deadline_for(s).is_none()
+        })
+        .collect();
+    if !undated.is_empty() {
+        out.push(SettingError {
+            annotation: FAILURE_BUDGET.into(),
+            message: format!(
+                "stage{} {} ha{} a failure budget but no {PROGRESS_DEADLINE}: a cluster that never finishes deploying does not count against the budget, and the stage waits for it",
+                if undated.len() == 1 { "" } else { "s" },
+                undated.join(", "),
+                if undated.len() == 1 { "s" } else { "ve" },
+            ),
+        });
+    }
     if settings.failure_policy == FailurePolicy::Rollback && !settings.progress_deadline.any() {
         out.push(SettingError {
             annotation: FAILURE_POLICY.into(),
@@ -552,7 +676,12 @@ mod tests {
                 "{v}"
             );
         }
-        assert_eq!(SETTINGS.len(), 6);
+        assert_eq!(SETTINGS.len(), 7);
+        assert_eq!(
+            Settings::default().failure_budget.for_stage("production"),
+            Budget::Clusters(0),
+            "absent, no cluster may fail"
+        );
         assert!(SETTINGS.iter().any(|s| s.key == ROLLBACK_DEADLINE));
     }
 
@@ -611,6 +740,62 @@ mod tests {
             assert_eq!(
                 Settings::of(&promotion(&[(ALLOW_EMPTY_STAGES, v)])),
                 Settings::default()
+            );
+        }
+    }
+
+    #[test]
+    fn failure_budget_grammar() {
+        let allows = |v: &str, clusters: usize| {
+            let s = Settings::of(&promotion(&[(FAILURE_BUDGET, v)]));
+            ["dev", "staging", "production"]
+                .map(|st| s.failure_budget.for_stage(st).allows(clusters))
+        };
+        let table: &[(&str, usize, [usize; 3])] = &[
+            ("0", 20, [0, 0, 0]),
+            ("2", 20, [2, 2, 2]),
+            ("production=10%", 20, [0, 0, 2]),
+            ("production=10%", 19, [0, 0, 1]),
+            ("production=1%", 2000, [0, 0, 20]),
+            ("production=1%", 99, [0, 0, 0]),
+            ("1, dev=0", 5, [0, 1, 1]),
+            (" 50% , staging = 3 ", 3, [1, 3, 1]),
+            ("100%", 4, [4, 4, 4]),
+        ];
+        for (value, clusters, want) in table {
+            assert_eq!(allows(value, *clusters), *want, "{value} of {clusters}");
+            assert!(problems(&promotion(&[(FAILURE_BUDGET, value)])).is_empty());
+        }
+        assert_eq!(
+            Settings::of(&promotion(&[(FAILURE_BUDGET, "production=10%")]))
+                .failure_budget
+                .for_stage("production")
+                .text(),
+            "10%"
+        );
+        for (v, want) in [
+            (
+                "-1",
+                r#"metadata.annotations[promoter.dev/failure-budget]: Invalid value: "-1": must not be negative"#,
+            ),
+            (
+                "101%",
+                r#"metadata.annotations[promoter.dev/failure-budget]: Invalid value: "101%": must be at most 100%"#,
+            ),
+            (
+                "1.5%",
+                r#"metadata.annotations[promoter.dev/failure-budget]: Invalid value: "1.5%": must be a number of clusters (2) or a share of the stage's clusters (10%)"#,
+            ),
+            (
+                "prod=1",
+                r#"metadata.annotations[promoter.dev/failure-budget]: Unsupported value: "prod": supported values: "dev", "staging", "production""#,
+            ),
+        ] {
+            assert_eq!(problems(&promotion(&[(FAILURE_BUDGET, v)])), [want], "{v}");
+            assert_eq!(
+                Settings::of(&promotion(&[(FAILURE_BUDGET, v)])),
+                Settings::default(),
+                "a bad value is no budget"
             );
         }
     }
@@ -726,6 +911,23 @@ mod tests {
         let w = warnings(&p);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].annotation, FAILURE_POLICY);
+        let budget_only = promotion(&[(FAILURE_BUDGET, "production=1")]);
+        assert_eq!(
+            warnings(&budget_only)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "metadata.annotations[promoter.dev/failure-budget]: stage production has a failure budget but no promoter.dev/progress-deadline: a cluster that never finishes deploying does not count against the budget, and the stage waits for it"
+            ]
+        );
+        assert!(
+            warnings(&promotion(&[
+                (FAILURE_BUDGET, "production=1"),
+                (PROGRESS_DEADLINE, "production=2h")
+            ]))
+            .is_empty()
+        );
         let with_deadline =
             promotion(&[(FAILURE_POLICY, "rollback"), (PROGRESS_DEADLINE, "dev=1h")]);
         assert!(warnings(&with_deadline).is_empty());

@@ -16,6 +16,8 @@
 //!   stored revisions it forgot are still to be deleted ([`revision_sweep`]).
 //! * `promoter.dev/failed`, `rollback`, `aborted`, `retry`: what holds or releases the current run
 //!   ([`run_holds`]).
+//! * `promoter.dev/budgeted`: the clusters counted against their stage's failure budget in the
+//!   current run ([`budgeted`]).
 //! * `promoter.dev/deadline-clock`: what the pass saw of the running deadline, in its own clock
 //!   ([`deadline_clock`]).
 //! * `promoter.dev/freeze-bypass`: `promoter freeze bypass` ([`freeze_bypass`]).
@@ -25,6 +27,7 @@
 //!
 //! The settings annotations (`progress-deadline`, `failure-policy`, …) are in [`crate::settings`].
 
+pub mod budgeted;
 pub mod deadline_clock;
 pub mod freeze_bypass;
 pub mod history;
@@ -34,6 +37,7 @@ pub mod redeploy;
 pub mod revision_sweep;
 pub mod run_holds;
 
+pub use budgeted::{BUDGETED, Budgeted, BudgetedCluster, budgeted, budgeted_in, budgeted_now};
 pub use deadline_clock::{DEADLINE_CLOCK, DeadlineClock, Subject, deadline_clock};
 pub use freeze_bypass::{FreezeBypass, freeze_bypass};
 pub use history::{Cause, History, HistoryEntry, RolledBack};

@@ -153,10 +153,13 @@ impl HealthEngine {
         self.pool.isolated().await
     }
 
+    /// The checks of `stage` and the clusters they run on: the stage's active clusters, those
+    /// counted against its failure budget excepted (`pass::budget`).
     fn job<'a>(
         p: &ClusterPromotion,
         stage: &str,
         world: &'a World,
+        now: DateTime<Utc>,
     ) -> Result<Job<'a>, HealthVerdict> {
         let Some(stage) = p.spec.stages.iter().find(|s| s.name == stage) else {
             return Err(HealthVerdict::NotEvaluated(format!(
@@ -170,9 +173,10 @@ impl HealthEngine {
             .map(|g| g.post_delay_health_checks.to_vec())
             .unwrap_or_default();
         let selector = stage.cluster_selector.clone().unwrap_or_default();
+        let budgeted = crate::pass::budget::skipped_by_checks(p, stage, world, now);
         let mut clusters: Vec<&InventoryCluster> = matching_clusters(&selector, world)
             .into_iter()
-            .filter(|c| !c.paused)
+            .filter(|c| !c.paused && !budgeted.contains(&c.to_string()))
             .collect();
         clusters.sort_by_key(|c| c.to_string());
         Ok(Job {
@@ -198,7 +202,7 @@ impl HealthEngine {
         let deadline = pass_deadline.map_or(budget_end, |d| d.min(budget_end));
         let jobs: Vec<Result<Job<'_>, HealthVerdict>> = requests
             .iter()
-            .map(|r| Self::job(r.promotion, &r.stage, world))
+            .map(|r| Self::job(r.promotion, &r.stage, world, self.now))
             .collect();
         let n = jobs.len();
         let first = rotation(self.now, n);

@@ -30,10 +30,12 @@ pub enum Transition {
     Frozen,
     /// A stage started under a freeze bypass (`FreezeBypassed`).
     FreezeBypassed,
+    /// Clusters of a stage were counted against its failure budget (`FailureBudgetSpent`).
+    FailureBudgetSpent,
 }
 
 impl Transition {
-    pub const ALL: [Transition; 11] = [
+    pub const ALL: [Transition; 12] = [
         Transition::StageStarted,
         Transition::StageCompleted,
         Transition::AwaitingApproval,
@@ -45,6 +47,7 @@ impl Transition {
         Transition::RolloutCompleted,
         Transition::Frozen,
         Transition::FreezeBypassed,
+        Transition::FailureBudgetSpent,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +63,7 @@ impl Transition {
             Transition::RolloutCompleted => "RolloutCompleted",
             Transition::Frozen => "Frozen",
             Transition::FreezeBypassed => "FreezeBypassed",
+            Transition::FailureBudgetSpent => "FailureBudgetSpent",
         }
     }
 
@@ -76,6 +80,7 @@ impl Transition {
                 | Transition::RolledBack
                 | Transition::RollbackFailed
                 | Transition::AwaitingApproval
+                | Transition::FailureBudgetSpent
         )
     }
 
@@ -93,6 +98,7 @@ impl Transition {
             Transition::RolloutCompleted => "Rollout completed",
             Transition::Frozen => "Frozen",
             Transition::FreezeBypassed => "Freeze bypassed",
+            Transition::FailureBudgetSpent => "Failure budget spent",
         }
     }
 }

@@ -164,6 +164,15 @@ fn apply_records(p: &mut ClusterPromotion, ops: &[RecordOp]) {
                     serde_json::to_string(c).unwrap(),
                 );
             }
+            RecordOp::Budgeted(b) if b.is_empty() => {
+                a.remove(crate::annotations::BUDGETED);
+            }
+            RecordOp::Budgeted(b) => {
+                a.insert(
+                    crate::annotations::BUDGETED.into(),
+                    serde_json::to_string(b).unwrap(),
+                );
+            }
             RecordOp::Drop(hold) => {
                 a.remove(hold.key());
             }
@@ -1816,6 +1825,9 @@ mod events_tests;
 
 #[path = "decide_failure_tests.rs"]
 mod failure_policy;
+
+#[path = "decide_budget_tests.rs"]
+mod failure_budget;
 
 // Issue 30 §3: stage completion from content or one clock, with what promoter records when it
 // writes a profile's spec.

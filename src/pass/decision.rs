@@ -91,6 +91,9 @@ pub enum RecordOp {
     Rollback(Rollback),
     /// Writes the deadline clock (`promoter.dev/deadline-clock`) as a whole.
     Clock(DeadlineClock),
+    /// Writes the clusters counted against the failure budgets of the run
+    /// (`promoter.dev/budgeted`) as a whole; an empty record removes it.
+    Budgeted(crate::annotations::Budgeted),
     /// Removes a record that holds or releases a run (the run it was about is over).
     Drop(Hold),
     /// Writes the notification outbox (`promoter.dev/outbox`) as a whole: the transitions of this
@@ -113,26 +116,30 @@ pub enum Hold {
     Retry,
     /// The deadline clock (about the run's stage or rollback).
     Clock,
+    /// The clusters counted against the run's failure budgets.
+    Budgeted,
 }
 
 impl Hold {
-    pub const ALL: [Hold; 5] = [
+    pub const ALL: [Hold; 6] = [
         Hold::Failed,
         Hold::Rollback,
         Hold::Aborted,
         Hold::Retry,
         Hold::Clock,
+        Hold::Budgeted,
     ];
 
     /// The annotation that holds it.
     pub fn key(self) -> &'static str {
-        use crate::annotations::{ABORTED, DEADLINE_CLOCK, FAILED, RETRY, ROLLBACK};
+        use crate::annotations::{ABORTED, BUDGETED, DEADLINE_CLOCK, FAILED, RETRY, ROLLBACK};
         match self {
             Hold::Failed => FAILED,
             Hold::Rollback => ROLLBACK,
             Hold::Aborted => ABORTED,
             Hold::Retry => RETRY,
             Hold::Clock => DEADLINE_CLOCK,
+            Hold::Budgeted => BUDGETED,
         }
     }
 }
@@ -364,11 +371,13 @@ pub enum Reason {
     /// A PromotionFreeze that cannot be decoded: it holds every promotion it may select (Warning,
     /// on the freeze).
     UnreadableFreeze,
+    /// Clusters of a stage were counted against its failure budget (Warning).
+    FailureBudgetSpent,
 }
 
 impl Reason {
     /// Every reason, in the order the enum declares them.
-    pub const ALL: [Reason; 26] = [
+    pub const ALL: [Reason; 27] = [
         Reason::StageProvisioning,
         Reason::StageProvisioned,
         Reason::AwaitingApproval,
@@ -395,6 +404,7 @@ impl Reason {
         Reason::FreezeBypassed,
         Reason::InvalidFreeze,
         Reason::UnreadableFreeze,
+        Reason::FailureBudgetSpent,
     ];
 
     /// When an Event of this reason is recorded, and its note (`<s>`: a stage, `<p>`: the
@@ -468,6 +478,9 @@ impl Reason {
             Reason::InvalidFreeze => {
                 "on the PromotionFreeze: it holds nothing because it is invalid: `PromotionFreeze <f> holds nothing: <why>`"
             }
+            Reason::FailureBudgetSpent => {
+                "clusters of a stage were counted against its failure budget in this run: `Stage <s>: <n> of <budget> spent: <cluster> (<why>); …` (the clusters counted for the first time; each stays named until it runs the revision)"
+            }
             Reason::UnreadableFreeze => {
                 "on the PromotionFreeze: it cannot be decoded, so it holds every promotion it may select: `PromotionFreeze <f> holds every promotion it may select: cannot be read (<why>): …`"
             }
@@ -502,6 +515,7 @@ impl Reason {
             Reason::FreezeBypassed => "FreezeBypassed",
             Reason::InvalidFreeze => "InvalidFreeze",
             Reason::UnreadableFreeze => "UnreadableFreeze",
+            Reason::FailureBudgetSpent => "FailureBudgetSpent",
         }
     }
 
@@ -519,6 +533,7 @@ impl Reason {
                 | Reason::RollbackDeadlineExceeded
                 | Reason::InvalidFreeze
                 | Reason::UnreadableFreeze
+                | Reason::FailureBudgetSpent
         )
     }
 
@@ -618,6 +633,7 @@ mod tests {
                 "RollbackDeadlineExceeded",
                 "InvalidFreeze",
                 "UnreadableFreeze",
+                "FailureBudgetSpent",
             ]
         );
         assert!(Reason::Blocked.note("m".into()).warning);

@@ -105,6 +105,8 @@ pub struct DeploymentCheck {
     pub until: Option<DateTime<Utc>>,
     /// No cluster of the inventory matches the stage's selector (see `empty_stage`).
     pub selects_none: bool,
+    /// How the stage used its failure budget (a stage with one, see `budget`).
+    pub budget: Option<super::budget::BudgetUse>,
 }
 
 /// The clusters a stage selects: every inventory cluster matching its selector (an empty selector
@@ -116,6 +118,131 @@ pub fn matching_clusters<'a>(
     world.clusters_where(|labels| selector.selects(labels).unwrap_or(false))
 }
 
+/// Where one active, ready cluster of a stage stands with the stage's profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Its ClusterSummary is in sync with the profile and every feature is `Provisioned` for it.
+    Deployed,
+    /// Not yet: upstream's message, and when a summary waited for only by the grace counts.
+    Waiting {
+        message: String,
+        until: Option<DateTime<Utc>>,
+    },
+}
+
+/// What judging a cluster's standing with one profile needs, read once per profile.
+pub struct Look<'a> {
+    name: String,
+    summaries: &'a ProfileSummaries,
+    comparison: super::summaries::Comparison,
+    record: Option<WriteRecord>,
+    known: Option<super::known_hashes::Known>,
+    now: Option<DateTime<Utc>>,
+}
+
+impl<'a> Look<'a> {
+    pub fn new(
+        p: &ClusterPromotion,
+        profile: &ClusterProfile,
+        world: &World,
+        summaries: &'a ProfileSummaries,
+    ) -> Look<'a> {
+        Look {
+            name: profile.metadata.name.clone().unwrap_or_default(),
+            summaries,
+            comparison: summaries.comparison(&profile.spec.fields),
+            record: WriteRecord::of(p, profile),
+            known: super::known_hashes::of(p, world, profile),
+            now: world.now,
+        }
+    }
+
+    /// The summaries of the profile.
+    pub fn summaries(&self) -> &'a ProfileSummaries {
+        self.summaries
+    }
+
+    /// Where `cluster` stands (its readiness aside), in upstream's words.
+    pub fn standing(&self, cluster: &InventoryCluster) -> Standing {
+        let name = &self.name;
+        let waiting = |message: String| Standing::Waiting {
+            message,
+            until: None,
+        };
+        let Some(cs) = self
+            .summaries
+            .find(cluster.kind, &cluster.namespace, &cluster.name)
+        else {
+            let expected = format!("{name}-{}-{}", cluster.kind.summary_infix(), cluster.name);
+            return waiting(format!("ClusterSummary {expected} does not exist yet."));
+        };
+        if let Some(field) = self.comparison.differs(cs) {
+            return waiting(not_in_sync_text(field, &cs.name));
+        }
+        let freshness = WriteRecord::freshness(self.record.as_ref());
+        match cs.provisioned(
+            self.comparison.content(cs),
+            freshness,
+            self.known.as_ref().map(|k| &k.hashes),
+            self.now,
+        ) {
+            Provisioned::Yes => Standing::Deployed,
+            Provisioned::No => waiting(format!(
+                "ClusterSummary {} is not yet provisioned.",
+                cs.name
+            )),
+            Provisioned::Stale(stale) => {
+                let until = match stale {
+                    Stale::NoStatusSince { grace_ends } | Stale::Unsettled { grace_ends } => {
+                        DateTime::<Utc>::from_timestamp(grace_ends, 0)
+                    }
+                    Stale::OldHash => None,
+                };
+                Standing::Waiting {
+                    message: format!(
+                        "ClusterSummary {} is not yet provisioned ({}).",
+                        cs.name,
+                        stale_text(stale)
+                    ),
+                    until,
+                }
+            }
+        }
+    }
+
+    /// The failure a feature of `cluster`'s summary reports, if any.
+    pub fn failure(&self, cluster: &InventoryCluster) -> Option<String> {
+        self.summaries
+            .find(cluster.kind, &cluster.namespace, &cluster.name)
+            .and_then(|s| s.failure())
+    }
+}
+
+/// The deployment check of a forward run's stage: with its failure budget, when it has one
+/// (`budget`), else [`check`].
+pub fn check_within(
+    p: &ClusterPromotion,
+    profile: &ClusterProfile,
+    selector: &LabelSelector,
+    world: &World,
+    budget: Option<&super::budget::StageBudget>,
+) -> DeploymentCheck {
+    let Some(b) = budget else {
+        return check(p, profile, selector, world);
+    };
+    let clusters = matching_clusters(selector, world);
+    let (paused, active): (Vec<&InventoryCluster>, Vec<&InventoryCluster>) =
+        clusters.into_iter().partition(|c| c.paused);
+    if active.is_empty() {
+        return check(p, profile, selector, world);
+    }
+    DeploymentCheck {
+        skipped_paused: paused.iter().map(|c| c.to_string()).collect(),
+        ..super::budget::check(p, profile, &active, world, b)
+    }
+}
+
+/// Whether every active cluster the stage selects is deployed with `profile` (upstream's rule).
 pub fn check(
     p: &ClusterPromotion,
     profile: &ClusterProfile,
@@ -123,9 +250,6 @@ pub fn check(
     world: &World,
 ) -> DeploymentCheck {
     let name = profile.metadata.name.clone().unwrap_or_default();
-    let record = WriteRecord::of(p, profile);
-    let freshness = WriteRecord::freshness(record.as_ref());
-    let known = super::known_hashes::of(p, world, profile);
     let clusters = matching_clusters(selector, world);
     let selects_none = clusters.is_empty();
     let (paused, active): (Vec<_>, Vec<_>) = clusters.into_iter().partition(|c| c.paused);
@@ -137,6 +261,7 @@ pub fn check(
         skipped_paused: skipped_paused.clone(),
         until: None,
         selects_none,
+        budget: None,
     };
     if active.is_empty() {
         return outcome(
@@ -162,49 +287,12 @@ pub fn check(
     let none = ProfileSummaries::default();
     let summaries = world.summaries.get(&name).unwrap_or(&none);
     let failure = summaries.iter().find_map(|s| s.failure());
-    let comparison = summaries.comparison(&profile.spec.fields);
+    let look = Look::new(p, profile, world, summaries);
     for cluster in active {
-        let Some(cs) = summaries.find(cluster.kind, &cluster.namespace, &cluster.name) else {
-            let expected = format!("{name}-{}-{}", cluster.kind.summary_infix(), cluster.name);
-            return outcome(
-                false,
-                format!("ClusterSummary {expected} does not exist yet."),
-                failure,
-            );
-        };
-        if let Some(field) = comparison.differs(cs) {
-            return outcome(false, not_in_sync_text(field, &cs.name), failure);
-        }
-        match cs.provisioned(
-            comparison.content(cs),
-            freshness,
-            known.as_ref().map(|k| &k.hashes),
-            world.now,
-        ) {
-            Provisioned::Yes => {}
-            Provisioned::No => {
-                return outcome(
-                    false,
-                    format!("ClusterSummary {} is not yet provisioned.", cs.name),
-                    failure,
-                );
-            }
-            Provisioned::Stale(stale) => {
-                let mut out = outcome(
-                    false,
-                    format!(
-                        "ClusterSummary {} is not yet provisioned ({}).",
-                        cs.name,
-                        stale_text(stale)
-                    ),
-                    failure,
-                );
-                if let Stale::NoStatusSince { grace_ends } | Stale::Unsettled { grace_ends } = stale
-                {
-                    out.until = DateTime::<Utc>::from_timestamp(grace_ends, 0);
-                }
-                return out;
-            }
+        if let Standing::Waiting { message, until } = look.standing(cluster) {
+            let mut out = outcome(false, message, failure);
+            out.until = until;
+            return out;
         }
     }
     outcome(

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The Event reasons that are transitions to notify, and which.
-pub const TRANSITIONS: [(Reason, Transition); 12] = [
+pub const TRANSITIONS: [(Reason, Transition); 13] = [
     (Reason::StageProvisioning, Transition::StageStarted),
     (Reason::StageProvisioned, Transition::StageCompleted),
     (Reason::AwaitingApproval, Transition::AwaitingApproval),
@@ -35,6 +35,7 @@ pub const TRANSITIONS: [(Reason, Transition); 12] = [
     (Reason::RollbackDeadlineExceeded, Transition::RollbackFailed),
     (Reason::RolloutComplete, Transition::RolloutCompleted),
     (Reason::Frozen, Transition::Frozen),
+    (Reason::FailureBudgetSpent, Transition::FailureBudgetSpent),
 ];
 
 /// The transition of an Event reason, if it is one. `FreezeBypassed` too.

@@ -3,6 +3,7 @@
 //! current stage is deployed, passes its gates (`gates`) in order, and [`Planner::advance`]
 //! starts the next stage.
 
+use super::budget;
 use super::completion::{PASSED, complete_event, passed, provisioned_event};
 use super::deadline;
 use super::decision::{
@@ -675,6 +676,8 @@ impl Planner<'_> {
                 .map_or(self.now(), |t| t.as_datetime());
             self.record_completion(&run, at);
         }
+        // Budgeted clusters stay named until they run the revision.
+        self.spend_budget(None, None);
         // A completion whose status was never written was shown before planning (`completion`).
         set_description(entry(status, &stage.name), PASSED, self.now());
         self.d.outcome(Phase::Complete, "complete".into());
@@ -701,8 +704,16 @@ impl Planner<'_> {
         let selector = stage.cluster_selector.clone().unwrap_or_default();
         let desired = main_profile(self.p, stage);
         let pruned = self.pruned_note(&desired);
+        let observed = status
+            .stages
+            .iter()
+            .flatten()
+            .find(|e| e.name == stage.name);
+        let budget = budget::of(self.p, stage, observed, self.run.as_ref(), now);
         let check = match ensure(self.p, self.world, self.d, desired) {
-            Observed::Applied(cp) => deployment::check(self.p, cp, &selector, self.world),
+            Observed::Applied(cp) => {
+                deployment::check_within(self.p, cp, &selector, self.world, budget.as_ref())
+            }
             Observed::Applying => pending(format!(
                 "ClusterProfile {} was applied in this pass.",
                 profile_name(self.name, &stage.name)
@@ -719,6 +730,7 @@ impl Planner<'_> {
             self.hold_empty(status, stage, &selector);
             return false;
         }
+        self.spend_budget(Some(&stage.name), check.budget.as_ref());
         let e = entry(status, &stage.name);
         let provisioned = e.last_successful_applied_time.is_some();
         if !check.done {
@@ -782,6 +794,66 @@ impl Planner<'_> {
             );
         }
         true
+    }
+
+    /// The run's record of budgeted clusters (`budget`), written when it changes: the current
+    /// stage's clusters as this pass counted them (while within its budget), every stage promoted
+    /// past keeping only its clusters still outside the revision. Clusters counted for the first
+    /// time are announced.
+    fn spend_budget(&mut self, current: Option<&str>, used: Option<&budget::BudgetUse>) {
+        let Some(run) = self.run.clone() else {
+            return;
+        };
+        let observed = annotations::budgeted_in(self.p, &run);
+        let mut next = observed.clone();
+        for (stage, clusters) in next.stages.iter_mut() {
+            if Some(stage.as_str()) == current {
+                continue;
+            }
+            if let Some(s) = self.p.spec.stages.iter().find(|s| &s.name == stage) {
+                *clusters = budget::still_outside(self.p, s, self.world, clusters);
+            }
+        }
+        match (current, used) {
+            (Some(current), Some(u)) if !u.over() => {
+                let before = observed.of_stage(current);
+                let spent: Vec<_> = u
+                    .budgeted
+                    .iter()
+                    .filter(|c| !before.iter().any(|b| b.cluster == c.cluster))
+                    .cloned()
+                    .collect();
+                next.stages.insert(current.to_string(), u.budgeted.clone());
+                if !spent.is_empty() {
+                    self.d.event(
+                        Reason::FailureBudgetSpent,
+                        Some(current),
+                        format!(
+                            "Stage {current}: {} of the failure budget {} spent: {}",
+                            u.budgeted.len(),
+                            u.budget_text(),
+                            budget::names(&spent)
+                        ),
+                    );
+                    // The record patch records it: a later pass does not announce it again, and
+                    // its notification is deliverable once the patch is written.
+                    if let Some(e) = self.d.events.last_mut() {
+                        e.recorded = true;
+                    }
+                }
+            }
+            // Over its budget the stage holds: what it recorded stays as it was.
+            _ => {}
+        }
+        next.stages.retain(|_, clusters| !clusters.is_empty());
+        let was = annotations::budgeted(self.p);
+        let unchanged = match &was {
+            Some(w) => *w == next,
+            None => next.is_empty(),
+        };
+        if !unchanged {
+            self.d.record(RecordOp::Budgeted(next));
+        }
     }
 
     /// The stage selects no cluster of the inventory and no setting lets it pass empty: the
@@ -1059,6 +1131,7 @@ fn pending(message: String) -> DeploymentCheck {
         skipped_paused: Vec::new(),
         until: None,
         selects_none: false,
+        budget: None,
     }
 }
 

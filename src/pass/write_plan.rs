@@ -19,8 +19,8 @@ use super::world::World;
 use crate::annotations::outbox::{self, OUTBOX};
 use crate::annotations::redeploy;
 use crate::annotations::{
-    COMPLETED, DEADLINE_CLOCK, FAILED, HISTORY, REDEPLOY, REVISION_SWEEP, ROLLBACK, approval_key,
-    grant_key,
+    BUDGETED, COMPLETED, DEADLINE_CLOCK, FAILED, HISTORY, REDEPLOY, REVISION_SWEEP, ROLLBACK,
+    approval_key, grant_key,
 };
 use crate::api::promotion::FINALIZER;
 use crate::api::{ClusterProfile, ClusterPromotion, ClusterPromotionStatus, PromotionRevision};
@@ -469,6 +469,12 @@ pub(crate) fn describe(action: &Action) -> String {
                     Some(stage) => format!("recording the deadline clock of stage {stage}"),
                     None => "recording the deadline clock of the rollback".into(),
                 },
+                RecordOp::Budgeted(b) if b.is_empty() => {
+                    "dropping the clusters counted against the failure budgets".into()
+                }
+                RecordOp::Budgeted(_) => {
+                    "recording the clusters counted against the failure budgets".into()
+                }
                 RecordOp::Drop(hold) => format!("dropping {}", hold.key()),
                 RecordOp::Redeploy { profile, .. } => {
                     format!("recording what Sveltos redeploys for ClusterProfile {profile}")
@@ -543,6 +549,8 @@ pub fn record_patch(current: &ClusterPromotion, ops: &[RecordOp]) -> Vec<Value> 
             RecordOp::Failed(f) => out.push(set(FAILED, to_json(f))),
             RecordOp::Rollback(r) => out.push(set(ROLLBACK, to_json(r))),
             RecordOp::Clock(c) => out.push(set(DEADLINE_CLOCK, to_json(c))),
+            RecordOp::Budgeted(b) if b.is_empty() => remove(&mut out, BUDGETED),
+            RecordOp::Budgeted(b) => out.push(set(BUDGETED, to_json(b))),
             RecordOp::Drop(hold) => remove(&mut out, hold.key()),
             RecordOp::Outbox(entries) if entries.is_empty() => remove(&mut out, OUTBOX),
             RecordOp::Outbox(entries) => out.push(set(OUTBOX, outbox::encode(entries))),
