@@ -609,6 +609,10 @@ impl Store {
             }
         }
         let mut list_meta = json!({"resourceVersion": self.revision.to_string()});
+        // A selective page is filled to its limit, as etcd's list fills it (reading further, twice
+        // as much each time, until `limit` objects matched: kubernetes/kubernetes
+        // `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go` `GetList`, commit
+        // 00319881a809400fd88feac10e724a9e4afae4d9); never a short page with a continue token.
         // As the real server: a page that filled its limit continues while the type holds more
         // objects, matching or not (so a selective list may end with an empty page), and counts
         // what remains only without selectors (ListMeta.remainingItemCount: "If the list request
