@@ -120,6 +120,8 @@ pub struct PromotionMetrics {
     pub undecided: bool,
     /// The stage that holds it because it selects no cluster.
     pub empty_stage: Option<String>,
+    /// By stage, its clusters counted against its failure budget in the current run.
+    pub budgeted: BTreeMap<String, usize>,
 }
 
 impl PassMetrics {
@@ -143,6 +145,7 @@ impl PassMetrics {
                         deferred: p.deferred.is_some(),
                         undecided: p.undecided.is_some(),
                         empty_stage: p.empty_stage.clone(),
+                        budgeted: p.budgeted.clone(),
                     })
                     .collect()
             })
@@ -352,6 +355,27 @@ impl PassMetrics {
             "1 for each promotion held by a stage whose clusterSelector selects no cluster, labelled with that stage.",
             &empty,
         );
+        let budgeted: Vec<(String, f64)> = self
+            .promotions
+            .iter()
+            .flat_map(|p| {
+                p.budgeted.iter().map(|(stage, n)| {
+                    (
+                        format!(
+                            "{{promotion=\"{}\",stage=\"{}\"}}",
+                            escape(&p.name),
+                            escape(stage)
+                        ),
+                        *n as f64,
+                    )
+                })
+            })
+            .collect();
+        gauge(
+            "promoter_stage_budgeted_clusters",
+            "Clusters of each stage counted against its failure budget in the current run (promoter.dev/failure-budget), while any are.",
+            &budgeted,
+        );
         out
     }
 
@@ -492,6 +516,7 @@ mod tests {
                     deferred: false,
                     undecided: false,
                     empty_stage: None,
+                    budgeted: Default::default(),
                 },
                 PromotionMetrics {
                     name: "typo".into(),
@@ -502,6 +527,7 @@ mod tests {
                     deferred: false,
                     undecided: false,
                     empty_stage: Some("staging".into()),
+                    budgeted: Default::default(),
                 },
             ],
             notifications: crate::notify::delivery::Counts {

@@ -108,6 +108,8 @@ fn sample_metrics() -> crate::metrics::PassMetrics {
                 deferred: false,
                 undecided: false,
                 empty_stage: None,
+                // One cluster of its first stage counted against the stage's failure budget.
+                budgeted: [("dev".to_string(), 1)].into(),
             },
             // Held by a stage that selects no cluster: the gauge labelled with that stage.
             crate::metrics::PromotionMetrics {
@@ -119,6 +121,7 @@ fn sample_metrics() -> crate::metrics::PassMetrics {
                 deferred: false,
                 undecided: false,
                 empty_stage: Some("staging".into()),
+                budgeted: Default::default(),
             },
         ],
         notifications: Default::default(),

@@ -540,10 +540,31 @@ pub fn problems(p: &ClusterPromotion) -> Vec<String> {
 }
 
 /// Legal settings that are likely unintended (for `lint`): a rollback policy that nothing but a
-/// person can trigger.
+/// person can trigger; a failure budget on a stage without a progress deadline (a cluster that
+/// never finishes deploying then never counts against it: the stage waits for it).
 pub fn warnings(p: &ClusterPromotion) -> Vec<SettingError> {
     let (settings, _) = parse(p);
     let mut out = Vec::new();
+    let undated: Vec<&str> = p
+        .spec
+        .stages
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|s| {
+            !settings.failure_budget.for_stage(s).is_zero() && settings.deadline_for(s).is_none()
+        })
+        .collect();
+    if !undated.is_empty() {
+        out.push(SettingError {
+            annotation: FAILURE_BUDGET.into(),
+            message: format!(
+                "stage{} {} ha{} a failure budget but no {PROGRESS_DEADLINE}: a cluster that never finishes deploying does not count against the budget, and the stage waits for it",
+                if undated.len() == 1 { "" } else { "s" },
+                undated.join(", "),
+                if undated.len() == 1 { "s" } else { "ve" },
+            ),
+        });
+    }
     if settings.failure_policy == FailurePolicy::Rollback && !settings.progress_deadline.any() {
         out.push(SettingError {
             annotation: FAILURE_POLICY.into(),
@@ -890,6 +911,23 @@ mod tests {
         let w = warnings(&p);
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].annotation, FAILURE_POLICY);
+        let budget_only = promotion(&[(FAILURE_BUDGET, "production=1")]);
+        assert_eq!(
+            warnings(&budget_only)
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "metadata.annotations[promoter.dev/failure-budget]: stage production has a failure budget but no promoter.dev/progress-deadline: a cluster that never finishes deploying does not count against the budget, and the stage waits for it"
+            ]
+        );
+        assert!(
+            warnings(&promotion(&[
+                (FAILURE_BUDGET, "production=1"),
+                (PROGRESS_DEADLINE, "production=2h")
+            ]))
+            .is_empty()
+        );
         let with_deadline =
             promotion(&[(FAILURE_POLICY, "rollback"), (PROGRESS_DEADLINE, "dev=1h")]);
         assert!(warnings(&with_deadline).is_empty());

@@ -761,7 +761,7 @@ fn corpus() -> Vec<Case> {
         (
             json!({"promoter.dev/progres-deadline": "2h"}),
             Error(
-                "metadata.annotations[promoter.dev/progres-deadline]: Unsupported key: promoter knows the settings \"promoter.dev/progress-deadline\", \"promoter.dev/failure-policy\", \"promoter.dev/rollback-order\", \"promoter.dev/rollback-deadline\", \"promoter.dev/revision-history-limit\", \"promoter.dev/allow-empty-stages\" and its own records; did you mean \"promoter.dev/progress-deadline\"?",
+                "metadata.annotations[promoter.dev/progres-deadline]: Unsupported key: promoter knows the settings \"promoter.dev/progress-deadline\", \"promoter.dev/failure-policy\", \"promoter.dev/rollback-order\", \"promoter.dev/rollback-deadline\", \"promoter.dev/revision-history-limit\", \"promoter.dev/allow-empty-stages\", \"promoter.dev/failure-budget\" and its own records; did you mean \"promoter.dev/progress-deadline\"?",
             ),
         ),
         (

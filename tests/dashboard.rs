@@ -1498,3 +1498,27 @@ async fn a_stage_that_selects_no_cluster_is_said_on_the_overview_and_the_promoti
     );
     assert!(page.contains(why), "{page}");
 }
+
+/// A stage that passed within its failure budget: the promotion's page names the cluster counted
+/// against it, on its chip and under the stage, as `explain` does.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_names_the_clusters_counted_against_a_failure_budget() {
+    let mut env = Env::new(SEED_FLEET).await;
+    env.addon
+        .failing
+        .insert("dev/dev01".into(), common::start_time());
+    let name = env.apply_example("failure-budget.yaml").remove(0);
+    for _ in 0..20 {
+        env.tick().await;
+    }
+    let d = serve(&env).await;
+    let page = get(&d, &format!("/promotions/{name}")).await;
+    assert_eq!(page.status, 200);
+    for text in [
+        "failure budget 1 (1 of 2 clusters): 1 counted in this run",
+        "dev/dev01 counted against the failure budget until it runs the revision: cluster dev/dev01: feature Helm Failed",
+        "<span class=\"flag\">failure budget</span>",
+    ] {
+        assert!(page.body.contains(text), "{text} not in {}", page.body);
+    }
+}

@@ -29,8 +29,9 @@ fn every_seed_manifest_loads_and_round_trips() {
         }
     }
     // The nine ClusterPromotion manifests of the seed documents, rollback-on-deadline.yaml with
-    // its next revision (-v2), promotion-window.yaml, health-check.yaml and the demo's three.
-    assert_eq!(promotions, 16, "promotions found in {files:?}");
+    // its next revision (-v2), promotion-window.yaml, health-check.yaml, failure-budget.yaml and
+    // the demo's three.
+    assert_eq!(promotions, 17, "promotions found in {files:?}");
 }
 
 /// A value for every property the schema declares, recursively, plus an unknown field in every

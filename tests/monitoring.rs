@@ -35,6 +35,7 @@ fn pushed_names() -> BTreeSet<String> {
             deferred: false,
             undecided: false,
             empty_stage: Some("s".into()),
+            budgeted: Default::default(),
         }],
         notifications: Default::default(),
     };

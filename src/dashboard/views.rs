@@ -425,6 +425,7 @@ fn stage_column(
                                 span.cn { (c.cluster) } " " span.cr { (text) }
                                 @if !c.ready { " " span.flag { "not ready" } }
                                 @if c.paused { " " span.flag { "paused" } }
+                                @if s.budgeted.iter().any(|b| b.cluster == c.cluster) { " " span.flag { "failure budget" } }
                             }
                             div.chip-body {
                                 @match &c.cluster_summary {
@@ -445,6 +446,12 @@ fn stage_column(
             }
             @if !s.excluded.is_empty() {
                 ul.excluded { @for x in &s.excluded { li { (x.cluster) " left out: " (x.why) } } }
+            }
+            @if let Some(b) = &s.failure_budget {
+                p.budget { "failure budget " (b) ": " (s.budgeted.len()) " counted in this run" }
+            }
+            @if !s.budgeted.is_empty() {
+                ul.budgeted role="note" { @for x in &s.budgeted { li { (x.cluster) " counted against the failure budget until it runs the revision: " (x.why) } } }
             }
         }
     }

@@ -157,6 +157,14 @@ pub struct StageExplanation {
     pub redeploy: Option<String>,
     pub clusters: Vec<ClusterExplanation>,
     pub excluded: Vec<ExcludedExplanation>,
+    /// The stage's failure budget (`promoter.dev/failure-budget`): `10% (2 of 20 clusters)`;
+    /// none: every cluster must run the revision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_budget: Option<String>,
+    /// Its clusters counted against it in the current run (`promoter.dev/budgeted`), each until it
+    /// runs the revision or leaves the stage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgeted: Vec<ExcludedExplanation>,
     pub delay: Option<String>,
     pub health_checks: Vec<HealthCheckExplanation>,
     pub window: Option<WindowExplanation>,
@@ -333,6 +341,26 @@ pub fn explain(
                 }
             });
             let matching = matching_clusters(&selector, world);
+            let written = settings.failure_budget.for_stage(&stage.name);
+            let active = matching.iter().filter(|c| !c.paused).count();
+            let failure_budget = (!written.is_zero()).then(|| {
+                format!(
+                    "{} ({} of {active} clusters)",
+                    written.text(),
+                    written.allows(active)
+                )
+            });
+            let budgeted = crate::annotations::budgeted_now(p)
+                .map(|b| {
+                    b.of_stage(&stage.name)
+                        .iter()
+                        .map(|c| ExcludedExplanation {
+                            cluster: c.cluster.clone(),
+                            why: c.why.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             let selects_no_cluster = matching.is_empty().then(|| {
                 if settings.allow_empty_stages.allowed(&stage.name) {
                     format!(
@@ -481,6 +509,8 @@ pub fn explain(
                 redeploy,
                 clusters,
                 excluded,
+                failure_budget,
+                budgeted,
                 delay,
                 health_checks,
                 window,
@@ -821,6 +851,20 @@ impl Explanation {
             }
             for x in &s.excluded {
                 let _ = writeln!(out, "    {} (left out: {})", x.cluster, x.why);
+            }
+            if let Some(b) = &s.failure_budget {
+                let _ = writeln!(
+                    out,
+                    "  failure budget: {b}; counted in this run: {}",
+                    s.budgeted.len()
+                );
+            }
+            for x in &s.budgeted {
+                let _ = writeln!(
+                    out,
+                    "    {} (counted against the failure budget until it runs the revision: {})",
+                    x.cluster, x.why
+                );
             }
             if let Some(delay) = &s.delay {
                 let _ = writeln!(out, "  delay: {delay}");

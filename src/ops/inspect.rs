@@ -75,6 +75,61 @@ pub struct StatusRow {
     /// Transitions recorded and not yet delivered to every receiver (`promoter.dev/outbox`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notifications: Vec<PendingNotification>,
+    /// The clusters counted against their stage's failure budget in the current run
+    /// (`promoter.dev/budgeted`), each until it runs the revision or leaves the stage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub budgeted: Vec<BudgetedRow>,
+}
+
+/// A cluster counted against its stage's failure budget.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetedRow {
+    pub stage: String,
+    pub cluster: String,
+    pub why: String,
+}
+
+/// The clusters of the current run counted against the failure budgets, by stage in the spec's
+/// order.
+pub fn budgeted_rows(p: &ClusterPromotion) -> Vec<BudgetedRow> {
+    let Some(b) = crate::annotations::budgeted_now(p) else {
+        return Vec::new();
+    };
+    p.spec
+        .stages
+        .iter()
+        .flat_map(|s| {
+            b.of_stage(&s.name).iter().map(|c| BudgetedRow {
+                stage: s.name.clone(),
+                cluster: c.cluster.clone(),
+                why: c.why.clone(),
+            })
+        })
+        .collect()
+}
+
+/// `counted against the failure budget: stage production: ns/a (why); ns/b (why)`.
+pub fn budgeted_text(rows: &[BudgetedRow]) -> Option<String> {
+    if rows.is_empty() {
+        return None;
+    }
+    let mut stages: Vec<(String, Vec<String>)> = Vec::new();
+    for r in rows {
+        let named = format!("{} ({})", r.cluster, r.why);
+        match stages.iter_mut().find(|(s, _)| *s == r.stage) {
+            Some((_, v)) => v.push(named),
+            None => stages.push((r.stage.clone(), vec![named])),
+        }
+    }
+    let parts: Vec<String> = stages
+        .into_iter()
+        .map(|(s, v)| format!("stage {s}: {}", v.join("; ")))
+        .collect();
+    Some(format!(
+        "counted against the failure budget: {}",
+        parts.join("; ")
+    ))
 }
 
 /// A recorded transition still to be notified.
@@ -475,6 +530,14 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
             None => "approved; not yet acted on by a pass".into(),
         };
     }
+    let budgeted = budgeted_rows(p);
+    if let Some(text) = budgeted_text(&budgeted) {
+        message = if message.is_empty() {
+            text
+        } else {
+            format!("{message}; {text}")
+        };
+    }
     let entry = stored(p, &stage);
     StatusRow {
         name,
@@ -494,6 +557,7 @@ pub fn status_row(p: &ClusterPromotion, world: &World, now: DateTime<Utc>, tz: T
         last_recorded_write: recorded_write(p),
         stage_names: p.spec.stages.iter().map(|s| s.name.clone()).collect(),
         notifications: pending_notifications(p),
+        budgeted,
     }
 }
 

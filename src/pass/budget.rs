@@ -245,7 +245,8 @@ pub fn check(
 }
 
 /// Which of `clusters` (recorded for a stage promoted past) still count: those still active in
-/// the stage and not deployed with its profile.
+/// the stage and not deployed with its profile. Where the pass did not list the stage's
+/// ClusterSummaries (nor, then, the inventory), it cannot tell: all of them.
 pub fn still_outside(
     p: &ClusterPromotion,
     stage: &Stage,
@@ -259,6 +260,9 @@ pub fn still_outside(
         .collect();
     let name =
         super::profiles::profile_name(p.metadata.name.as_deref().unwrap_or_default(), &stage.name);
+    if !world.summaries_listed.contains(&name) {
+        return clusters.to_vec();
+    }
     let none = super::summaries::ProfileSummaries::default();
     let profile = world.profiles.get(&name);
     let summaries = world.summaries.get(&name).unwrap_or(&none);
@@ -309,4 +313,34 @@ pub fn skipped_by_checks(
         Some(u) if !u.over() => u.budgeted.into_iter().map(|c| c.cluster).collect(),
         _ => Vec::new(),
     }
+}
+
+/// By stage, how many clusters the run counts against the failure budgets once `d` is written:
+/// the record `d` writes, else the observed one (metrics).
+pub fn counts(
+    p: &ClusterPromotion,
+    d: &super::decision::Decision,
+) -> std::collections::BTreeMap<String, usize> {
+    use super::decision::{Action, RecordOp};
+    let written = d.actions.iter().rev().find_map(|a| match a {
+        Action::Record(ops) => ops.iter().rev().find_map(|op| match op {
+            RecordOp::Budgeted(b) => Some(Some(b.clone())),
+            RecordOp::Drop(super::decision::Hold::Budgeted) => Some(None),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let record = match written {
+        Some(w) => w,
+        None => crate::annotations::budgeted_now(p),
+    };
+    record
+        .map(|b| {
+            b.stages
+                .iter()
+                .filter(|(_, c)| !c.is_empty())
+                .map(|(s, c)| (s.clone(), c.len()))
+                .collect()
+        })
+        .unwrap_or_default()
 }

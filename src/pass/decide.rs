@@ -136,12 +136,27 @@ fn drop_recorded_redeploys(p: &ClusterPromotion, d: &mut Decision) {
 }
 
 /// The profiles whose ClusterSummaries the decision may read: the current stage's main profile and
-/// its preverification profile (if its trigger has a preHealthCheckDeployment), unless the promotion is complete or being deleted.
+/// its preverification profile (if its trigger has a preHealthCheckDeployment), unless the promotion is complete or being deleted;
+/// and, while the run counts clusters against a stage's failure budget, that stage's profile (its
+/// clusters stay named until they run the revision: `budget`).
 pub fn watched_profiles(p: &ClusterPromotion) -> Vec<String> {
     let name = p.metadata.name.as_deref().unwrap_or_default();
     if p.metadata.deletion_timestamp.is_some() || name.is_empty() {
         return Vec::new();
     }
+    let mut watched = watched_by_stage(p, name);
+    if let Some(b) = annotations::budgeted_now(p) {
+        for stage in b.stages.keys() {
+            let profile = profile_name(name, stage);
+            if check_generated_name(&profile).is_ok() && !watched.contains(&profile) {
+                watched.push(profile);
+            }
+        }
+    }
+    watched
+}
+
+fn watched_by_stage(p: &ClusterPromotion, name: &str) -> Vec<String> {
     let status = p.status.clone().unwrap_or_default();
     let current = status.current_stage_name.clone().unwrap_or_default();
     let Some(idx) =

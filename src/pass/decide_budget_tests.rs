@@ -49,6 +49,8 @@ fn summarize_but(w: &mut World, profile: &str, status: &str, clusters: &[&str], 
     }
     w.summaries
         .insert(profile.into(), all.into_iter().collect());
+    // As the pass lists them (with the inventory).
+    w.summaries_listed.insert(profile.into());
 }
 
 /// Runs passes from minute `min` until stage production is reached; returns the next minute.
@@ -418,4 +420,30 @@ fn budgeted_clusters_stay_named_until_they_run_the_revision_or_leave_the_stage()
     w.clusters.retain(|c| c.name != "prod02");
     run(&mut p, &mut w, m + 2);
     assert!(budgeted(&p).is_none(), "{:?}", budgeted(&p));
+}
+
+/// A stage promoted past keeps naming its budgeted clusters while the rollout goes on.
+#[test]
+fn a_stage_promoted_past_keeps_naming_its_budgeted_clusters() {
+    let mut p = promotion(two_stages(None));
+    annotate(&mut p, FAILURE_BUDGET, "dev=1");
+    let mut w = fleet_of(2);
+    w.clusters.push(cluster("dev", "dev02"));
+    run(&mut p, &mut w, 0);
+    summarize_but(&mut w, "kyverno-dev", "Provisioned", &["dev01"], "Failed");
+    let d = run(&mut p, &mut w, 1);
+    assert_eq!(named(&p, "dev"), ["dev/dev01"], "{:?}", d.actions);
+    assert_eq!(
+        p.status.as_ref().unwrap().current_stage_name.as_deref(),
+        Some("production")
+    );
+    // Production deploys: dev01 still fails, and is still named.
+    run(&mut p, &mut w, 2);
+    assert_eq!(named(&p, "dev"), ["dev/dev01"]);
+    summarize(&mut w, "kyverno-production", "Provisioned");
+    let d = run(&mut p, &mut w, 3);
+    assert_eq!(d.phase, Phase::Complete, "{}", d.summary);
+    assert_eq!(named(&p, "dev"), ["dev/dev01"]);
+    assert!(!run(&mut p, &mut w, 4).writes());
+    assert_eq!(named(&p, "dev"), ["dev/dev01"]);
 }

@@ -141,6 +141,10 @@ pub struct PromotionReport {
     /// The stage that holds it because it selects no cluster (see `empty_stage`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub empty_stage: Option<String>,
+    /// By stage, how many of its clusters the run counts against its failure budget after this
+    /// pass (see `budget`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub budgeted: std::collections::BTreeMap<String, usize>,
 }
 
 impl PromotionReport {
@@ -161,6 +165,7 @@ impl PromotionReport {
             undecided: None,
             notifications: None,
             empty_stage: None,
+            budgeted: Default::default(),
         }
     }
 
@@ -621,6 +626,7 @@ async fn pass_body(
             undecided: None,
             notifications: None,
             empty_stage: d.empty_stage.clone(),
+            budgeted: budget::counts(p, &d),
         };
         if !opts.dry_run && d.writes() {
             if reached {
@@ -732,6 +738,7 @@ fn not_decided(p: &ClusterPromotion, why: &str) -> PromotionReport {
         undecided: Some(why.to_string()),
         notifications: None,
         empty_stage: None,
+        budgeted: Default::default(),
     }
 }
 

@@ -197,6 +197,11 @@ impl PromotionTimeline {
                 .filter(|e| e.reason == Reason::DeploymentFailed.as_str())
                 .find_map(|e| e.note.strip_prefix(&format!("Stage {name}: ")))
                 .map(String::from);
+            let spent_now = recorded
+                .iter()
+                .filter(|e| e.reason == Reason::FailureBudgetSpent.as_str())
+                .find_map(|e| e.note.strip_prefix(&format!("Stage {name}: ")))
+                .map(String::from);
             let st = &mut self.stages[i];
             let mut events: Vec<(DateTime<Utc>, Order, String)> = Vec::new();
             if st.started_at.is_none() {
@@ -219,11 +224,27 @@ impl PromotionTimeline {
                 && let Some(t) = s.last_successful_applied_time
             {
                 st.provisioned_at = Some(t.as_datetime());
-                events.push((
-                    t.as_datetime(),
-                    Order::Concluded,
-                    "all clusters provisioned".to_string(),
-                ));
+                let counted: Vec<String> = crate::annotations::budgeted_now(p)
+                    .map(|b| {
+                        b.of_stage(&name)
+                            .iter()
+                            .map(|c| c.cluster.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let what = if counted.is_empty() {
+                    "all clusters provisioned".to_string()
+                } else {
+                    format!(
+                        "provisioned within its failure budget, except {}",
+                        counted.join(", ")
+                    )
+                };
+                events.push((t.as_datetime(), Order::Concluded, what));
+            }
+            // Clusters counted against the budget later in the stage (during its soak).
+            if let Some(spent) = spent_now {
+                events.push((now, Order::Began, spent));
             }
             if let Some(t) = text.strip_prefix("Delayed: Waiting for Time Window: ")
                 && st.soak_ends_at.is_none()
