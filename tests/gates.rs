@@ -306,6 +306,8 @@ struct Plan {
     /// revision's too: the rollback cannot finish, misses its own deadline and holds. The
     /// scenario ends there.
     rollback_fails: bool,
+    /// Issue 49: the promotion's `promoter.dev/failure-budget`.
+    budget: Option<&'static str>,
     /// The promotion's failure policy is `halt` (the default) instead of the example's rollback:
     /// the miss holds the run where it is. The scenario runs `HELD_TICKS` past the halt, so the
     /// oracle sees the passes that follow it.
@@ -368,6 +370,21 @@ async fn scenario(plan: &Plan) -> Outcome {
             &name,
             json!([{"op": "add", "path": "/metadata/labels", "value": {k: v}}]),
         );
+    }
+    if let Some(budget) = plan.budget {
+        let op = match lab
+            .env
+            .promotion(&name)
+            .and_then(|p| p.metadata.annotations)
+        {
+            Some(_) => {
+                json!({"op": "add", "path": "/metadata/annotations/promoter.dev~1failure-budget", "value": budget})
+            }
+            None => {
+                json!({"op": "add", "path": "/metadata/annotations", "value": {"promoter.dev/failure-budget": budget}})
+            }
+        };
+        lab.env.store_json_patch(&name, json!([op]));
     }
     if plan.halts {
         lab.env.store_json_patch(
@@ -579,6 +596,27 @@ async fn scenario(plan: &Plan) -> Outcome {
         violations: lab.violations(),
         ticks: tick,
     }
+}
+
+/// Issue 49: dev's failure budget of one, its cluster dev02 failing every deployment: dev passes
+/// within its budget with dev02 named in the run's record, the rollout completes, and the new
+/// revision starts with the whole budget (dev02 fails it too); with a crash after every write, the
+/// oracle judging the budget after each (bounded and named when a stage passes, named only while
+/// failing, named until it runs the revision).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_budget_is_bounded_named_and_spent_per_run_under_crashes() {
+    let plan = Plan {
+        example: "blog-kyverno-auto.yaml",
+        failing: Some(("dev/dev02", "kyverno")),
+        budget: Some("dev=1"),
+        revision_at: Some(12),
+        ticks: 120,
+        ..Default::default()
+    };
+    let reference = scenario(&plan).await;
+    assert_safe_and_done("failure budget", &reference);
+    let runs = crash_after_each_write(&plan, reference.writes, 8, "failure budget").await;
+    assert!(runs > 1);
 }
 
 /// Every seed example that is meant to complete.

@@ -40,9 +40,9 @@
 
 use super::memo;
 use super::setup::{
-    Bounds, CLUSTER_NAMESPACE, STAGES, all_clusters, fixed_time, promotion_name, tier,
+    Bounds, CLUSTER_NAMESPACE, STAGES, all_clusters, budget_of, fixed_time, promotion_name, tier,
 };
-use super::state::{FREEZE, Pass, State, Step, Work, person, promotion};
+use super::state::{Acting, FREEZE, Pass, State, Step, Work, person, promotion};
 use chrono::{DateTime, Utc};
 use promoter::annotations::redeploy::prefix;
 use promoter::annotations::{self, Run};
@@ -185,30 +185,55 @@ fn touched(pre: &Store, post: &Store, index: usize) -> bool {
 /// The content the stage's profile runs on every ready cluster the stage selects: each has a
 /// summary in sync with the profile, every feature `Provisioned` with the hash of that spec.
 pub fn ran_everywhere(store: &Store, index: usize, stage: &Stage) -> Option<u64> {
+    outside(store, index, stage, |_| true)
+        .filter(|(_, out)| out.is_empty())
+        .map(|(c, _)| c)
+}
+
+/// The content of the stage's stored profile, and the ready clusters the stage selects that do
+/// not run it (no summary in sync with the profile with every feature `Provisioned` with the
+/// hash of that spec), of those `consider` keeps (the others are not looked at once one is
+/// outside: [`ran_everywhere`] stops at the first).
+pub fn outside(
+    store: &Store,
+    index: usize,
+    stage: &Stage,
+    consider: impl Fn(&[String]) -> bool,
+) -> Option<(u64, Vec<String>)> {
     let name = profile_name(index, &stage.name);
     let cp = store.peek(&cluster_profile_type(), "", &name)?;
-    let selector: LabelSelector = stage.cluster_selector.clone().unwrap_or_default();
     let cs_rt = cluster_summary_type();
-    let everywhere = memo::selected(store, &selector, |c| {
-        selector.selects(&labels(c)).unwrap_or(false)
-            && c.pointer("/status/ready") == Some(&Value::Bool(true))
-    })
-    .iter()
-    .all(|cluster| {
-        store
+    let mut out = Vec::new();
+    for cluster in selected_clusters(store, stage).iter() {
+        let runs_it = store
             .peek(
                 &cs_rt,
                 CLUSTER_NAMESPACE,
                 &format!("{name}-sveltos-{cluster}"),
             )
-            .is_some_and(|cs| memo::per_pair(cp, cs, runs))
-    });
-    everywhere.then(|| memo::profile_content(cp))
+            .is_some_and(|cs| memo::per_pair(cp, cs, runs));
+        if !runs_it {
+            out.push(cluster.clone());
+            if !consider(&out) {
+                break;
+            }
+        }
+    }
+    Some((memo::profile_content(cp), out))
+}
+
+/// The ready clusters `stage` selects (by name: every cluster is in [`CLUSTER_NAMESPACE`]).
+pub fn selected_clusters(store: &Store, stage: &Stage) -> std::sync::Arc<Vec<String>> {
+    let selector: LabelSelector = stage.cluster_selector.clone().unwrap_or_default();
+    memo::selected(store, &selector, |c| {
+        selector.selects(&labels(c)).unwrap_or(false)
+            && c.pointer("/status/ready") == Some(&Value::Bool(true))
+    })
 }
 
 /// Whether summary `cs` runs profile `cp`: in sync with its spec (in Sveltos' normal form), every
 /// feature `Provisioned` with the hash of that spec.
-fn runs(cp: &std::sync::Arc<Value>, cs: &Value) -> bool {
+pub fn runs(cp: &std::sync::Arc<Value>, cs: &Value) -> bool {
     let normal = memo::normal_form(cp);
     cs.pointer("/spec/clusterProfileSpec")
         .and_then(Value::as_object)
@@ -292,6 +317,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
     freezes_read(pre, step, post);
     held(pre, step, post, &mut out);
     grace_waits(post, &mut out);
+    super::budget::held_over(bounds, &mut out);
     for i in 0..bounds.promotions {
         if !touched(&pre.store, &post.store, i) {
             continue;
@@ -310,6 +336,7 @@ pub fn update(pre: &State, step: Step, post: &mut State, bounds: &Bounds) -> Vec
             step,
             who,
             api_clock: bounds.api_clock,
+            bounds,
         };
         check_promotion(&cx, &mut g, &mut out);
         // Copied only when it changed: the ghost is shared between states (`State::ghost`).
@@ -351,6 +378,45 @@ fn shown(world: &World, name: &str, selector: &LabelSelector, provisioned: bool)
         })
 }
 
+/// Whether pass `a` listed stage `stage`'s profile `profile` with content `want` running on
+/// `cluster`: the summary it listed in sync with it, every feature `Provisioned` with the hash of
+/// that spec (as [`runs`] judges the store).
+pub fn runs_listed(a: &Acting, profile: &str, cluster: &str, want: u64) -> bool {
+    let named = |v: &&std::sync::Arc<Value>, n: &str| {
+        v.pointer("/metadata/name").and_then(Value::as_str) == Some(n)
+    };
+    let Some(cp) = a
+        .profiles
+        .iter()
+        .chain(a.fetched.iter())
+        .find(|v| named(v, profile))
+        .filter(|cp| memo::profile_content(cp) == want)
+    else {
+        return false;
+    };
+    let summary = format!("{profile}-sveltos-{cluster}");
+    a.summaries
+        .iter()
+        .find(|cs| named(cs, &summary))
+        .is_some_and(|cs| memo::per_pair(cp, cs, runs))
+}
+
+/// The ready clusters of `stage` (as the store has them: the model's clusters never change) that
+/// pass `a` did not list running its profile `profile` with content `want`.
+pub fn outside_listed(
+    a: &Acting,
+    store: &Store,
+    stage: &Stage,
+    profile: &str,
+    want: u64,
+) -> Vec<String> {
+    selected_clusters(store, stage)
+        .iter()
+        .filter(|c| !runs_listed(a, profile, c, want))
+        .cloned()
+        .collect()
+}
+
 /// Whether the pass taking `step` (a write of profile `name`) decided it from a listing that
 /// showed a summary of that profile not about the spec it carried (see [`PromotionGhost::blind`]).
 fn written_blind(pre: &State, step: Step, name: &str) -> bool {
@@ -382,12 +448,14 @@ thread_local! {
 /// Forgets what an earlier step's decisions left (a step that changed nothing is not judged).
 pub fn decided_clear() {
     WAITING_ANSWERED.with(|w| w.borrow_mut().clear());
+    super::budget::decided_clear();
 }
 
 /// Every decision a pass makes (when it observes, and again after it reads more): the stages it
 /// says wait only for the grace (`Decision::grace`) although every summary `world` lists of them
 /// runs their profile's spec.
 pub fn decided(world: &World, p: &ClusterPromotion, d: &Decision) {
+    super::budget::decided(world, p, d);
     let name = p.metadata.name.clone().unwrap_or_default();
     for stage in &d.grace {
         let Some(st) = p.spec.stages.iter().find(|s| s.name == *stage) else {
@@ -482,6 +550,7 @@ struct PromotionStep<'a> {
     who: Actor,
     /// [`Bounds::api_clock`].
     api_clock: bool,
+    bounds: &'a Bounds,
 }
 
 fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<String>) {
@@ -494,6 +563,7 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
         step,
         who,
         api_clock,
+        bounds,
     } = *cx;
     let (a, b) = (&ma.p, &mb.p);
     let name = promotion_name(i);
@@ -601,8 +671,12 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
         let st = &b.spec.stages[j];
         let want = mb.contents.get(&st.name).copied().unwrap_or_default();
         match g.deployed.get(&key(stage, want)) {
-            None => out.push(format!(
+            None if budget_of(bounds, stage) == 0 => out.push(format!(
                 "{name}: stage {stage} passed before it ran the run's revision on every cluster"
+            )),
+            None => out.push(format!(
+                "{name}: stage {stage} passed before it ran the run's revision on every cluster but its failure budget ({})",
+                budget_of(bounds, stage)
             )),
             Some(false)
                 if st
@@ -642,6 +716,24 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
     if sa != sb {
         completion(cx, g, out);
     }
+    super::budget::check(
+        &super::budget::BudgetStep {
+            i,
+            a: ma,
+            b: mb,
+            pre,
+            post,
+            step,
+            bounds,
+            passed: passed.as_deref(),
+            contents_of: &|r: &str| {
+                learn_contents(i, ma);
+                learn_contents(i, mb);
+                contents_of(i, r)
+            },
+        },
+        out,
+    );
 
     // The approval of `staging`.
     let (flag_a, flag_b) = (approved(a), approved(b));
@@ -805,16 +897,22 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
             }
         }
     }
-    // What runs everywhere now.
+    // What runs everywhere now, or everywhere but on at most the stage's failure budget of its
+    // clusters: that is when the stage may pass, and its delay begins (which clusters a pass
+    // counts against the budget, and that it names them, `budget` judges).
     let mut everywhere = BTreeMap::new();
     for stage in &b.spec.stages {
-        if let Some(c) = ran_everywhere(&post.store, i, stage) {
-            g.deployed.entry(key(&stage.name, c)).or_insert(false);
-            everywhere.insert(stage.name.clone(), c);
+        let allowed = budget_of(bounds, &stage.name);
+        if let Some((c, outside)) = outside(&post.store, i, stage, |out| out.len() <= allowed) {
+            if outside.len() <= allowed {
+                g.deployed.entry(key(&stage.name, c)).or_insert(false);
+                everywhere.insert(stage.name.clone(), c);
+            }
         }
     }
     incident(cx, g, out);
-    // Every stage runs the spec's revision on all its clusters: it completed (a good revision).
+    // Every stage runs the spec's revision on all its clusters (but at most its failure budget of
+    // them: a revision completed within its budgets completed): a good revision.
     if everywhere == mb.contents {
         g.good.retain(|(r, _)| *r != mb.revision);
         g.good.push((mb.revision.clone(), everywhere));

@@ -136,6 +136,22 @@
 //! (`ci,crashes=0,spec_changes=0,failures=1,clusters=2`, 14,575 states); the incident path with
 //! `clusters_in=staging` runs on demand, to a depth (docs/src/contributors/benchmarks.md, "Model checker").
 //!
+//! `budget=N` ([`Bounds::budget`](setup::Bounds::budget), issue 49): the stage of two clusters
+//! has the failure budget N (`promoter.dev/failure-budget: dev=N`), and Sveltos may also retry a
+//! failed deployment on a cluster (`Outcome::Retrying`: back to `Provisioning`, no failure), so
+//! that a cluster counted against the budget can go back to deploying. The ghost counts a stage
+//! run once the world runs its revision on all its clusters but at most N, and [`budget`] checks
+//! the rest from the writing pass's own listing and the run's record (`promoter.dev/budgeted`):
+//! the pass that passes a stage listed at most N of its clusters outside the revision, each named;
+//! a cluster is named only while listed failing, and dropped only once listed running the revision
+//! or gone from the stage; no decision holds a stage over its budget while at most N of its
+//! clusters can count against it in the decision's run. CI checks `budget=1` with two failures and
+//! a new revision over the whole graph (`a_failure_budget_of_one_on_two_clusters_is_spent_once_per_run`).
+//! With two clusters and a budget of one, a stage cannot pass with both outside (promoter's rule
+//! wants the revision running on at least one): what the bound reaches is which cluster is named,
+//! for how long, and in which run. The budget's health-check rule (checks skip the budgeted
+//! clusters) is not modelled, as health checks are not.
+//!
 //! # The incident path (issue 33 §1)
 //!
 //! On demand (`Bounds::parse` overrides, not in [`Bounds::ci`]): progress deadlines with the
@@ -165,6 +181,7 @@
 //! from timestamps older than the horizon), health checks, Cluster API clusters, sharding and
 //! notifications.
 
+pub mod budget;
 pub mod canon;
 pub mod explore;
 pub mod ghost;

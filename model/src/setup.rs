@@ -78,6 +78,15 @@ pub fn clusters_one_by_one(bounds: &Bounds, stage: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The failure budget `bounds` gives the stage named `stage` (see [`Bounds::budget`]).
+pub fn budget_of(bounds: &Bounds, stage: &str) -> usize {
+    if STAGES[bounds.two_clusters_in] == stage {
+        bounds.budget as usize
+    } else {
+        0
+    }
+}
+
 /// The namespace of the clusters.
 pub const CLUSTER_NAMESPACE: &str = "fleet";
 
@@ -237,6 +246,11 @@ pub struct Bounds {
     pub freezes: u8,
     /// `promoter freeze bypass` (until within the step: it expires by the clock).
     pub bypasses: u8,
+    /// The failure budget of the stage of [`Bounds::two_clusters_in`]
+    /// (`promoter.dev/failure-budget: <stage>=<n>`; no annotation with 0, upstream's behaviour):
+    /// how many of its clusters may be failing while it still passes. With `clusters=2` and
+    /// `failures=2`, one of the two may fail and the stage still passes, both may not.
+    pub budget: u8,
     /// Where the exploration starts.
     pub start: Start,
     /// Give up beyond this many states (an error, not a pass).
@@ -277,6 +291,7 @@ impl Bounds {
             rollbacks: 0,
             freezes: 0,
             bypasses: 0,
+            budget: 0,
             start: Start::Fresh,
             max_states: 20_000_000,
             max_depth: None,
@@ -301,7 +316,8 @@ impl Bounds {
     /// `revokes`, `pauses`, `aborts`, `failures`, `lags`, `api_clock=true|false`,
     /// `approve_command=true|false`, `policy=none|halt|reverse|all-at-once`,
     /// `deadline_on=all|dev|staging|prod`, `late`, `rollbacks`,
-    /// `freezes`, `bypasses`, `start=fresh|completed`, `max_states`, `max_depth`).
+    /// `freezes`, `bypasses`, `budget` (the failure budget of the stage of two clusters),
+    /// `start=fresh|completed`, `max_states`, `max_depth`).
     pub fn parse(text: &str) -> Result<Bounds, String> {
         let mut parts = text.split(',').map(str::trim).filter(|p| !p.is_empty());
         let mut b = match parts.next() {
@@ -391,6 +407,7 @@ impl Bounds {
                 "rollbacks" => b.rollbacks = number()?,
                 "freezes" => b.freezes = number()?,
                 "bypasses" => b.bypasses = number()?,
+                "budget" => b.budget = number()?,
                 "start" => {
                     b.start = match value {
                         "fresh" => Start::Fresh,
@@ -411,7 +428,7 @@ impl Bounds {
     /// One line for reports.
     pub fn describe(&self) -> String {
         format!(
-            "{} promotions ({}) ({} clusters in {}), {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, start {:?}",
+            "{} promotions ({}) ({} clusters in {}), {} passes ({} observe), crashes {}, lost answers {}, spec changes {} ({:?}), revokes {}, pauses {}, aborts {}, failures {}, lags {}, api clock {}, approve command {}, deadline policy {:?} on {} (late ticks {}), rollbacks {}, freezes {}, bypasses {}, failure budget {} in {}, start {:?}",
             self.promotions,
             self.stages[..self.promotions]
                 .iter()
@@ -442,6 +459,8 @@ impl Bounds {
             self.rollbacks,
             self.freezes,
             self.bypasses,
+            self.budget,
+            STAGES[self.two_clusters_in],
             self.start
         )
     }
@@ -567,6 +586,15 @@ pub fn initial_store(bounds: &Bounds) -> anyhow::Result<Store> {
                 .iter()
                 .filter_map(|&k| stages.get(k).cloned())
                 .collect();
+        }
+        if bounds.budget > 0
+            && let Some(m) = p.pointer_mut("/metadata").and_then(Value::as_object_mut)
+        {
+            let annotations = m.entry("annotations").or_insert_with(|| json!({}));
+            annotations[promoter::settings::FAILURE_BUDGET] = json!(format!(
+                "{}={}",
+                STAGES[bounds.two_clusters_in], bounds.budget
+            ));
         }
         store
             .seed(&cluster_promotion_type(), p)

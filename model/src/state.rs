@@ -235,6 +235,7 @@ impl Step {
             } => {
                 let what = match outcome {
                     sveltos::Outcome::Deployed => "deploys",
+                    sveltos::Outcome::Retrying => "retries its failed deployment of",
                     sveltos::Outcome::Failed => "fails to deploy",
                     sveltos::Outcome::SpecOnly => "copies the spec of",
                 };
@@ -410,6 +411,12 @@ impl State {
                         if self.budget.lags > 0 {
                             out.push(on(sveltos::Outcome::SpecOnly));
                         }
+                        // A failed cluster retried: explored where a failure budget makes it
+                        // matter (a cluster counted against it that goes back to deploying
+                        // stays counted); elsewhere it is one more way to wait.
+                        if bounds.budget > 0 {
+                            out.push(on(sveltos::Outcome::Retrying));
+                        }
                     }
                     continue;
                 }
@@ -569,7 +576,7 @@ impl State {
                 let changed = next.sveltos(promotion, stage, outcome, on);
                 if changed {
                     match outcome {
-                        sveltos::Outcome::Deployed => {}
+                        sveltos::Outcome::Deployed | sveltos::Outcome::Retrying => {}
                         sveltos::Outcome::Failed => next.budget.failures -= 1,
                         sveltos::Outcome::SpecOnly => next.budget.lags -= 1,
                     }

@@ -38,6 +38,7 @@ struct Desired {
     normal: Value,
     provisioned: Value,
     failed: Value,
+    retrying: Value,
     clusters: Vec<(String, String)>,
 }
 
@@ -75,6 +76,7 @@ fn desired(store: &Store, arc: &Arc<Value>) -> Arc<Desired> {
                     Some("deployment failed (model)"),
                     Some(fixed_time()),
                 ),
+                retrying: feature_summaries(&spec, "Provisioning", None, Some(fixed_time())),
                 spec,
                 clusters,
             })
@@ -89,6 +91,12 @@ pub enum Outcome {
     Deployed,
     /// Failed: each summary in sync, every feature `Failed`.
     Failed,
+    /// Sveltos retries a failed deployment: a summary in sync whose features failed goes back to
+    /// `Provisioning` with the spec's hashes, no failure (the reconcile that queues a deployment
+    /// writes it, as `sim::addon` does after projectsveltos/addon-controller's
+    /// `proceedDeployingFeature`, controllers/clustersummary_deployer.go); nothing else changes.
+    /// A cluster counted against a failure budget may so go back to deploying.
+    Retrying,
     /// Only the profile controller got to it: the summaries that exist get the new spec and keep
     /// the status of the previous one (its features, hashes and `Provisioned`); nothing is
     /// created or removed.
@@ -112,9 +120,9 @@ pub fn lagging(store: &Store) -> bool {
                 .peek(&cs_rt, ns, &format!("{name}-sveltos-{cluster_name}"))
                 .is_some_and(|cs| {
                     cs.pointer("/spec/clusterProfileSpec") == Some(&d.normal)
-                        && cs
-                            .get("status")
-                            .is_some_and(|s| *s != d.provisioned && *s != d.failed)
+                        && cs.get("status").is_some_and(|s| {
+                            *s != d.provisioned && *s != d.failed && *s != d.retrying
+                        })
                 })
         })
     })
@@ -151,6 +159,12 @@ pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome, only: Option<&
             let status = match (outcome, &existing) {
                 (Outcome::Deployed, _) => d.provisioned.clone(),
                 (Outcome::Failed, _) => d.failed.clone(),
+                (Outcome::Retrying, Some(cs))
+                    if in_sync && cs.get("status").is_some_and(|s| *s == d.failed) =>
+                {
+                    d.retrying.clone()
+                }
+                (Outcome::Retrying, _) => continue,
                 (Outcome::SpecOnly, Some(cs)) if !in_sync => match cs.get("status") {
                     Some(s) => s.clone(),
                     None => continue,
@@ -165,7 +179,7 @@ pub fn reconcile(store: &mut Store, name: &str, outcome: Outcome, only: Option<&
             write_summary(store, object, existing.map(|e| (*e).clone()), status);
         }
     }
-    if outcome == Outcome::SpecOnly {
+    if matches!(outcome, Outcome::SpecOnly | Outcome::Retrying) {
         return;
     }
     let stale: Vec<(String, String)> = store

@@ -1020,3 +1020,103 @@ fn a_revision_written_while_dev_fails_the_previous_one_never_waits_for_the_grace
         trace::render(&bounds, &steps)
     );
 }
+
+/// The bound of a failure budget (issue 49): `dev` of two clusters with a budget of one
+/// (`promoter.dev/failure-budget: dev=1`), Sveltos deploying, failing (once) or retrying a failed
+/// deployment on each cluster on its own; the whole graph. In every state: a stage passes only with
+/// at most one cluster outside the run's revision, named in the run's record
+/// (`promoter.dev/budgeted`) by the passing pass, which listed it so; a cluster is named only while
+/// failing, and stays named until a pass lists it running the revision or it leaves the stage; no
+/// stage is held over its budget while at most one of its clusters counts against it in the run;
+/// and from every state a path completes (Sveltos deploys both clusters). A new revision starting
+/// with the whole budget is replayed below (with it, and a second failure, the whole graph is over
+/// CI's budget: `PROMOTER_MODEL=ci,crashes=0,failures=2,clusters=2,budget=1`).
+#[test]
+fn a_failure_budget_of_one_on_two_clusters_is_spent_once_per_run() {
+    check(&Bounds {
+        spec_changes: 0,
+        failures: 1,
+        ..budget_of_one()
+    });
+}
+
+/// `dev` of two clusters with a failure budget of one, both of which may fail once, and a new
+/// revision.
+fn budget_of_one() -> Bounds {
+    Bounds {
+        crashes: 0,
+        failures: 2,
+        clusters: 2,
+        budget: 1,
+        ..Bounds::ci()
+    }
+}
+
+/// p0's `promoter.dev/budgeted` record after `steps`: its run's revision and dev's clusters.
+fn budgeted_dev(bounds: &Bounds, steps: &[Step]) -> (String, Vec<String>) {
+    let states = trace::replay(bounds, steps).unwrap();
+    let (_, last, _) = states.last().unwrap();
+    let p = promoter_model::state::promotion(&last.store, 0).unwrap();
+    let run =
+        p.p.status
+            .as_ref()
+            .and_then(promoter::annotations::Run::of)
+            .unwrap();
+    let record = promoter::annotations::budgeted(&p.p).filter(|b| b.run == run);
+    (
+        run.revision,
+        record
+            .map(|b| {
+                b.of_stage("dev")
+                    .iter()
+                    .map(|c| c.cluster.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+/// Issue 49, one path of `budget_of_one`: dev deployed on `dev`, failed on `dev-b`; dev passes
+/// within its budget with `fleet/dev-b` named; a new revision starts dev again with the whole
+/// budget (the first run's record void), `dev-b` fails the new revision too, and dev passes again
+/// with it named in the new run's record.
+#[test]
+fn a_stage_passes_within_its_budget_named_and_a_new_revision_has_the_whole_budget() {
+    use Step::*;
+    use promoter_model::sveltos::Outcome::{Deployed, Failed};
+    let bounds = budget_of_one();
+    let on = |cluster, outcome| OnCluster {
+        promotion: P,
+        stage: 0,
+        cluster,
+        outcome,
+    };
+    // dev-b is cluster 4 (after the four clusters of every bound).
+    let mut steps = vec![Observe(P), Prepare(P), Write(P), Write(P), Write(P)];
+    steps.extend([on(0, Deployed), on(4, Failed), Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    steps.extend([Tick, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    replays_clean(&bounds, &steps);
+    assert_eq!(current_stage(&bounds, &steps).0, "staging");
+    let (first, named) = budgeted_dev(&bounds, &steps);
+    assert_eq!(named, ["fleet/dev-b"], "{}", trace::render(&bounds, &steps));
+    steps.extend([NEW_REVISION, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    let (second, named) = budgeted_dev(&bounds, &steps);
+    assert_ne!(first, second);
+    assert!(named.is_empty(), "{named:?}");
+    assert_eq!(current_stage(&bounds, &steps).0, "dev");
+    steps.extend([on(0, Deployed), on(4, Failed), Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    steps.extend([Tick, Observe(P)]);
+    finish_pass(&bounds, &mut steps);
+    replays_clean(&bounds, &steps);
+    assert_eq!(
+        current_stage(&bounds, &steps).0,
+        "staging",
+        "{}",
+        trace::render(&bounds, &steps)
+    );
+    assert_eq!(budgeted_dev(&bounds, &steps).1, ["fleet/dev-b"]);
+}

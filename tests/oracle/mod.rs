@@ -14,7 +14,7 @@ use promoter::fake::{
 };
 use promoter::sim::feature_hash::feature_hash;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The user a person's writes authenticate as (a pass's users start with `pass`).
 pub const HUMAN: &str = "human";
@@ -55,6 +55,9 @@ pub struct Oracle {
     reached_at: BTreeMap<(String, String, String), DateTime<Utc>>,
     /// The (promotion, run start, stage) misses seen recorded.
     misses: std::collections::BTreeSet<(String, String, String)>,
+    /// Issue 49: the record of the clusters counted against failure budgets, per promotion, as
+    /// last seen.
+    budgeted: BTreeMap<String, Option<annotations::Budgeted>>,
     /// The (promotion, revision, stages, run start) runs a person has read as complete.
     read_complete: std::collections::BTreeSet<(String, String, String, String)>,
     pub violations: Vec<String>,
@@ -105,26 +108,20 @@ fn content(profile: &Value) -> String {
     json!({"spec": spec, "sa": [labels["projectsveltos.io/serviceaccount-name"], labels["projectsveltos.io/serviceaccount-namespace"]]}).to_string()
 }
 
-/// Every cluster the stage selects has a summary of this profile, in sync and Provisioned *for
-/// that spec*: every feature with the hash Sveltos computes from it (issue 30: a `Provisioned`
-/// written late from the previous spec, or older than the spec, is not a deployment of it).
-fn deployed_everywhere(
+/// The clusters the stage selects (`namespace/name`) that have no summary of this profile in sync
+/// and Provisioned *for that spec*: every feature with the hash Sveltos computes from it (issue
+/// 30: a `Provisioned` written late from the previous spec, or older than the spec, is not a
+/// deployment of it).
+fn outside_clusters(
     cp: &Value,
     pname: &str,
     stage: &promoter::api::Stage,
     clusters: &[Value],
     summaries: &[Value],
-) -> bool {
-    let selector = stage.cluster_selector.clone().unwrap_or_default();
-    clusters
-        .iter()
+) -> Vec<String> {
+    selected(stage, clusters)
         .filter(|c| {
-            let labels: BTreeMap<String, String> =
-                serde_json::from_value(c["metadata"]["labels"].clone()).unwrap_or_default();
-            selector.selects(&labels).unwrap_or(false)
-        })
-        .all(|c| {
-            summaries.iter().any(|cs| {
+            !summaries.iter().any(|cs| {
                 cs["metadata"]["labels"]["projectsveltos.io/cluster-profile-name"] == pname
                     && cs["spec"]["clusterName"] == c["metadata"]["name"]
                     && cs["spec"]["clusterNamespace"] == c["metadata"]["namespace"]
@@ -144,6 +141,70 @@ fn deployed_everywhere(
                         })
             })
         })
+        .map(cluster_key)
+        .collect()
+}
+
+/// The clusters `stage` selects.
+fn selected<'a>(
+    stage: &promoter::api::Stage,
+    clusters: &'a [Value],
+) -> impl Iterator<Item = &'a Value> {
+    let selector = stage.cluster_selector.clone().unwrap_or_default();
+    clusters.iter().filter(move |c| {
+        let labels: BTreeMap<String, String> =
+            serde_json::from_value(c["metadata"]["labels"].clone()).unwrap_or_default();
+        selector.selects(&labels).unwrap_or(false)
+    })
+}
+
+/// `namespace/name`, as promoter names a cluster.
+fn cluster_key(c: &Value) -> String {
+    format!(
+        "{}/{}",
+        c["metadata"]["namespace"].as_str().unwrap_or_default(),
+        c["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// Issue 49: the clusters `run`'s record (`promoter.dev/budgeted`) names against `stage`'s failure
+/// budget; none for a record of another run (void).
+fn named(p: &ClusterPromotion, run: Option<&Run>, stage: &str) -> BTreeSet<String> {
+    annotations::budgeted(p)
+        .filter(|b| Some(&b.run) == run)
+        .map(|b| {
+            b.of_stage(stage)
+                .iter()
+                .map(|c| c.cluster.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// How many of `stage`'s `clusters` its failure budget allows to fail.
+fn allowed(p: &ClusterPromotion, stage: &str, clusters: usize) -> usize {
+    promoter::settings::Settings::of(p)
+        .failure_budget
+        .for_stage(stage)
+        .allows(clusters)
+}
+
+/// Whether `cluster`'s summary of `pname` reports a feature `Failed` or `FailedNonRetriable`.
+fn failing(pname: &str, cluster: &str, summaries: &[Value]) -> bool {
+    summaries.iter().any(|cs| {
+        cs["metadata"]["labels"]["projectsveltos.io/cluster-profile-name"] == pname
+            && format!(
+                "{}/{}",
+                cs["spec"]["clusterNamespace"].as_str().unwrap_or_default(),
+                cs["spec"]["clusterName"].as_str().unwrap_or_default()
+            ) == cluster
+            && cs["status"]["featureSummaries"]
+                .as_array()
+                .is_some_and(|f| {
+                    f.iter()
+                        .any(|x| x["status"] == "Failed" || x["status"] == "FailedNonRetriable")
+                })
+    })
 }
 
 impl Oracle {
@@ -208,17 +269,45 @@ impl Oracle {
                 .iter()
                 .map(|s| status.stages.iter().flatten().any(|e| e.name == s.name))
                 .collect();
-            let everywhere: Vec<bool> = p
+            // Issue 49: the clusters of each stage outside its profile's revision (all of them
+            // without a profile), and whether that is within its failure budget, each of them
+            // named in the run's record.
+            let outside: Vec<Vec<String>> = p
                 .spec
                 .stages
                 .iter()
                 .map(|stage| {
                     let pname = format!("{name}-{}", stage.name);
-                    profiles.get(&pname).is_some_and(|cp| {
-                        deployed_everywhere(cp, &pname, stage, &clusters, &summaries)
-                    })
+                    match profiles.get(&pname) {
+                        Some(cp) => outside_clusters(cp, &pname, stage, &clusters, &summaries),
+                        None => selected(stage, &clusters).map(cluster_key).collect(),
+                    }
                 })
                 .collect();
+            let everywhere: Vec<bool> = p
+                .spec
+                .stages
+                .iter()
+                .enumerate()
+                .map(|(j, stage)| {
+                    profiles.contains_key(&format!("{name}-{}", stage.name))
+                        && outside[j].is_empty()
+                })
+                .collect();
+            let within_budget: Vec<bool> = p
+                .spec
+                .stages
+                .iter()
+                .enumerate()
+                .map(|(j, stage)| {
+                    let named = named(&p, run.as_ref(), &stage.name);
+                    profiles.contains_key(&format!("{name}-{}", stage.name))
+                        && outside[j].len()
+                            <= allowed(&p, &stage.name, selected(stage, &clusters).count())
+                        && outside[j].iter().all(|c| named.contains(c))
+                })
+                .collect();
+            self.check_budget_record(&p, run.as_ref(), user, &profiles, &clusters, &summaries);
             let versions_now: Vec<Option<String>> = p
                 .spec
                 .stages
@@ -338,9 +427,10 @@ impl Oracle {
             for (j, stage) in p.spec.stages.iter().enumerate() {
                 let pname = format!("{name}-{}", stage.name);
                 let now_content = profiles.get(&pname).map(content);
-                // Deployed: every selected cluster has an in-sync, provisioned summary.
+                // Deployed: every selected cluster has an in-sync, provisioned summary, or every
+                // one but at most its failure budget, each of them named in the run's record.
                 if let Some(cp) = profiles.get(&pname)
-                    && everywhere[j]
+                    && (everywhere[j] || within_budget[j])
                 {
                     self.deployed
                         .entry((name.clone(), j, content(cp)))
@@ -420,6 +510,21 @@ impl Oracle {
                     ));
                 }
             }
+            // Issue 49: a stage passes only with at most its failure budget of clusters outside
+            // the revision, each of them named in the run's record (Sveltos does not move while
+            // the passes of a tick run: the store is what the passing pass listed).
+            if let Some(j) = passed
+                && !everywhere[j]
+                && !within_budget[j]
+            {
+                self.violations.push(format!(
+                    "write {} by {user}: {name} passed stage {} with clusters outside the revision {:?}, more than its failure budget or not all named in the run's record ({:?})",
+                    self.writes,
+                    p.spec.stages[j].name,
+                    outside[j],
+                    named(&p, run.as_ref(), &p.spec.stages[j].name)
+                ));
+            }
             if let Some(j) = passed
                 && let Some(w) = p.spec.stages[j]
                     .trigger
@@ -488,6 +593,90 @@ impl Oracle {
 }
 
 impl Oracle {
+    /// Issue 49, the failure budget's record (`promoter.dev/budgeted`), as the book's invariants
+    /// state it: within a run, a cluster named against a stage's budget stays named until it runs
+    /// the stage's profile or leaves the stage, and only a pass names or drops one; a cluster is
+    /// named for the first time in a run only while it is failing (a feature `Failed`, or, with a
+    /// progress deadline, not deployed by it: then not judged here).
+    fn check_budget_record(
+        &mut self,
+        p: &ClusterPromotion,
+        run: Option<&Run>,
+        user: &str,
+        profiles: &BTreeMap<String, Value>,
+        clusters: &[Value],
+        summaries: &[Value],
+    ) {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let now = annotations::budgeted(p);
+        let before = self.budgeted.insert(name.clone(), now.clone()).flatten();
+        if before == now {
+            return;
+        }
+        let pass = user.starts_with("pass");
+        let settings = promoter::settings::Settings::of(p);
+        let deadlines = p
+            .spec
+            .stages
+            .iter()
+            .any(|s| settings.deadline_for(&s.name).is_some());
+        for stage in &p.spec.stages {
+            let pname = format!("{name}-{}", stage.name);
+            let outside = match profiles.get(&pname) {
+                Some(cp) => outside_clusters(cp, &pname, stage, clusters, summaries),
+                None => selected(stage, clusters).map(cluster_key).collect(),
+            };
+            let in_stage: BTreeSet<String> = selected(stage, clusters).map(cluster_key).collect();
+            // Dropped within the run of the record before this write (a record of another run,
+            // or none, is void: a new run starts with every stage's whole budget).
+            // (A pass that starts a new run may drop the record before its status write: the
+            // spec is then not the record's run's any more.)
+            if let Some(b) = &before
+                && run == Some(&b.run)
+                && b.run.revision == promoter::hash::revision_hash(p)
+                && b.run.stages == promoter::hash::stages_hash(&p.spec.stages)
+            {
+                let was: BTreeSet<String> = b
+                    .of_stage(&stage.name)
+                    .iter()
+                    .map(|c| c.cluster.clone())
+                    .collect();
+                let is = named(p, Some(&b.run), &stage.name);
+                for c in was.difference(&is) {
+                    if outside.contains(c) && in_stage.contains(c) {
+                        self.violations.push(format!(
+                            "write {} by {user}: {name}: cluster {c} counted against stage {}'s failure budget is no longer named, though it does not run the revision and is still in the stage",
+                            self.writes, stage.name
+                        ));
+                    }
+                }
+            }
+            if let Some(b) = &now {
+                let was: BTreeSet<String> = before
+                    .as_ref()
+                    .filter(|x| x.run == b.run)
+                    .map(|x| {
+                        x.of_stage(&stage.name)
+                            .iter()
+                            .map(|c| c.cluster.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for c in b.of_stage(&stage.name) {
+                    if was.contains(&c.cluster) {
+                        continue;
+                    }
+                    if !pass || !(deadlines || failing(&pname, &c.cluster, summaries)) {
+                        self.violations.push(format!(
+                            "write {} by {user}: {name}: cluster {} named against stage {}'s failure budget while not failing",
+                            self.writes, c.cluster, stage.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
     /// Issue 33: a run a person has read as complete (the last stage current, described
     /// "Successfully provisioned", upstream's text for it) never reads as waiting again: not an
     /// earlier current stage, not waiting, awaiting, delayed or provisioning, whatever passes,
