@@ -823,6 +823,32 @@ mod tests {
         }
     }
 
+    /// Helm's hash before a change and Sveltos' hash for the changed spec.
+    const OLD: &str = "OLDHASHxxxxxAAAA=";
+    const NEW: &str = "NEWHASHxxxxxBBBB=";
+
+    /// A spec with Helm charts and policies: two kinds of content, two features.
+    fn helm_and_resources() -> Value {
+        json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]})
+    }
+
+    /// The hashes promoter knew before a change of the Helm charts: Helm's, [`OLD`].
+    fn helm_before() -> Before {
+        let mut before = Before::default();
+        before.insert(bit("Helm"), prefix(OLD).unwrap());
+        before
+    }
+
+    /// A change that redeploys Helm, with the hashes known before it (`before`) or none, written
+    /// while a summary showed no status of the spec before (`unsettled`) or not.
+    fn helm_redeploy(before: Option<&Before>, unsettled: bool) -> Freshness<'_> {
+        Freshness::Redeploy {
+            features: bit("Helm"),
+            before,
+            unsettled,
+        }
+    }
+
     #[test]
     fn identical_specs_are_normalised_once_and_compared_whole() {
         let charts = json!({"helmCharts": [{"chartName": "kyverno", "chartVersion": "3.5.2"}]});
@@ -948,28 +974,14 @@ mod tests {
     /// API server's two times, else the grace; never Sveltos' `lastAppliedTime`.
     #[test]
     fn a_provisioned_counts_for_the_current_spec_by_content_or_one_clock() {
-        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let spec = helm_and_resources();
         let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
-        let mut before = Before::default();
-        before.insert(bit("Helm"), prefix(old).unwrap());
-        let helm = bit("Helm");
-        let redeploy = Freshness::Redeploy {
-            features: helm,
-            before: Some(&before),
-            unsettled: false,
-        };
-        let by_time = Freshness::Redeploy {
-            features: helm,
-            before: None,
-            unsettled: false,
-        };
+        let (old, new) = (OLD, NEW);
+        let before = helm_before();
+        let redeploy = helm_redeploy(Some(&before), false);
+        let by_time = helm_redeploy(None, false);
         // Written while a summary showed no status of the spec before: a new hash is no evidence.
-        let busy = Freshness::Redeploy {
-            features: helm,
-            before: Some(&before),
-            unsettled: true,
-        };
+        let busy = helm_redeploy(Some(&before), true);
         let busy_unknown = Freshness::Unknown { unsettled: true };
         let spec_at = "2026-11-23T10:00:05Z";
         let soon = Some(t("2026-11-23T10:01:00Z"));
@@ -1193,16 +1205,11 @@ mod tests {
     /// without them.
     #[test]
     fn a_hash_sveltos_reported_for_the_spec_counts_whatever_the_write_and_the_second() {
-        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let spec = helm_and_resources();
         let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        let (old, new, other) = (
-            "OLDHASHxxxxxAAAA=",
-            "NEWHASHxxxxxBBBB=",
-            "OTHERHASHxxxCCCC=",
-        );
+        let (old, new, other) = (OLD, NEW, "OTHERHASHxxxCCCC=");
         let (helm, resources) = (bit("Helm"), bit("Resources"));
-        let mut before = Before::default();
-        before.insert(helm, prefix(old).unwrap());
+        let before = helm_before();
         let mut known = Before::default();
         known.insert(helm, prefix(new).unwrap());
         known.insert(resources, prefix(old).unwrap());
@@ -1213,11 +1220,7 @@ mod tests {
         // `old` is also the revision's own Helm hash (the change did not touch its content).
         let mut both = known.clone();
         both.insert(helm, prefix(old).unwrap());
-        let busy = Freshness::Redeploy {
-            features: helm,
-            before: Some(&before),
-            unsettled: true,
-        };
+        let busy = helm_redeploy(Some(&before), true);
         let spec_at = "2026-11-23T10:00:05Z";
         let soon = Some(t("2026-11-23T10:01:00Z"));
         let busy_until = Provisioned::Stale(Stale::Unsettled {
@@ -1280,15 +1283,10 @@ mod tests {
     /// every kind of content with a hash.
     #[test]
     fn a_status_of_any_kind_is_judged_current_by_the_same_rules() {
-        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
-        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
-        let mut before = Before::default();
-        before.insert(bit("Helm"), prefix(old).unwrap());
-        let redeploy = Freshness::Redeploy {
-            features: bit("Helm"),
-            before: Some(&before),
-            unsettled: false,
-        };
+        let spec = helm_and_resources();
+        let (old, new) = (OLD, NEW);
+        let before = helm_before();
+        let redeploy = helm_redeploy(Some(&before), false);
         let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().timestamp();
         // (Helm's status, its hash, status time, freshness, current)
         type Case<'a> = (&'a str, &'a str, &'a str, Freshness<'a>, Result<(), Stale>);
@@ -1376,16 +1374,10 @@ mod tests {
     /// hash leaves the judgement to content, not to the clock.
     #[test]
     fn a_feature_the_change_does_not_redeploy_is_not_judged() {
-        let spec = json!({"helmCharts": [{"chartName": "a"}], "policyRefs": [{"name": "p"}]});
+        let spec = helm_and_resources();
         let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
-        let (old, new) = ("OLDHASHxxxxxAAAA=", "NEWHASHxxxxxBBBB=");
-        let mut before = Before::default();
-        before.insert(bit("Helm"), prefix(old).unwrap());
-        let redeploy = Freshness::Redeploy {
-            features: bit("Helm"),
-            before: Some(&before),
-            unsettled: false,
-        };
+        let before = helm_before();
+        let redeploy = helm_redeploy(Some(&before), false);
         let mut cs = summary(
             "a",
             spec,
@@ -1397,7 +1389,7 @@ mod tests {
             &mut cs,
             "2026-11-23T10:00:05Z",
             "2026-11-23T10:00:01Z",
-            &[new],
+            &[NEW],
         );
         let all: ProfileSummaries = [cs].into_iter().collect();
         let s = all.iter().next().unwrap();
