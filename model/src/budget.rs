@@ -162,9 +162,9 @@ pub fn check(cx: &BudgetStep, out: &mut Vec<String>) {
                 };
                 if !ran && still_in.contains(x) {
                     out.push(format!(
-                        "{name}: cluster {x} counted against stage {stage}'s failure budget in run {} is no longer named, though {} not listed it running the revision and it is still in the stage (by {:?})",
+                        "{name}: cluster {x} counted against stage {stage}'s failure budget in run {} is no longer named, though {} listed it running the revision and it is still in the stage (by {:?})",
                         ra.revision,
-                        if writer.is_some() { "the pass" } else { "nobody" },
+                        if writer.is_some() { "the pass had not" } else { "no pass" },
                         cx.step
                     ));
                 }

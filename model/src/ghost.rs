@@ -903,11 +903,11 @@ fn check_promotion(cx: &PromotionStep, g: &mut PromotionGhost, out: &mut Vec<Str
     let mut everywhere = BTreeMap::new();
     for stage in &b.spec.stages {
         let allowed = budget_of(bounds, &stage.name);
-        if let Some((c, outside)) = outside(&post.store, i, stage, |out| out.len() <= allowed) {
-            if outside.len() <= allowed {
-                g.deployed.entry(key(&stage.name, c)).or_insert(false);
-                everywhere.insert(stage.name.clone(), c);
-            }
+        if let Some((c, outside)) = outside(&post.store, i, stage, |out| out.len() <= allowed)
+            && outside.len() <= allowed
+        {
+            g.deployed.entry(key(&stage.name, c)).or_insert(false);
+            everywhere.insert(stage.name.clone(), c);
         }
     }
     incident(cx, g, out);
