@@ -1508,30 +1508,6 @@ async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-/// Refreshes until a refresh lists nothing: every collection the dashboard reads is watched.
-async fn settle(env: &Env, d: &Dashboard) {
-    let lists = || {
-        env.server
-            .requests()
-            .iter()
-            .filter(|r| r.verb == "list")
-            .count()
-    };
-    let settled = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let before = lists();
-        d.hub.refresh().await;
-        if lists() == before {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < settled,
-            "never read from the watches"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// A promotion created through the API under another name, as `kubectl apply` would.
 async fn create_elsewhere(env: &Env, name: &str) {
     let mut p = common::example("blog-kyverno-manual.yaml").remove(0);
@@ -1555,7 +1531,7 @@ async fn the_dashboards_watches_resume_and_list_again_only_on_410() {
             .filter(|r| r.verb == verb)
             .count()
     };
-    settle(&env, &d).await;
+    common::refresh_until_watched(&env, &d).await;
     let (lists, watches) = (count("list"), count("watch"));
     assert!(watches > 0);
 
@@ -1602,7 +1578,7 @@ async fn a_collection_the_server_refuses_is_not_listed_by_every_read() {
     let env = Env::without_own_crds(&[("dev", "dev01", "dev")]).await;
     env.apply_example("blog-kyverno-manual.yaml");
     let d = serve(&env).await;
-    settle(&env, &d).await;
+    common::refresh_until_watched(&env, &d).await;
     env.server.clear_requests();
     for _ in 0..5 {
         d.hub.refresh().await;

@@ -794,26 +794,7 @@ async fn a_change_made_through_the_api_shows_from_a_watch_and_an_idle_page_lists
     .await
     .unwrap();
     // The watches are running once a read is answered without a list reaching the server.
-    let lists = || {
-        env.server
-            .requests()
-            .iter()
-            .filter(|r| r.verb == "list")
-            .count()
-    };
-    let settled = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let before = lists();
-        d.hub.refresh().await;
-        if lists() == before {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < settled,
-            "the reads never came from the watches"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    common::refresh_until_watched(&env, &d).await;
     let mut other = example("blog-kyverno-manual.yaml").remove(0);
     other.metadata.name = Some("made-elsewhere".into());
     other.metadata.resource_version = None;

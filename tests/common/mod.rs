@@ -453,3 +453,28 @@ pub async fn completed_before_a_break(env: &mut Env, example: &str, breaks: &str
     }
     name
 }
+
+/// Refreshes `dashboard` until a refresh makes no list request: from then on every collection it
+/// reads is answered from its watches. Fails after 30 s.
+pub async fn refresh_until_watched(env: &Env, dashboard: &promoter::dashboard::Dashboard) {
+    let lists = || {
+        env.server
+            .requests()
+            .iter()
+            .filter(|r| r.verb == "list")
+            .count()
+    };
+    let settled = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let before = lists();
+        dashboard.hub.refresh().await;
+        if lists() == before {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < settled,
+            "the reads never came from the watches"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
