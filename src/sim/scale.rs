@@ -310,7 +310,7 @@ struct Wire<'a> {
 
 /// A ClusterSummary as the addon-controller writes it and a real API server stores and lists it:
 /// Sveltos' Go types with `omitempty` (fields at their zero value absent), timestamps as RFC 3339
-/// seconds, its finalizer, the ClusterProfile as controller owner, the helm release summary and the
+/// seconds, its finalizer, the ClusterProfile as owner, the helm release summary and the
 /// `dependencies` text it reports, and the `managedFields` the API server keeps: the
 /// addon-controller's (`manager`, the User-Agent of its binary) `Update` of the main resource and
 /// of `status`, with field sets down to the leaves, atomic lists as one leaf (upstream types:
@@ -369,7 +369,11 @@ fn summary(w: &Wire) -> Value {
                  "fieldsV1": {"f:status": {".": {}, "f:dependencies": {}, "f:featureSummaries": {}, "f:helmReleaseSummaries": {}}},
                  "manager": "manager", "operation": "Update", "subresource": "status", "time": at}],
             "name": name, "namespace": "fleet",
-            "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1", "controller": true,
+            // The addon-controller's owner reference names the profile and nothing more: no
+            // `controller`, no `blockOwnerDeletion` (`createClusterSummary` in
+            // projectsveltos/addon-controller `controllers/profile_utils.go`, commit
+            // 60c6358035778386ccb9599f4944d2f5a0ec8926).
+            "ownerReferences": [{"apiVersion": "config.projectsveltos.io/v1beta1",
                                  "kind": "ClusterProfile", "name": w.profile, "uid": w.profile_uid}],
             "uid": uid(&format!("fleet/{name}"))},
         "spec": {"clusterName": w.cluster, "clusterNamespace": "fleet", "clusterProfileSpec": w.spec, "clusterType": "Sveltos"},
