@@ -75,7 +75,12 @@ fn object_name(raw: &Value) -> String {
 }
 
 /// Lists `K` untyped and decodes each object on its own, so that one object promoter cannot
-/// understand does not fail the whole list.
+/// understand does not fail the whole list. Each keeps no `metadata.managedFields`: nothing reads
+/// them, they are most of a listed promotion's or profile's memory (thousands of them a pass), and
+/// an update that sends none keeps the server's (kube-apiserver's field manager then takes the live
+/// object's: `decodeLiveOrNew`, kubernetes/kubernetes
+/// staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/fieldmanager.go, commit
+/// 1c9cf914f2f951313b8e9f7c321f5bd50b5e3d9f).
 async fn list_decoded<K>(
     client: &kube::Client,
     params: ListParams,
@@ -90,7 +95,10 @@ where
         |(good, bad): &mut (Vec<K>, Vec<Undecodable>), item: Result<Value, Unreadable>| {
             match item {
                 Ok(raw) => match decode::<K>(&raw) {
-                    Ok(k) => good.push(k),
+                    Ok(mut k) => {
+                        k.meta_mut().managed_fields = None;
+                        good.push(k)
+                    }
                     Err(error) => bad.push(Undecodable {
                         name: object_name(&raw),
                         raw,
@@ -1175,6 +1183,46 @@ mod tests {
         let all = o.world.all_promotions.unwrap();
         assert_eq!(all.keys().collect::<Vec<_>>(), ["bad", "good"]);
         assert_eq!(all["bad"]["team"], "bad");
+    }
+
+    /// The `managedFields` of listed promotions and profiles are not kept: nothing reads them, they
+    /// are most of each object's memory, and an update that sends none keeps the server's.
+    #[tokio::test]
+    async fn listed_promotions_and_profiles_keep_no_managed_fields() {
+        let server = crate::fake::FakeApiServer::start_with_sveltos()
+            .await
+            .unwrap();
+        let managed = json!([{"manager": "promoter", "operation": "Update",
+                              "apiVersion": "config.projectsveltos.io/v1beta1",
+                              "time": "2026-11-28T10:00:00Z", "fieldsType": "FieldsV1",
+                              "fieldsV1": {"f:spec": {"f:syncMode": {}}}}]);
+        server
+            .store()
+            .seed(
+                &crate::fake::cluster_promotion_type(),
+                json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                       "metadata": {"name": "app", "managedFields": managed},
+                       "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]}}),
+            )
+            .unwrap();
+        server
+            .store()
+            .seed(
+                &crate::fake::cluster_profile_type(),
+                json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                       "metadata": {"name": "app-dev", "labels": {PROMOTION_NAME_LABEL: "app"},
+                                    "managedFields": managed},
+                       "spec": {"syncMode": "Continuous"}}),
+            )
+            .unwrap();
+        let client = server.client().await.unwrap();
+        let (o, unread) = observe_pass(&client, None, None).await.unwrap();
+        assert!(unread.is_empty(), "{unread:?}");
+        assert_eq!(o.promotions.len(), 1);
+        assert_eq!(o.promotions[0].metadata.managed_fields, None);
+        let profile = &o.world.profiles["app-dev"];
+        assert_eq!(profile.spec.fields["syncMode"], "Continuous");
+        assert_eq!(profile.metadata.managed_fields, None);
     }
 
     /// The freezes as listed; none at all when promoter.dev is not served; any other failure to
