@@ -588,7 +588,7 @@ impl Fetch {
         let client = client.clone();
         let deadline = crate::client::retry::deadline();
         let fetch = async move {
-            let text = client.request_text(request);
+            let text = page_text(&client, request);
             match deadline {
                 Some(d) => crate::client::retry::within_deadline(d, text).await,
                 None => text.await,
@@ -606,6 +606,29 @@ impl Drop for Fetch {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// A page's text, as kube's `Client::request_text` reads it (an error status is the API server's
+/// `Status`, or one made of its text), in the one buffer the body was read into: kube's copies it
+/// twice more (kube-client 5.0.0 src/client/mod.rs, `request_text`), three pages of text at once
+/// for the largest allocation of a pass.
+async fn page_text(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<String> {
+    use http_body_util::BodyExt as _;
+    let response = client.send(request.map(kube::client::Body::from)).await?;
+    let code = response.status();
+    // One chunk: the reads' retry layer has read the whole body into one buffer
+    // (`crate::client::retry`), which this takes over without copying it.
+    let body = response.into_body().collect().await?.to_bytes();
+    let text = String::from_utf8(Vec::from(body)).map_err(kube::Error::FromUtf8)?;
+    if code.is_client_error() || code.is_server_error() {
+        let status = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+            kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                .with_code(code.as_u16())
+        });
+        tracing::debug!("Unsuccessful: {status:?}");
+        return Err(kube::Error::Api(status.boxed()));
+    }
+    Ok(text)
 }
 
 /// An object of a list that could not be decoded.
