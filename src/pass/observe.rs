@@ -609,9 +609,9 @@ impl Drop for Fetch {
 }
 
 /// A page's text, as kube's `Client::request_text` reads it (an error status is the API server's
-/// `Status`, or one made of its text), in the one buffer the body was read into: kube's copies it
-/// twice more (kube-client 5.0.0 src/client/mod.rs, `request_text`), three pages of text at once
-/// for the largest allocation of a pass.
+/// `Status`, or one made of its text), in the one buffer the body was read into: kube's copies
+/// that buffer into a `Vec` (kube-client 5.0.0 src/client/mod.rs, `request_text`), two copies of
+/// a page at once, a pass's largest allocation.
 async fn page_text(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<String> {
     use http_body_util::BodyExt as _;
     let response = client.send(request.map(kube::client::Body::from)).await?;
