@@ -370,16 +370,24 @@ async fn process_figures(server: &FakeApiServer, summaries: usize) {
     };
     let mut full = Vec::new();
     let mut base = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..5 {
         full.extend(rss(&[]).await);
         base.extend(rss(&["--selector", "promoter.dev/bench=none"]).await);
     }
+    let mb = |kb: f64| format!("{:.1} MB", kb / 1024.0);
+    // The spread too: peak RSS varies from run to run with the allocator's reuse of freed pages.
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+        format!("{}–{}", mb(lo), mb(hi))
+    };
+    let (full_spread, base_spread) = (spread(&full), spread(&base));
     let (full, base) = (
         (!full.is_empty()).then(|| median(full)),
         (!base.is_empty()).then(|| median(base)),
     );
     let _ = std::fs::remove_dir_all(&dir);
-    let mb = |kb: f64| format!("{:.1} MB", kb / 1024.0);
     let per = match (full, base) {
         (Some(f), Some(b)) if summaries > 0 => format!(
             "; {:.2} MB per 10,000 ClusterSummaries read",
@@ -388,7 +396,7 @@ async fn process_figures(server: &FakeApiServer, summaries: usize) {
         _ => String::new(),
     };
     println!(
-        "process:      start to first request {:.1} ms (median of {}); peak RSS {} (medians of 3), {} with no promotion selected{per}",
+        "process:      start to first request {:.1} ms (median of {}); peak RSS {} ({full_spread}; medians of 5), {} ({base_spread}) with no promotion selected{per}",
         if starts.is_empty() {
             f64::NAN
         } else {

@@ -168,8 +168,8 @@ where
     };
     let (parts, body) = resp.into_parts();
     // The whole body is read here: an answer cut off or stalled midway is a failed attempt.
-    let bytes = match body.collect().await {
-        Ok(b) => b.to_bytes(),
+    let bytes = match whole(body).await {
+        Ok(b) => b,
         Err(e) => return Attempt::Failed(e.into()),
     };
     let again = retryable_status(parts.status);
@@ -179,6 +179,23 @@ where
     } else {
         Attempt::Done(answer)
     }
+}
+
+/// A body read into one buffer, each chunk released as soon as it is copied. Collecting the
+/// chunks and joining them after holds a list page's text twice (megabytes); the buffer grows
+/// in place (a large one is its own mapping, which `realloc` moves without copying).
+async fn whole<B>(body: B) -> Result<Bytes, B::Error>
+where
+    B: hyper::body::Body<Data = Bytes>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(chunk) = frame?.into_data() {
+            buf.extend_from_slice(&chunk);
+        }
+    }
+    Ok(Bytes::from(buf))
 }
 
 async fn read_with_retries<S, B>(

@@ -75,7 +75,12 @@ fn object_name(raw: &Value) -> String {
 }
 
 /// Lists `K` untyped and decodes each object on its own, so that one object promoter cannot
-/// understand does not fail the whole list.
+/// understand does not fail the whole list. Each keeps no `metadata.managedFields`: nothing reads
+/// them, they are most of a listed promotion's or profile's memory (thousands of them a pass), and
+/// an update that sends none keeps the server's (kube-apiserver's field manager then takes the live
+/// object's: `decodeLiveOrNew`, kubernetes/kubernetes
+/// staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/fieldmanager.go, commit
+/// 1c9cf914f2f951313b8e9f7c321f5bd50b5e3d9f).
 async fn list_decoded<K>(
     client: &kube::Client,
     params: ListParams,
@@ -90,7 +95,10 @@ where
         |(good, bad): &mut (Vec<K>, Vec<Undecodable>), item: Result<Value, Unreadable>| {
             match item {
                 Ok(raw) => match decode::<K>(&raw) {
-                    Ok(k) => good.push(k),
+                    Ok(mut k) => {
+                        k.meta_mut().managed_fields = None;
+                        good.push(k)
+                    }
                     Err(error) => bad.push(Undecodable {
                         name: object_name(&raw),
                         raw,
@@ -580,7 +588,7 @@ impl Fetch {
         let client = client.clone();
         let deadline = crate::client::retry::deadline();
         let fetch = async move {
-            let text = client.request_text(request);
+            let text = page_text(&client, request);
             match deadline {
                 Some(d) => crate::client::retry::within_deadline(d, text).await,
                 None => text.await,
@@ -598,6 +606,29 @@ impl Drop for Fetch {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// A page's text, as kube's `Client::request_text` reads it (an error status is the API server's
+/// `Status`, or one made of its text), in the one buffer the body was read into: kube's copies
+/// that buffer into a `Vec` (kube-client 5.0.0 src/client/mod.rs, `request_text`), two copies of
+/// a page at once, a pass's largest allocation.
+async fn page_text(client: &kube::Client, request: http::Request<Vec<u8>>) -> kube::Result<String> {
+    use http_body_util::BodyExt as _;
+    let response = client.send(request.map(kube::client::Body::from)).await?;
+    let code = response.status();
+    // One chunk: the reads' retry layer has read the whole body into one buffer
+    // (`crate::client::retry`), which this takes over without copying it.
+    let body = response.into_body().collect().await?.to_bytes();
+    let text = String::from_utf8(Vec::from(body)).map_err(kube::Error::FromUtf8)?;
+    if code.is_client_error() || code.is_server_error() {
+        let status = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+            kube::core::Status::failure(text.trim(), "Failed to parse error data")
+                .with_code(code.as_u16())
+        });
+        tracing::debug!("Unsuccessful: {status:?}");
+        return Err(kube::Error::Api(status.boxed()));
+    }
+    Ok(text)
 }
 
 /// An object of a list that could not be decoded.
@@ -1175,6 +1206,46 @@ mod tests {
         let all = o.world.all_promotions.unwrap();
         assert_eq!(all.keys().collect::<Vec<_>>(), ["bad", "good"]);
         assert_eq!(all["bad"]["team"], "bad");
+    }
+
+    /// The `managedFields` of listed promotions and profiles are not kept: nothing reads them, they
+    /// are most of each object's memory, and an update that sends none keeps the server's.
+    #[tokio::test]
+    async fn listed_promotions_and_profiles_keep_no_managed_fields() {
+        let server = crate::fake::FakeApiServer::start_with_sveltos()
+            .await
+            .unwrap();
+        let managed = json!([{"manager": "promoter", "operation": "Update",
+                              "apiVersion": "config.projectsveltos.io/v1beta1",
+                              "time": "2026-11-28T10:00:00Z", "fieldsType": "FieldsV1",
+                              "fieldsV1": {"f:spec": {"f:syncMode": {}}}}]);
+        server
+            .store()
+            .seed(
+                &crate::fake::cluster_promotion_type(),
+                json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterPromotion",
+                       "metadata": {"name": "app", "managedFields": managed},
+                       "spec": {"profileSpec": {}, "stages": [{"name": "dev", "clusterSelector": {}}]}}),
+            )
+            .unwrap();
+        server
+            .store()
+            .seed(
+                &crate::fake::cluster_profile_type(),
+                json!({"apiVersion": "config.projectsveltos.io/v1beta1", "kind": "ClusterProfile",
+                       "metadata": {"name": "app-dev", "labels": {PROMOTION_NAME_LABEL: "app"},
+                                    "managedFields": managed},
+                       "spec": {"syncMode": "Continuous"}}),
+            )
+            .unwrap();
+        let client = server.client().await.unwrap();
+        let (o, unread) = observe_pass(&client, None, None).await.unwrap();
+        assert!(unread.is_empty(), "{unread:?}");
+        assert_eq!(o.promotions.len(), 1);
+        assert_eq!(o.promotions[0].metadata.managed_fields, None);
+        let profile = &o.world.profiles["app-dev"];
+        assert_eq!(profile.spec.fields["syncMode"], "Continuous");
+        assert_eq!(profile.metadata.managed_fields, None);
     }
 
     /// The freezes as listed; none at all when promoter.dev is not served; any other failure to
