@@ -144,6 +144,7 @@ pub async fn start(
     };
     let hub = Hub::new(
         client,
+        cache.clone(),
         clock,
         HubOptions {
             tz: options.tz,

@@ -81,7 +81,7 @@ fn object_name(raw: &Value) -> String {
 /// object's: `decodeLiveOrNew`, kubernetes/kubernetes
 /// staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/fieldmanager.go, commit
 /// 1c9cf914f2f951313b8e9f7c321f5bd50b5e3d9f).
-async fn list_decoded<K>(
+pub(crate) async fn list_decoded<K>(
     client: &kube::Client,
     params: ListParams,
 ) -> anyhow::Result<(Vec<K>, Vec<Undecodable>)>
@@ -119,7 +119,7 @@ where
 
 /// A generated profile that does not decode is still seen (by name, labels and owners), so that
 /// the pass repairs it instead of trying to create it again.
-fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
+pub(crate) fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
     let metadata = serde_json::from_value(bad.raw.get("metadata")?.clone()).ok()?;
     let fields = match bad.raw.get("spec") {
         Some(Value::Object(m)) => m.clone(),
