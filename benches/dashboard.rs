@@ -160,13 +160,11 @@ async fn server_side(scale: Scale, rounds: usize) -> anyhow::Result<(FakeApiServ
 /// A change made through the API, until the dashboard (its default `--refresh`, reading through
 /// its watches) publishes it; then an idle minute's requests to the API server.
 async fn from_watches(server: &FakeApiServer, rounds: usize) -> anyhow::Result<()> {
-    let d = promoter::dashboard::start(
-        server.client().await?,
-        Arc::new(WallClock),
-        None,
-        Options::new("cluster"),
-    )
-    .await?;
+    let mut options = Options::new("cluster");
+    // As `promoter dashboard` makes them: a quiet watch lasts its `timeoutSeconds`.
+    options.watches = Some(promoter::dashboard::Watches(server.watch_client().await?));
+    let d = promoter::dashboard::start(server.client().await?, Arc::new(WallClock), None, options)
+        .await?;
     let lists = || {
         server
             .requests()

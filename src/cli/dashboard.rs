@@ -87,9 +87,10 @@ pub async fn run(args: DashboardArgs, client: &ClientArgs) -> anyhow::Result<Exi
         .max(std::time::Duration::from_millis(500));
     // The one parser of `--cronjob` (status, explain, doctor).
     let cronjob = args.deployment.cronjob.cronjob.0.clone();
-    let kube = promoter::client::client(client).await?;
+    let (kube, watches) = promoter::client::client_and_watches(client).await?;
     let mut options = args.serve.options("cluster");
     options.refresh = Some(refresh);
+    options.watches = Some(promoter::dashboard::Watches(watches));
     options.tz = tz;
     options.cronjob = cronjob;
     let dashboard = promoter::dashboard::start(kube, Arc::new(WallClock), None, options).await?;

@@ -34,7 +34,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 /// How long a watch request lasts before it is made again from where it ended (kube's default).
-const WATCH_TIMEOUT: u32 = 290;
+const WATCH_TIMEOUT: u64 = crate::client::WATCH_TIMEOUT.as_secs();
 /// Objects per page of a reflector's list.
 const PAGE: u32 = 500;
 /// How long a discovery answer (which groups and versions the server serves) is reused (kube's
@@ -45,6 +45,8 @@ const KEEP_FOR: Duration = Duration::from_secs(5 * 60);
 /// The watched collections and their objects.
 pub struct WatchCache {
     inner: kube::Client,
+    /// The client the watch requests are made with: its read timeout outlasts a quiet watch.
+    watches: kube::Client,
     reflectors: Mutex<BTreeMap<String, Arc<Reflector>>>,
     /// Discovery answers and refused lists by path: when they were read, status code and body.
     kept: Mutex<BTreeMap<String, (std::time::Instant, u16, bytes::Bytes)>>,
@@ -229,9 +231,12 @@ fn field_terms(selector: &str) -> Option<Vec<(String, String, bool)>> {
 }
 
 impl WatchCache {
-    pub fn new(inner: kube::Client) -> Arc<WatchCache> {
+    /// `watches`: the client for watch requests ([`crate::client::for_watches`]); with one whose
+    /// read timeout is a request's, a quiet watch ends then and is made again.
+    pub fn new(inner: kube::Client, watches: kube::Client) -> Arc<WatchCache> {
         Arc::new(WatchCache {
             inner,
+            watches,
             reflectors: Mutex::new(BTreeMap::new()),
             kept: Mutex::new(BTreeMap::new()),
             changed: Notify::new(),
@@ -425,9 +430,9 @@ impl WatchCache {
             r
         };
         let cache = Arc::downgrade(self);
-        let (inner, path) = (self.inner.clone(), path.to_string());
+        let (inner, watches, path) = (self.inner.clone(), self.watches.clone(), path.to_string());
         let task = tokio::spawn(async move {
-            let gone = run(&inner, &path, &reflector, |change| {
+            let gone = run(&inner, &watches, &path, &reflector, |change| {
                 if let Some(c) = cache.upgrade() {
                     c.saw(change);
                 }
@@ -570,6 +575,7 @@ async fn list(inner: &kube::Client, path: &str) -> Result<Collection, kube::Erro
 /// error, then).
 async fn run(
     inner: &kube::Client,
+    watches: &kube::Client,
     path: &str,
     reflector: &Reflector,
     changed: impl Fn(Change),
@@ -606,7 +612,7 @@ async fn run(
             let Ok(request) = Request::get(uri).body(Vec::new()) else {
                 break;
             };
-            let events = match inner.request_events::<Value>(request).await {
+            let events = match watches.request_events::<Value>(request).await {
                 Ok(events) => events,
                 Err(e) if matches!(status_code(&e), Some(410)) => break,
                 Err(e) => {
