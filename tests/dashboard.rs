@@ -1648,20 +1648,7 @@ async fn fleet_dashboard(n: usize) -> (promoter::fake::FakeApiServer, Dashboard)
     )
     .await
     .unwrap();
-    let lists = || server.count(|r| r.verb == "list");
-    let settled = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let before = lists();
-        d.hub.refresh().await;
-        if lists() == before {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < settled,
-            "never read from the watches"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::refresh_until_watched_on(&server, &d).await;
     (server, d)
 }
 

@@ -128,24 +128,10 @@ pub async fn status_world_of(
     }
     if let Some(all) = &mut world.all_promotions {
         all.retain(|n, _| !named(Some(n)));
-        all.extend(
-            promotions
-                .iter()
-                .filter_map(|p| {
-                    Some((
-                        p.metadata.name.clone()?,
-                        p.metadata.labels.clone().unwrap_or_default(),
-                    ))
-                })
-                .chain(undecodable.iter().map(|u| {
-                    let labels = u
-                        .raw
-                        .pointer("/metadata/labels")
-                        .and_then(|l| serde_json::from_value(l.clone()).ok())
-                        .unwrap_or_default();
-                    (u.name.clone(), labels)
-                })),
-        );
+        all.extend(crate::pass::observe::promotion_labels(
+            &promotions,
+            &undecodable,
+        ));
     }
     // Its index of profiles by promotion is built again on next use.
     world.cache = Default::default();
