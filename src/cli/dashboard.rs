@@ -25,8 +25,9 @@ use std::sync::Arc;
 pub struct DashboardArgs {
     #[command(flatten)]
     serve: ServeArgs,
-    /// Time between two reads of the world, answered from the dashboard's watches (a change
-    /// they see is read at once; one read serves every open page).
+    /// Time between two computations of every row at the new time, from the world the
+    /// dashboard's watches keep (a change they see is read at once, alone; one computation
+    /// serves every open page).
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     refresh: String,
     #[command(flatten)]
