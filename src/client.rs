@@ -34,6 +34,24 @@ pub struct ClientArgs {
 }
 
 pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
+    let (config, timeout) = config(args).await?;
+    connect(config, timeout, false)
+}
+
+/// [`client`], and a client for watches ([`for_watches`]) of the same configuration.
+pub async fn client_and_watches(args: &ClientArgs) -> anyhow::Result<(kube::Client, kube::Client)> {
+    let (config, timeout) = config(args).await?;
+    Ok((
+        connect(config.clone(), timeout, false)?,
+        connect(config, timeout, true)?,
+    ))
+}
+
+/// How long a watch request asks to last (`timeoutSeconds`; kube's default).
+pub const WATCH_TIMEOUT: Duration = Duration::from_secs(290);
+
+/// The configuration, and `--request-timeout`.
+async fn config(args: &ClientArgs) -> anyhow::Result<(kube::Config, Option<Duration>)> {
     let options = KubeConfigOptions {
         context: args.context.clone(),
         ..Default::default()
@@ -71,7 +89,7 @@ pub async fn client(args: &ClientArgs) -> anyhow::Result<kube::Client> {
         None => None,
         Some(t) => Some(request_timeout(t).map_err(|e| anyhow::anyhow!("--request-timeout: {e}"))?),
     };
-    connect(config, timeout)
+    Ok((config, timeout))
 }
 
 /// Where kubectl looks when neither `--kubeconfig` nor KUBECONFIG names a file.
@@ -153,7 +171,14 @@ pub fn request_timeout(text: &str) -> Result<Duration, String> {
 
 /// A client with promoter's connection policy, whatever the configuration came from.
 pub fn from_config(config: kube::Config) -> anyhow::Result<kube::Client> {
-    connect(config, None)
+    connect(config, None, false)
+}
+
+/// [`from_config`] for watch requests: a watch may go quiet for all of its `timeoutSeconds`
+/// ([`WATCH_TIMEOUT`]: the server sends nothing while nothing changes, bookmarks aside), so its
+/// read timeout is that much longer than a request's; every other timeout is a request's.
+pub fn for_watches(config: kube::Config) -> anyhow::Result<kube::Client> {
+    connect(config, None, true)
 }
 
 /// [`from_config`] with `timeout` per request (`--request-timeout`; tests of slow answers).
@@ -161,12 +186,17 @@ pub fn from_config_with_timeout(
     config: kube::Config,
     timeout: Duration,
 ) -> anyhow::Result<kube::Client> {
-    connect(config, Some(timeout))
+    connect(config, Some(timeout), false)
 }
 
 /// `timeout`: `--request-timeout`, replacing the read and write timeouts (and capping the connect
-/// timeout).
-fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Result<kube::Client> {
+/// timeout). `watches`: the client makes watch requests, whose read timeout is longer by
+/// [`WATCH_TIMEOUT`].
+fn connect(
+    mut config: kube::Config,
+    timeout: Option<Duration>,
+    watches: bool,
+) -> anyhow::Result<kube::Client> {
     // kube's default retries any verb on 429/503/504: writes are never replayed here, and reads
     // are retried by `retry::RetryReadsLayer` within the pass's deadline.
     config.default_retry = false;
@@ -178,7 +208,7 @@ fn connect(mut config: kube::Config, timeout: Option<Duration>) -> anyhow::Resul
         Some(t) => Some(t),
     };
     config.connect_timeout = Some(request.map_or(connect, |t| t.min(connect)));
-    config.read_timeout = request;
+    config.read_timeout = request.map(|t| if watches { t + WATCH_TIMEOUT } else { t });
     config.write_timeout = request;
     let named = named(&config);
     Ok(kube::client::ClientBuilder::try_from(config)?

@@ -1623,3 +1623,205 @@ async fn the_page_names_the_clusters_counted_against_a_failure_budget() {
         assert!(page.body.contains(text), "{text} not in {}", page.body);
     }
 }
+
+/// A dashboard of the fleet benchmark's world (`sim::scale`, `n` promotions × 4 stages × 2n
+/// clusters), on the wall clock, reading through its watches: refreshed by what they see only.
+async fn fleet_dashboard(n: usize) -> (promoter::fake::FakeApiServer, Dashboard) {
+    let server = promoter::fake::FakeApiServer::start_with_sveltos()
+        .await
+        .unwrap();
+    let scale = promoter::sim::scale::Scale {
+        promotions: n,
+        stages: 4,
+        clusters: 2 * n,
+    };
+    let now = Utc::now();
+    promoter::sim::scale::populate(&server, scale, now).unwrap();
+    let mut options = Options::new("cluster");
+    options.refresh = Some(Duration::from_secs(3600));
+    // A clock that stands still: what changes is what the watches see.
+    let d = promoter::dashboard::start(
+        server.client().await.unwrap(),
+        Arc::new(EnvClock(Arc::new(Mutex::new(now)))),
+        None,
+        options,
+    )
+    .await
+    .unwrap();
+    common::refresh_until_watched_on(&server, &d).await;
+    (server, d)
+}
+
+/// Objects the dashboard's watch cache served from `collection` (its path's last segment).
+fn served(d: &Dashboard, collection: &str) -> usize {
+    let cache = d
+        .hub
+        .cache()
+        .expect("a cluster's dashboard reads through watches");
+    cache
+        .served()
+        .iter()
+        .filter(|(path, _)| path.ends_with(&format!("/{collection}")))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn versions(d: &Dashboard) -> BTreeMap<String, u64> {
+    d.hub
+        .snapshot()
+        .rows
+        .iter()
+        .map(|(name, r)| (name.clone(), r.version))
+        .collect()
+}
+
+/// A whole read of the world (as `status` reads it) changes nothing the dashboard shows: what the
+/// watches' changes made of it is what `status` computes.
+async fn a_whole_read_changes_nothing(d: &Dashboard) {
+    let seq = d.hub.snapshot().seq;
+    d.hub.refresh().await;
+    let after = d.hub.snapshot();
+    assert_eq!(
+        after.seq,
+        seq,
+        "a whole read published rows the watches' refresh had not: {:?}",
+        after
+            .rows
+            .iter()
+            .filter(|(_, r)| r.version > seq)
+            .map(|(n, _)| n)
+            .collect::<Vec<_>>()
+    );
+}
+
+use std::collections::BTreeMap;
+
+/// A change made through the API to one promotion is read again alone, at once: its row is
+/// published again, every other row keeps its version, and the read serves that promotion and
+/// its own ClusterSummaries only, not the fleet's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_to_one_promotion_reads_and_republishes_only_its_row() {
+    let (server, d) = fleet_dashboard(20).await;
+    let client = server.client().await.unwrap();
+    let profiles: kube::Api<promoter::api::ClusterProfile> = kube::Api::all(client.clone());
+    let profiles = profiles.list(&Default::default()).await.unwrap().items;
+    let promotion_of = |profile: &str| {
+        let p = profiles
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(profile))?;
+        p.metadata
+            .labels
+            .as_ref()?
+            .get("config.projectsveltos.io/promotionname")
+            .cloned()
+    };
+    // The promotions whose summaries are read (in progress), and how many each has.
+    let summaries: kube::Api<promoter::api::ClusterSummary> = kube::Api::all(client.clone());
+    let mut summaries_of: BTreeMap<String, usize> = BTreeMap::new();
+    for cs in summaries.list(&Default::default()).await.unwrap().items {
+        if let Some(p) = cs
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("projectsveltos.io/cluster-profile-name"))
+            .and_then(|p| promotion_of(p))
+        {
+            *summaries_of.entry(p).or_default() += 1;
+        }
+    }
+    let whole = served(&d, "clustersummaries");
+    d.hub.refresh().await;
+    let whole = served(&d, "clustersummaries") - whole;
+    let (name, mine) = summaries_of
+        .iter()
+        .next()
+        .map(|(p, n)| (p.clone(), *n))
+        .expect("a promotion with ClusterSummaries");
+    assert!(
+        whole > mine,
+        "a whole read serves other promotions' summaries too ({whole}, {name}'s {mine})"
+    );
+
+    let before = versions(&d);
+    let (promotions, summaries) = (
+        served(&d, "clusterpromotions"),
+        served(&d, "clustersummaries"),
+    );
+    let api: kube::Api<promoter::api::ClusterPromotion> = kube::Api::all(client);
+    api.patch(
+        &name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    eventually("the promotion's row is published again", || {
+        versions(&d).get(&name) != before.get(&name)
+    })
+    .await;
+    let after = versions(&d);
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(n, v)| before.get(*n) != Some(v))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        changed,
+        vec![&name],
+        "only the promotion changed is published again"
+    );
+    assert_eq!(
+        served(&d, "clusterpromotions") - promotions,
+        1,
+        "only that promotion is read"
+    );
+    let read = served(&d, "clustersummaries") - summaries;
+    assert!(
+        read <= mine,
+        "only that promotion's ClusterSummaries are read: {read} served, it has {mine}"
+    );
+    a_whole_read_changes_nothing(&d).await;
+}
+
+/// A change to what every row reads (a freeze; a cluster leaving its stage) is a whole read:
+/// every piece it changes is published, as a whole read computes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_to_what_every_row_reads_is_read_whole() {
+    let (server, d) = fleet_dashboard(20).await;
+    let freezes: kube::Api<promoter::api::PromotionFreeze> =
+        kube::Api::all(server.client().await.unwrap());
+    let freeze: promoter::api::PromotionFreeze = serde_json::from_value(json!({
+        "apiVersion": "promoter.dev/v1alpha1", "kind": "PromotionFreeze",
+        "metadata": {"name": "everything"},
+        "spec": {"reason": "CAB-1"}}))
+    .unwrap();
+    freezes.create(&Default::default(), &freeze).await.unwrap();
+    let freezes_page = d.hub.snapshot().freezes.as_ref().map(|f| f.version);
+    eventually("the freeze shows on the freezes page", || {
+        d.hub.snapshot().freezes.as_ref().map(|f| f.version) != freezes_page
+    })
+    .await;
+    // The rows a watch's change made are the ones a whole read makes (once every row changed
+    // is published: no half-read world between).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a_whole_read_changes_nothing(&d).await;
+
+    let read = served(&d, "sveltosclusters");
+    let clusters = promoter::fake::sveltos_cluster_type();
+    {
+        let mut store = server.store();
+        for i in 0..4 {
+            let name = format!("c{i:05}");
+            let mut c = store.get(&clusters, "fleet", &name).unwrap();
+            c["metadata"]["labels"]["ring"] = json!("none");
+            store.update(&clusters, "fleet", &name, c, false).unwrap();
+        }
+    }
+    eventually(
+        "the clusters gone from their stages are read again, with the whole world",
+        || served(&d, "sveltosclusters") > read,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a_whole_read_changes_nothing(&d).await;
+}

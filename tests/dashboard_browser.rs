@@ -768,8 +768,9 @@ async fn the_page_says_when_the_dashboard_stops_and_when_it_was_restarted() {
 /// A dashboard of a cluster (the fake API server), as `promoter dashboard` serves it: its world is
 /// kept by watches. A promotion created through the API, not the dashboard, shows on the open
 /// page as soon as its watch event arrives; then the open, idle page costs the API server no
-/// list for a minute (its reads are answered from the watches' caches). The latency is reported,
-/// not asserted (a busy machine is slower; `benches/dashboard.rs` measures it).
+/// request for a minute: its reads are answered from the watches' caches, and a quiet watch lasts
+/// its `timeoutSeconds` (the watches' client reads that long without a byte). The latency is
+/// reported, not asserted (a busy machine is slower; `benches/dashboard.rs` measures it).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_change_made_through_the_api_shows_from_a_watch_and_an_idle_page_lists_nothing() {
     let Some(browser) = Browser::launch().await.unwrap() else {
@@ -777,11 +778,15 @@ async fn a_change_made_through_the_api_shows_from_a_watch_and_an_idle_page_lists
     };
     let env = common::Env::lab().await;
     env.apply_example("blog-kyverno-manual.yaml");
+    let mut options = Options::new("cluster");
+    options.watches = Some(promoter::dashboard::Watches(
+        env.server.watch_client().await.unwrap(),
+    ));
     let d = promoter::dashboard::start(
         env.client.clone(),
         Arc::new(promoter::dashboard::hub::WallClock),
         None,
-        Options::new("cluster"),
+        options,
     )
     .await
     .unwrap();
@@ -820,6 +825,16 @@ async fn a_change_made_through_the_api_shows_from_a_watch_and_an_idle_page_lists
         .map(|r| format!("{} {}", r.path, r.query))
         .collect();
     assert_eq!(listed, Vec::<String>::new(), "an idle page listed");
+    let watched: Vec<String> = requests
+        .iter()
+        .filter(|r| r.verb == "watch")
+        .map(|r| format!("{} {}", r.path, r.query))
+        .collect();
+    assert_eq!(
+        watched,
+        Vec::<String>::new(),
+        "a quiet watch was made again"
+    );
     eprintln!(
         "an idle page for 60 s: {} requests to the API server ({:?})",
         requests.len(),

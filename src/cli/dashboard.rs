@@ -25,8 +25,9 @@ use std::sync::Arc;
 pub struct DashboardArgs {
     #[command(flatten)]
     serve: ServeArgs,
-    /// Time between two reads of the world, answered from the dashboard's watches (a change
-    /// they see is read at once; one read serves every open page).
+    /// Time between two computations of every row at the new time, from the world the
+    /// dashboard's watches keep (a change they see is read at once, alone; one computation
+    /// serves every open page).
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     refresh: String,
     #[command(flatten)]
@@ -87,9 +88,10 @@ pub async fn run(args: DashboardArgs, client: &ClientArgs) -> anyhow::Result<Exi
         .max(std::time::Duration::from_millis(500));
     // The one parser of `--cronjob` (status, explain, doctor).
     let cronjob = args.deployment.cronjob.cronjob.0.clone();
-    let kube = promoter::client::client(client).await?;
+    let (kube, watches) = promoter::client::client_and_watches(client).await?;
     let mut options = args.serve.options("cluster");
     options.refresh = Some(refresh);
+    options.watches = Some(promoter::dashboard::Watches(watches));
     options.tz = tz;
     options.cronjob = cronjob;
     let dashboard = promoter::dashboard::start(kube, Arc::new(WallClock), None, options).await?;

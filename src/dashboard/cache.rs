@@ -13,7 +13,13 @@
 //! (`observe`, `status`, `explain`), and an open page costs the API server its watches only.
 //!
 //! Objects are kept as JSON text without `metadata.managedFields` (which nothing the dashboard
-//! reads looks at): what a list answer is made of, with no decoded tree per object.
+//! reads looks at): what a list answer is made of, with no decoded tree per object. A list
+//! selecting by a label's values (`key=value`, `key in (...)`) or by name is answered from an
+//! index of that label, serving only the matching objects: the dashboard's read of one
+//! promotion's ClusterSummaries costs that promotion's summaries, not the fleet's.
+//!
+//! Each change a watch sees is kept ([`Change`]) until the hub takes it, so that it reads again
+//! only what the change touches.
 
 use futures::TryStreamExt as _;
 use http::{Request, Response};
@@ -22,13 +28,13 @@ use kube::client::Body;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 
 /// How long a watch request lasts before it is made again from where it ended (kube's default).
-const WATCH_TIMEOUT: u32 = 290;
+const WATCH_TIMEOUT: u64 = crate::client::WATCH_TIMEOUT.as_secs();
 /// Objects per page of a reflector's list.
 const PAGE: u32 = 500;
 /// How long a discovery answer (which groups and versions the server serves) is reused (kube's
@@ -39,11 +45,32 @@ const KEEP_FOR: Duration = Duration::from_secs(5 * 60);
 /// The watched collections and their objects.
 pub struct WatchCache {
     inner: kube::Client,
+    /// The client the watch requests are made with: its read timeout outlasts a quiet watch.
+    watches: kube::Client,
     reflectors: Mutex<BTreeMap<String, Arc<Reflector>>>,
     /// Discovery answers and refused lists by path: when they were read, status code and body.
     kept: Mutex<BTreeMap<String, (std::time::Instant, u16, bytes::Bytes)>>,
     changed: Notify,
+    /// What the watches saw change since the hub last took it.
+    changes: Mutex<Vec<Change>>,
+    /// Objects served in list answers, by collection path (what reading through the cache costs).
+    served: Mutex<BTreeMap<String, usize>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// A change a watch saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// An object of `collection` was added, changed or deleted; its labels are as of the event.
+    Object {
+        collection: String,
+        name: String,
+        labels: BTreeMap<String, String>,
+        /// The object an Event is about (`involvedObject`): kind and name.
+        involved: Option<(String, String)>,
+    },
+    /// `collection` was listed (again): any of its objects may have changed.
+    Listed { collection: String },
 }
 
 impl Drop for WatchCache {
@@ -69,6 +96,9 @@ struct Collection {
     kind: String,
     /// By namespace and name, in the server's order.
     objects: BTreeMap<(String, String), Cached>,
+    /// The objects by the value of a label, for each label a list has selected by (built on that
+    /// first list, then kept current).
+    index: BTreeMap<String, BTreeMap<String, BTreeSet<(String, String)>>>,
 }
 
 struct Cached {
@@ -79,6 +109,60 @@ struct Cached {
 impl Reflector {
     fn collection(&self) -> std::sync::MutexGuard<'_, Collection> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Collection {
+    fn insert(&mut self, key: (String, String), cached: Cached) {
+        self.remove(&key);
+        for (label, by_value) in &mut self.index {
+            if let Some(value) = cached.labels.get(label) {
+                by_value
+                    .entry(value.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        self.objects.insert(key, cached);
+    }
+
+    fn remove(&mut self, key: &(String, String)) {
+        let Some(old) = self.objects.remove(key) else {
+            return;
+        };
+        for (label, by_value) in &mut self.index {
+            if let Some(value) = old.labels.get(label)
+                && let Some(keys) = by_value.get_mut(value)
+            {
+                keys.remove(key);
+                if keys.is_empty() {
+                    by_value.remove(value);
+                }
+            }
+        }
+    }
+
+    /// The objects whose `label` has one of `values`, in the collection's order.
+    fn labelled(&mut self, label: &str, values: &[String]) -> BTreeSet<(String, String)> {
+        let objects = &self.objects;
+        let by_value = self.index.entry(label.to_string()).or_insert_with(|| {
+            let mut by_value: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
+            for (key, cached) in objects {
+                if let Some(value) = cached.labels.get(label) {
+                    by_value
+                        .entry(value.clone())
+                        .or_default()
+                        .insert(key.clone());
+                }
+            }
+            by_value
+        });
+        values
+            .iter()
+            .filter_map(|v| by_value.get(v))
+            .flatten()
+            .cloned()
+            .collect()
     }
 }
 
@@ -147,12 +231,17 @@ fn field_terms(selector: &str) -> Option<Vec<(String, String, bool)>> {
 }
 
 impl WatchCache {
-    pub fn new(inner: kube::Client) -> Arc<WatchCache> {
+    /// `watches`: the client for watch requests ([`crate::client::for_watches`]); with one whose
+    /// read timeout is a request's, a quiet watch ends then and is made again.
+    pub fn new(inner: kube::Client, watches: kube::Client) -> Arc<WatchCache> {
         Arc::new(WatchCache {
             inner,
+            watches,
             reflectors: Mutex::new(BTreeMap::new()),
             kept: Mutex::new(BTreeMap::new()),
             changed: Notify::new(),
+            changes: Mutex::new(Vec::new()),
+            served: Mutex::new(BTreeMap::new()),
             tasks: Mutex::new(Vec::new()),
         })
     }
@@ -187,6 +276,27 @@ impl WatchCache {
     /// Resolves when an object of a watched collection changed (or one was listed again).
     pub async fn changed(&self) {
         self.changed.notified().await;
+    }
+
+    /// The changes seen since the last call, oldest first.
+    pub fn take_changes(&self) -> Vec<Change> {
+        std::mem::take(&mut *self.changes.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Objects served in list answers so far, by collection path.
+    pub fn served(&self) -> BTreeMap<String, usize> {
+        self.served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn saw(&self, change: Change) {
+        self.changes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(change);
+        self.changed.notify_one();
     }
 
     /// The answer kept for `path`, while it is recent.
@@ -242,10 +352,33 @@ impl WatchCache {
             Some(s) => field_terms(s)?,
             None => Vec::new(),
         };
-        let collection = reflector.collection();
+        let mut collection = reflector.collection();
         if !collection.synced {
             return None;
         }
+        // Only the objects a label's values or a name select are looked at, when the list
+        // selects so.
+        let by_label = labels.iter().find_map(|r| match &r.op {
+            crate::labels::Op::In(values) => Some((r.key.clone(), values.clone())),
+            _ => None,
+        });
+        let by_name = fields
+            .iter()
+            .find(|(field, _, not_equal)| field == "metadata.name" && !not_equal)
+            .map(|(_, name, _)| name.clone());
+        let candidates: Option<BTreeSet<(String, String)>> = match (by_label, by_name) {
+            (Some((label, values)), _) => Some(collection.labelled(&label, &values)),
+            (None, Some(name)) => Some(
+                collection
+                    .objects
+                    .keys()
+                    .filter(|(_, n)| *n == name)
+                    .cloned()
+                    .collect(),
+            ),
+            (None, None) => None,
+        };
+        let collection = &*collection;
         let mut body = format!(
             r#"{{"apiVersion":{},"kind":{},"metadata":{{"resourceVersion":{}}},"items":["#,
             Value::from(collection.api_version.as_str()),
@@ -253,7 +386,15 @@ impl WatchCache {
             Value::from(collection.resource_version.as_str()),
         );
         let mut first = true;
-        for ((namespace, name), cached) in &collection.objects {
+        let mut served = 0;
+        let objects: Box<dyn Iterator<Item = (&(String, String), &Cached)>> = match &candidates {
+            Some(keys) => Box::new(
+                keys.iter()
+                    .filter_map(|k| collection.objects.get_key_value(k)),
+            ),
+            None => Box::new(collection.objects.iter()),
+        };
+        for ((namespace, name), cached) in objects {
             let labelled = labels
                 .iter()
                 .all(|r| r.matches_value(cached.labels.get(&r.key).map(String::as_str)));
@@ -264,8 +405,15 @@ impl WatchCache {
                 body.push(',');
             }
             first = false;
+            served += 1;
             body.push_str(&cached.text);
         }
+        *self
+            .served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(path.to_string())
+            .or_default() += served;
         body.push_str("]}");
         Some(json_response(200, body.into()))
     }
@@ -282,11 +430,11 @@ impl WatchCache {
             r
         };
         let cache = Arc::downgrade(self);
-        let (inner, path) = (self.inner.clone(), path.to_string());
+        let (inner, watches, path) = (self.inner.clone(), self.watches.clone(), path.to_string());
         let task = tokio::spawn(async move {
-            let gone = run(&inner, &path, &reflector, || {
+            let gone = run(&inner, &watches, &path, &reflector, |change| {
                 if let Some(c) = cache.upgrade() {
-                    c.changed.notify_one();
+                    c.saw(change);
                 }
             })
             .await;
@@ -315,15 +463,14 @@ impl WatchCache {
 /// Whether a cached object matches a field selector's terms: `metadata.name` and
 /// `metadata.namespace`, and other fields by their path in the object (`involvedObject.name`).
 fn fields_match(terms: &[(String, String, bool)], namespace: &str, name: &str, text: &str) -> bool {
-    if terms.is_empty() {
-        return true;
-    }
-    let object: Option<Value> = serde_json::from_str(text).ok();
+    // Decoded only for a field other than its name and namespace.
+    let mut object: Option<Option<Value>> = None;
     terms.iter().all(|(field, value, not_equal)| {
         let actual = match field.as_str() {
             "metadata.name" => name.to_string(),
             "metadata.namespace" => namespace.to_string(),
             other => object
+                .get_or_insert_with(|| serde_json::from_str(text).ok())
                 .as_ref()
                 .and_then(|o| o.pointer(&format!("/{}", other.replace('.', "/"))))
                 .and_then(Value::as_str)
@@ -353,8 +500,20 @@ struct PageMeta {
     continue_token: Option<String>,
 }
 
-/// Namespace, name, labels and stored text of a listed or watched object, and its version.
-fn entry(mut object: Value) -> Option<((String, String), Cached, String)> {
+/// Namespace, name, labels and stored text of a listed or watched object, its version, and the
+/// object it is about (an Event's `involvedObject`: kind and name).
+type Entry = ((String, String), Cached, String, Option<(String, String)>);
+
+fn entry(mut object: Value) -> Option<Entry> {
+    let involved = object.get("involvedObject").map(|o| {
+        let field = |k: &str| {
+            o.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        (field("kind"), field("name"))
+    });
     let metadata = object.get_mut("metadata")?.as_object_mut()?;
     metadata.remove("managedFields");
     let text = |k: &str| {
@@ -371,7 +530,7 @@ fn entry(mut object: Value) -> Option<((String, String), Cached, String)> {
         .and_then(|l| serde_json::from_value(l.clone()).ok())
         .unwrap_or_default();
     let text: Arc<str> = serde_json::to_string(&object).ok()?.into();
-    Some((key, Cached { text, labels }, version))
+    Some((key, Cached { text, labels }, version, involved))
 }
 
 fn status_code(e: &kube::Error) -> Option<u16> {
@@ -399,7 +558,7 @@ async fn list(inner: &kube::Client, path: &str) -> Result<Collection, kube::Erro
         collection.kind = page.kind;
         collection.resource_version = page.metadata.resource_version;
         for item in page.items {
-            if let Some((key, cached, _)) = serde_json::from_str(item.get()).ok().and_then(entry) {
+            if let Some((key, cached, ..)) = serde_json::from_str(item.get()).ok().and_then(entry) {
                 collection.objects.insert(key, cached);
             }
         }
@@ -416,9 +575,10 @@ async fn list(inner: &kube::Client, path: &str) -> Result<Collection, kube::Erro
 /// error, then).
 async fn run(
     inner: &kube::Client,
+    watches: &kube::Client,
     path: &str,
     reflector: &Reflector,
-    changed: impl Fn(),
+    changed: impl Fn(Change),
 ) -> kube::Error {
     let mut pause = Duration::from_secs(1);
     let backoff = |pause: &mut Duration| {
@@ -430,7 +590,9 @@ async fn run(
         match list(inner, path).await {
             Ok(listed) => {
                 *reflector.collection() = listed;
-                changed();
+                changed(Change::Listed {
+                    collection: path.to_string(),
+                });
             }
             // Forbidden, NotFound, MethodNotAllowed: not to be watched here.
             Err(e) if matches!(status_code(&e), Some(403..=405)) => return e,
@@ -450,7 +612,7 @@ async fn run(
             let Ok(request) = Request::get(uri).body(Vec::new()) else {
                 break;
             };
-            let events = match inner.request_events::<Value>(request).await {
+            let events = match watches.request_events::<Value>(request).await {
                 Ok(events) => events,
                 Err(e) if matches!(status_code(&e), Some(410)) => break,
                 Err(e) => {
@@ -464,19 +626,9 @@ async fn run(
             while let Ok(Some(event)) = events.try_next().await {
                 pause = Duration::from_secs(1);
                 let mut collection = reflector.collection();
-                match event {
-                    WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-                        if let Some((key, cached, version)) = entry(object) {
-                            collection.resource_version = version;
-                            collection.objects.insert(key, cached);
-                        }
-                    }
-                    WatchEvent::Deleted(object) => {
-                        if let Some((key, _, version)) = entry(object) {
-                            collection.resource_version = version;
-                            collection.objects.remove(&key);
-                        }
-                    }
+                let (object, deleted) = match event {
+                    WatchEvent::Added(object) | WatchEvent::Modified(object) => (object, false),
+                    WatchEvent::Deleted(object) => (object, true),
                     WatchEvent::Bookmark(b) => {
                         collection.resource_version = b.metadata.resource_version;
                         continue;
@@ -490,9 +642,24 @@ async fn run(
                         }
                         break;
                     }
+                };
+                let Some((key, cached, version, involved)) = entry(object) else {
+                    continue;
+                };
+                let change = Change::Object {
+                    collection: path.to_string(),
+                    name: key.1.clone(),
+                    labels: cached.labels.clone(),
+                    involved,
+                };
+                collection.resource_version = version;
+                if deleted {
+                    collection.remove(&key);
+                } else {
+                    collection.insert(key, cached);
                 }
                 drop(collection);
-                changed();
+                changed(change);
             }
             if expired {
                 break;

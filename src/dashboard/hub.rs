@@ -1,17 +1,29 @@
 //! The one loop per server that reads the cluster and keeps what every open page shows: the
-//! overview's rows, the freezes, and the pages of the promotions someone has open. Each refresh
-//! reads as `status` reads (one `observe`), computes the models, and publishes a new snapshot only
-//! when a model changed, with the pieces that changed marked by version: a pass that changes
-//! nothing costs the open pages nothing, however many there are.
+//! overview's rows, the freezes, and the pages of the promotions someone has open. A whole
+//! refresh reads as `status` reads (one `observe`), computes the models, and publishes a new
+//! snapshot only when a model changed, with the pieces that changed marked by version: a pass
+//! that changes nothing costs the open pages nothing, however many there are.
+//!
+//! Reading through watches ([`super::cache`]), a change a watch sees is read again at once and
+//! alone: a ClusterPromotion, a generated ClusterProfile (its promotion's label), a
+//! ClusterSummary (its profile's promotion) or an Event about a promotion makes that promotion's
+//! row (and open page) be read again ([`crate::ops::load::status_world_of`]) and computed again;
+//! every other row keeps its version. A change to what every row reads (the clusters, the
+//! freezes, …) is a whole refresh. Between changes, every `--refresh` the rows are computed again
+//! at the new time, from the world the watches keep current (a soak ends, a window opens), without
+//! reading it.
 
+use super::cache::{Change, WatchCache};
 use super::model::{self, Banner, Detail, EventLine, FreezesView, Row};
 use super::views::{self, Page};
-use crate::api::ClusterPromotion;
+use crate::api::sveltos::{CLUSTER_PROFILE_NAME_LABEL, PROMOTION_NAME_LABEL};
+use crate::api::{ClusterProfile, ClusterPromotion, ClusterSummary};
 use crate::pass::observe::Observation;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use k8s_openapi::api::core::v1::Event;
-use std::collections::BTreeMap;
+use kube::Resource as _;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
@@ -182,6 +194,8 @@ pub struct HubOptions {
 
 pub struct Hub {
     client: kube::Client,
+    /// The watches `client` reads through, if it does: what they saw change.
+    cache: Option<Arc<WatchCache>>,
     clock: Arc<dyn Clock>,
     options: HubOptions,
     tx: watch::Sender<Arc<Snapshot>>,
@@ -198,7 +212,16 @@ pub struct Hub {
 
 /// The last read: the world, and when a pass last ran.
 #[derive(Default)]
-struct Read(Option<Observation>, Option<crate::ops::inspect::LastPass>);
+struct Read(
+    Option<Observation>,
+    Option<crate::ops::inspect::LastPass>,
+    Stale,
+);
+
+/// Whether the world kept is not the cluster's as the watches see it (the last read failed):
+/// the next refresh reads it whole.
+#[derive(Default)]
+struct Stale(bool);
 
 /// Keeps a promotion's page up to date while held.
 pub struct Viewing {
@@ -245,10 +268,17 @@ fn versioned<T: serde::Serialize>(
 }
 
 impl Hub {
-    pub fn new(client: kube::Client, clock: Arc<dyn Clock>, options: HubOptions) -> Arc<Hub> {
+    /// `cache`: the watches `client` reads through (none: every refresh reads the whole world).
+    pub fn new(
+        client: kube::Client,
+        cache: Option<Arc<WatchCache>>,
+        clock: Arc<dyn Clock>,
+        options: HubOptions,
+    ) -> Arc<Hub> {
         let (tx, _) = watch::channel(Arc::new(Snapshot::default()));
         Arc::new(Hub {
             client,
+            cache,
             clock,
             options,
             tx,
@@ -262,6 +292,11 @@ impl Hub {
 
     pub fn client(&self) -> &kube::Client {
         &self.client
+    }
+
+    /// The watches the hub reads through, if it does.
+    pub fn cache(&self) -> Option<&Arc<WatchCache>> {
+        self.cache.as_ref()
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -332,28 +367,48 @@ impl Hub {
     /// promotion's page nobody had open).
     pub async fn ready(self: &Arc<Self>, detail: Option<&str>) -> Arc<Snapshot> {
         let s = self.snapshot();
-        let missing = s.at.is_none() || detail.is_some_and(|d| !s.details.contains_key(d));
-        if !missing {
+        if s.at.is_none() {
+            self.refresh().await;
+        } else if detail.is_some_and(|d| !s.details.contains_key(d)) {
+            // A page being opened is among the wanted ones: read that promotion.
+            self.refresh_changes().await;
+        } else {
             return s;
         }
-        self.refresh().await;
         self.snapshot()
     }
 
     /// Reads and publishes until the process ends. A read of a large fleet takes time (it is
     /// the pass's read): the next one starts no sooner than that time again after it, so the
-    /// dashboard never reads more than half of the time.
+    /// dashboard never reads more than half of the time. Reading through watches, a wake reads
+    /// only what changed, at once; the rows are computed again every `--refresh`.
     pub async fn run(self: Arc<Self>) {
+        let started = Instant::now();
+        self.refresh().await;
+        let mut due = Instant::now() + started.elapsed();
         loop {
-            let started = Instant::now();
-            self.refresh().await;
-            let took = started.elapsed();
-            match self.options.refresh {
+            let woken = match self.options.refresh {
                 Some(every) => {
-                    let _ = tokio::time::timeout(every.max(took), self.wake.notified()).await;
+                    let due = (due + every).max(Instant::now());
+                    tokio::time::timeout_at(due.into(), self.wake.notified())
+                        .await
+                        .is_ok()
                 }
-                None => self.wake.notified().await,
+                None => {
+                    self.wake.notified().await;
+                    true
+                }
+            };
+            let started = Instant::now();
+            match (&self.cache, woken) {
+                (Some(_), true) => {
+                    self.refresh_changes().await;
+                    continue;
+                }
+                (Some(_), false) => self.recompute().await,
+                (None, _) => self.refresh().await,
             }
+            due = Instant::now() + started.elapsed();
         }
     }
 
@@ -368,19 +423,32 @@ impl Hub {
     /// changed.
     pub async fn refresh(&self) {
         let _one = self.refreshing.lock().await;
-        let last_pass = match &self.options.cronjob {
+        // What the watches saw so far is in this read.
+        if let Some(cache) = &self.cache {
+            cache.take_changes();
+        }
+        let mut last = self.last.lock().await;
+        self.read_whole(&mut last).await;
+    }
+
+    /// When a pass last ran (`--cronjob`), read again.
+    async fn read_last_pass(&self, last: &mut Read) {
+        last.1 = match &self.options.cronjob {
             Some((ns, name)) => crate::ops::inspect::last_pass(&self.client, ns, name).await,
             None => None,
         };
-        let mut last = self.last.lock().await;
-        last.1 = last_pass;
+    }
+
+    async fn read_whole(&self, last: &mut Read) {
+        self.read_last_pass(last).await;
         let now = self.clock.now();
         match crate::ops::load::status_world(&self.client, None, now, self.options.tz).await {
             Err(e) => {
                 // The rows stay as last read; the banner says why they are not fresh.
                 let error = crate::cli_error::render(&e);
-                let Read(observation, last_pass) = &mut *last;
-                self.publish(observation.as_mut(), last_pass.clone(), Some(error))
+                let Read(observation, last_pass, stale) = last;
+                stale.0 = true;
+                self.publish(observation.as_mut(), last_pass.clone(), Some(error), None)
                     .await;
             }
             Ok(mut observation) => {
@@ -396,11 +464,72 @@ impl Hub {
                     }
                 }
                 last.0 = Some(observation);
-                let Read(observation, last_pass) = &mut *last;
-                self.publish(observation.as_mut(), last_pass.clone(), None)
+                let Read(observation, last_pass, stale) = last;
+                stale.0 = false;
+                self.publish(observation.as_mut(), last_pass.clone(), None, None)
                     .await;
             }
         }
+    }
+
+    /// Reads again what the watches saw change since the last read, and the pages being opened,
+    /// and publishes: only those promotions' rows are computed again. A change to what every
+    /// row reads (or a collection listed again, or a last read that failed) is a whole read.
+    pub async fn refresh_changes(&self) {
+        let _one = self.refreshing.lock().await;
+        let Some(cache) = &self.cache else {
+            let mut last = self.last.lock().await;
+            return self.read_whole(&mut last).await;
+        };
+        let changes = cache.take_changes();
+        let mut last = self.last.lock().await;
+        let Read(Some(observation), last_pass, Stale(false)) = &mut *last else {
+            return self.read_whole(&mut last).await;
+        };
+        let Some(mut names) = affected(&changes, observation) else {
+            return self.read_whole(&mut last).await;
+        };
+        let shown = self.snapshot();
+        names.extend(
+            self.wanted()
+                .into_iter()
+                .filter(|n| !shown.details.contains_key(n)),
+        );
+        if names.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        let read = crate::ops::load::status_world_of(
+            &self.client,
+            observation,
+            &names,
+            now,
+            self.options.tz,
+        )
+        .await;
+        let last_pass = last_pass.clone();
+        let error = read.err().map(|e| {
+            // Partly read: read whole on the next refresh.
+            last.2 = Stale(true);
+            crate::cli_error::render(&e)
+        });
+        let Read(observation, ..) = &mut *last;
+        self.publish(observation.as_mut(), last_pass, error, Some(&names))
+            .await;
+    }
+
+    /// Computes every row again at the clock's time, from the world the watches keep current
+    /// (read whole if it is not).
+    async fn recompute(&self) {
+        let _one = self.refreshing.lock().await;
+        let mut last = self.last.lock().await;
+        if !matches!(&*last, Read(Some(_), _, Stale(false))) {
+            return self.read_whole(&mut last).await;
+        }
+        self.read_last_pass(&mut last).await;
+        let Read(observation, last_pass, _) = &mut *last;
+        self.publish(observation.as_mut(), last_pass.clone(), None, None)
+            .await;
     }
 
     /// After an action: re-reads only what it changed (the promotion; the freezes) and publishes,
@@ -409,10 +538,8 @@ impl Hub {
     pub async fn refresh_after(&self, promotion: Option<&str>, freezes: bool) {
         let _one = self.refreshing.lock().await;
         let mut last = self.last.lock().await;
-        let Read(Some(observation), last_pass) = &mut *last else {
-            drop(last);
-            drop(_one);
-            return self.refresh().await;
+        let Read(Some(observation), last_pass, _) = &mut *last else {
+            return self.read_whole(&mut last).await;
         };
         if let Some(name) = promotion {
             let api: kube::Api<ClusterPromotion> = kube::Api::all(self.client.clone());
@@ -454,17 +581,27 @@ impl Hub {
             }
         }
         let last_pass = last_pass.clone();
-        self.publish(Some(observation), last_pass, None).await;
+        let only: BTreeSet<String> = promotion.map(str::to_string).into_iter().collect();
+        self.publish(
+            Some(observation),
+            last_pass,
+            None,
+            (!freezes).then_some(&only),
+        )
+        .await;
     }
 
     /// Computes every model from `observation` (none: the last read failed and nothing was read
-    /// before), renders what changed, and publishes a snapshot if anything did.
+    /// before), renders what changed, and publishes a snapshot if anything did. `only`: the
+    /// promotions read again; every other row and page is kept as it was.
     async fn publish(
         &self,
         observation: Option<&mut Observation>,
         last_pass: Option<crate::ops::inspect::LastPass>,
         error: Option<String>,
+        only: Option<&BTreeSet<String>>,
     ) {
+        let kept = |name: &str| only.is_some_and(|o| !o.contains(name));
         let previous = self.snapshot();
         let seq = previous.seq + 1;
         let now = self.clock.now();
@@ -480,6 +617,12 @@ impl Hub {
                 let Some(name) = p.metadata.name.clone() else {
                     continue;
                 };
+                if kept(&name)
+                    && let Some(row) = previous.rows.get(&name)
+                {
+                    rows.insert(name, row.clone());
+                    continue;
+                }
                 let mut status =
                     crate::ops::inspect::status_row(p, &observation.world, now, self.options.tz);
                 status.last_pass = last_pass.clone();
@@ -491,6 +634,12 @@ impl Hub {
                 rows.insert(name, v);
             }
             for bad in &observation.undecodable {
+                if kept(&bad.name)
+                    && let Some(row) = previous.rows.get(&bad.name)
+                {
+                    rows.insert(bad.name.clone(), row.clone());
+                    continue;
+                }
                 let row = Row::Unreadable {
                     name: bad.name.clone(),
                     error: bad.error.clone(),
@@ -522,6 +671,12 @@ impl Hub {
             let page_last_pass = last_pass.clone().or(simulated);
             let mut details = BTreeMap::new();
             for name in &wanted {
+                if kept(name)
+                    && let Some(detail) = previous.details.get(name)
+                {
+                    details.insert(name.clone(), detail.clone());
+                    continue;
+                }
                 let Some(p) = observation
                     .promotions
                     .iter()
@@ -578,6 +733,61 @@ impl Hub {
             let _ = self.tx.send_replace(Arc::new(next));
         }
     }
+}
+
+/// The promotions a watch's changes touch; none when one touches what every row reads (or a
+/// collection was listed again): then the whole world is read again.
+fn affected(changes: &[Change], observation: &Observation) -> Option<BTreeSet<String>> {
+    let promotions = ClusterPromotion::url_path(&(), None);
+    let profiles = ClusterProfile::url_path(&(), None);
+    let summaries = ClusterSummary::url_path(&(), None);
+    let events = Event::url_path(&(), Some("default"));
+    let promotion_of = |profile: &str| {
+        observation
+            .world
+            .profiles
+            .get(profile)?
+            .metadata
+            .labels
+            .as_ref()?
+            .get(PROMOTION_NAME_LABEL)
+            .cloned()
+    };
+    let mut names = BTreeSet::new();
+    for change in changes {
+        let Change::Object {
+            collection,
+            name,
+            labels,
+            involved,
+        } = change
+        else {
+            return None;
+        };
+        if *collection == promotions {
+            names.insert(name.clone());
+        } else if *collection == profiles {
+            // Its promotion now, and the one it had (a label taken off).
+            names.extend(labels.get(PROMOTION_NAME_LABEL).cloned());
+            names.extend(promotion_of(name));
+        } else if *collection == summaries {
+            // A summary of a profile no promotion generated is read by none.
+            names.extend(
+                labels
+                    .get(CLUSTER_PROFILE_NAME_LABEL)
+                    .and_then(|p| promotion_of(p)),
+            );
+        } else if *collection == events {
+            if let Some((kind, name)) = involved
+                && kind == "ClusterPromotion"
+            {
+                names.insert(name.clone());
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(names)
 }
 
 /// The promotion's Events (core/v1 in `default`, where a cluster-scoped object's go), oldest first.

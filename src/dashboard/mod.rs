@@ -51,6 +51,10 @@ pub struct Options {
     pub allow_hosts: Vec<String>,
     /// Time between two reads of the cluster; none: only after a pass or an action (simulation).
     pub refresh: Option<Duration>,
+    /// The client the watches are made with (`client::for_watches`: a quiet watch lasts its
+    /// `timeoutSeconds`); none: the dashboard's client, whose read timeout ends a quiet watch
+    /// sooner (it is made again).
+    pub watches: Option<Watches>,
     pub tz: Tz,
     pub cronjob: Option<(String, String)>,
     /// What the header says the data is.
@@ -65,10 +69,21 @@ impl Options {
             read_only: false,
             allow_hosts: Vec::new(),
             refresh: Some(Duration::from_secs(2)),
+            watches: None,
             tz: chrono_tz::UTC,
             cronjob: None,
             source: source.to_string(),
         }
+    }
+}
+
+/// A client for watch requests.
+#[derive(Clone)]
+pub struct Watches(pub kube::Client);
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Watches")
     }
 }
 
@@ -129,9 +144,13 @@ pub async fn start(
     let addr = listener.local_addr()?;
     let guard = Arc::new(Guard::new(addr, &options.allow_hosts)?);
     // A cluster's dashboard reads through watches (a simulation wakes its hub after each pass).
-    let cache = simulation
-        .is_none()
-        .then(|| cache::WatchCache::new(client.clone()));
+    let cache = simulation.is_none().then(|| {
+        let watches = options
+            .watches
+            .as_ref()
+            .map_or_else(|| client.clone(), |w| w.0.clone());
+        cache::WatchCache::new(client.clone(), watches)
+    });
     let client = match &cache {
         Some(cache) => cache.client(),
         None => client,
@@ -144,6 +163,7 @@ pub async fn start(
     };
     let hub = Hub::new(
         client,
+        cache.clone(),
         clock,
         HubOptions {
             tz: options.tz,

@@ -248,6 +248,11 @@ impl FakeApiServer {
         self.client_as(ADMIN).await
     }
 
+    /// The admin's client for watch requests (`client::for_watches`).
+    pub async fn watch_client(&self) -> anyhow::Result<kube::Client> {
+        crate::client::for_watches(self.config_as(ADMIN).await?)
+    }
+
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared
             .log

@@ -1,11 +1,18 @@
 //! What `status` and `explain` read from the cluster before they compute anything: one place, so
 //! that the CLI and the dashboard show the same world.
 
-use crate::api::ClusterPromotion;
+use crate::api::sveltos::PROMOTION_NAME_LABEL;
+use crate::api::{ClusterProfile, ClusterPromotion};
 use crate::pass::World;
-use crate::pass::observe::Observation;
+use crate::pass::observe::{Observation, list_decoded};
+use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use kube::api::ListParams;
+use std::collections::BTreeSet;
+
+/// Promotion names per label-selected list of their profiles (as `observe` chunks summaries).
+const NAMES_PER_LIST: usize = 100;
 
 /// What `status` reads: the promotions (those `selector` picks), what their decisions need, and
 /// the stored revisions their decisions at `now` ask for.
@@ -25,6 +32,125 @@ pub async fn status_world(
     )
     .await;
     Ok(observation)
+}
+
+/// [`status_world`] again for the named promotions only, into `observation` (a whole
+/// [`status_world`] read before): each one's ClusterPromotion, generated profiles and
+/// ClusterSummaries replace what `observation` had of it (a promotion gone is removed), read as
+/// `observe` reads them but selected by name and label, so that nothing of the other promotions
+/// is read. The rest of the world (the other promotions, the freezes, the inventory) is left as
+/// read: a change to it is a whole [`status_world`] again.
+pub async fn status_world_of(
+    client: &kube::Client,
+    observation: &mut Observation,
+    names: &BTreeSet<String>,
+    now: DateTime<Utc>,
+    tz: Tz,
+) -> anyhow::Result<()> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&String> = names.iter().collect();
+    // Profiles before promotions, as `observe` reads them.
+    let mut profiles = Vec::new();
+    for chunk in names.chunks(NAMES_PER_LIST) {
+        let chunk: Vec<&str> = chunk.iter().map(|n| n.as_str()).collect();
+        let selector = format!("{PROMOTION_NAME_LABEL} in ({})", chunk.join(","));
+        let (good, bad) =
+            list_decoded::<ClusterProfile>(client, ListParams::default().labels(&selector))
+                .await
+                .context("listing generated ClusterProfiles")?;
+        profiles.extend(good);
+        profiles.extend(bad.iter().filter_map(crate::pass::observe::lenient_profile));
+    }
+    let mut promotions = Vec::new();
+    let mut undecodable = Vec::new();
+    for name in &names {
+        let params = ListParams::default().fields(&format!("metadata.name={name}"));
+        let (good, bad) = list_decoded::<ClusterPromotion>(client, params)
+            .await
+            .context("listing ClusterPromotions")?;
+        promotions.extend(good);
+        undecodable.extend(bad);
+    }
+    let named = |n: Option<&str>| n.is_some_and(|n| names.iter().any(|m| *m == n));
+    let world = &mut observation.world;
+    // What the world had of these promotions: their profiles, and the summaries of those.
+    let mut stale: BTreeSet<String> = world
+        .profiles
+        .iter()
+        .filter(|(_, p)| {
+            named(
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(PROMOTION_NAME_LABEL))
+                    .map(String::as_str),
+            )
+        })
+        .map(|(n, _)| n.clone())
+        .collect();
+    stale.extend(
+        observation
+            .promotions
+            .iter()
+            .filter(|p| named(p.metadata.name.as_deref()))
+            .flat_map(crate::pass::decide::watched_profiles),
+    );
+    for profile in &stale {
+        world.profiles.remove(profile);
+        world.summaries.remove(profile);
+        world.summaries_listed.remove(profile);
+    }
+    world.profiles.extend(
+        profiles
+            .into_iter()
+            .filter_map(|p| Some((p.metadata.name.clone()?, p))),
+    );
+    let mut watched: Vec<String> = promotions
+        .iter()
+        .flat_map(crate::pass::decide::watched_profiles)
+        .collect();
+    watched.sort();
+    watched.dedup();
+    if !watched.is_empty() {
+        // None was in progress when the world was read: it has no inventory yet.
+        if world.clusters.is_empty() {
+            let (clusters, excluded) = crate::pass::observe::inventory_with_exclusions(client)
+                .await
+                .context("reading the cluster inventory")?;
+            world.clusters = clusters;
+            world.excluded = excluded;
+        }
+        let summaries = crate::pass::observe::summaries_of(client, &watched).await?;
+        world.summaries.extend(summaries);
+        world.summaries_listed.extend(watched);
+    }
+    if let Some(all) = &mut world.all_promotions {
+        all.retain(|n, _| !named(Some(n)));
+        all.extend(crate::pass::observe::promotion_labels(
+            &promotions,
+            &undecodable,
+        ));
+    }
+    // Its index of profiles by promotion is built again on next use.
+    world.cache = Default::default();
+    observation
+        .promotions
+        .retain(|p| !named(p.metadata.name.as_deref()));
+    observation.undecodable.retain(|u| !named(Some(&u.name)));
+    revisions_asked_for(client, &promotions, &mut observation.world, now, tz).await;
+    for p in promotions {
+        let at = observation
+            .promotions
+            .partition_point(|q| q.metadata.name < p.metadata.name);
+        observation.promotions.insert(at, p);
+    }
+    for u in undecodable {
+        let at = observation.undecodable.partition_point(|q| q.name < u.name);
+        observation.undecodable.insert(at, u);
+    }
+    Ok(())
 }
 
 /// What `explain` adds for one promotion to what `observe` read: the inventory (a world with no

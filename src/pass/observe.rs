@@ -81,7 +81,7 @@ fn object_name(raw: &Value) -> String {
 /// object's: `decodeLiveOrNew`, kubernetes/kubernetes
 /// staging/src/k8s.io/apimachinery/pkg/util/managedfields/internal/fieldmanager.go, commit
 /// 1c9cf914f2f951313b8e9f7c321f5bd50b5e3d9f).
-async fn list_decoded<K>(
+pub(crate) async fn list_decoded<K>(
     client: &kube::Client,
     params: ListParams,
 ) -> anyhow::Result<(Vec<K>, Vec<Undecodable>)>
@@ -117,9 +117,33 @@ where
     .await
 }
 
+/// The labels of each listed ClusterPromotion, decoded or not, by name.
+pub(crate) fn promotion_labels<'a>(
+    promotions: &'a [ClusterPromotion],
+    undecodable: &'a [Undecodable],
+) -> impl Iterator<Item = (String, BTreeMap<String, String>)> + 'a {
+    let labels = |v: &Value| {
+        serde_json::from_value::<BTreeMap<String, String>>(v.clone()).unwrap_or_default()
+    };
+    promotions
+        .iter()
+        .filter_map(|p| {
+            Some((
+                p.metadata.name.clone()?,
+                p.metadata.labels.clone().unwrap_or_default(),
+            ))
+        })
+        .chain(undecodable.iter().map(move |u| {
+            (
+                u.name.clone(),
+                labels(u.raw.pointer("/metadata/labels").unwrap_or(&Value::Null)),
+            )
+        }))
+}
+
 /// A generated profile that does not decode is still seen (by name, labels and owners), so that
 /// the pass repairs it instead of trying to create it again.
-fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
+pub(crate) fn lenient_profile(bad: &Undecodable) -> Option<ClusterProfile> {
     let metadata = serde_json::from_value(bad.raw.get("metadata")?.clone()).ok()?;
     let fields = match bad.raw.get("spec") {
         Some(Value::Object(m)) => m.clone(),
@@ -246,26 +270,9 @@ pub async fn observe_pass(
     let (mut promotions, mut undecodable) = list_decoded::<ClusterPromotion>(client, params)
         .await
         .context("listing ClusterPromotions")?;
-    let all_promotions = selector.is_none().then(|| {
-        let labels = |v: &Value| {
-            serde_json::from_value::<BTreeMap<String, String>>(v.clone()).unwrap_or_default()
-        };
-        promotions
-            .iter()
-            .filter_map(|p| {
-                Some((
-                    p.metadata.name.clone()?,
-                    p.metadata.labels.clone().unwrap_or_default(),
-                ))
-            })
-            .chain(undecodable.iter().map(|u| {
-                (
-                    u.name.clone(),
-                    labels(u.raw.pointer("/metadata/labels").unwrap_or(&Value::Null)),
-                )
-            }))
-            .collect()
-    });
+    let all_promotions = selector
+        .is_none()
+        .then(|| promotion_labels(&promotions, &undecodable).collect());
     if let Some(shard) = shard {
         promotions.retain(|p| shard.owns(p.metadata.name.as_deref().unwrap_or_default()));
         undecodable.retain(|u| shard.owns(&u.name));

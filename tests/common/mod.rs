@@ -457,8 +457,16 @@ pub async fn completed_before_a_break(env: &mut Env, example: &str, breaks: &str
 /// Refreshes `dashboard` until a refresh makes no list request: from then on every collection it
 /// reads is answered from its watches. Fails after 30 s.
 pub async fn refresh_until_watched(env: &Env, dashboard: &promoter::dashboard::Dashboard) {
+    refresh_until_watched_on(&env.server, dashboard).await
+}
+
+/// [`refresh_until_watched`], the dashboard serving `server`'s cluster.
+pub async fn refresh_until_watched_on(
+    server: &FakeApiServer,
+    dashboard: &promoter::dashboard::Dashboard,
+) {
     let lists = || {
-        env.server
+        server
             .requests()
             .iter()
             .filter(|r| r.verb == "list")
