@@ -418,6 +418,7 @@ async fn a_viewer_s_dashboard_shows_the_promotion_s_events() {
         let client = env.server.client_as(user).await.unwrap();
         let hub = Hub::new(
             client,
+            None,
             Arc::new(WallClock),
             HubOptions {
                 tz: chrono_tz::UTC,
